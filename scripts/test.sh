@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Set up (idempotent) and run the whole test suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1
+bash scripts/setup.sh
+# The widget test drives Debian's Chromium (Playwright never downloads a browser here).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Installing Debian's chromium for the widget test ..."
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium is missing: install Debian's 'chromium' package for the widget test." >&2
+  fi
+fi
+exec .venv/bin/python -m pytest "$@"

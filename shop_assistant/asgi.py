@@ -1,0 +1,19 @@
+"""ASGI entry point: Django for HTTP, Channels for the chat websocket.
+
+The inference engine is started once per process, lazily on first use (see shop_assistant.chat.engine),
+and shared by every connection.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop_assistant.settings")
+# Django must be set up before the routing imports models.
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402
+
+from shop_assistant.chat.routing import websocket_application  # noqa: E402
+
+application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application})

@@ -1,0 +1,211 @@
+"""Django settings, read from the environment.
+
+Embedded defaults (nothing set): SQLite in ``var/``, in-memory channel layer, Celery tasks run eagerly,
+the bundled model on the CPU. Set ``DATABASE_URL`` and ``REDIS_URL`` for the full stack.
+With ``DEBUG`` off, a missing ``SECRET_KEY`` stops the process instead of running with a guessable key.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("SHOP_ASSISTANT_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int | None) -> int | None:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else default
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name, "").strip()
+    return [item.strip() for item in value.split(",") if item.strip()] if value else default
+
+
+def _development_secret_key() -> str:
+    # Persisted so that sessions survive a restart of the development server.
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set it in the environment, or set DEBUG=1 for a development key."
+        )
+    SECRET_KEY = _development_secret_key()
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "catalog",
+    "shop_assistant.chat",
+    "shop_assistant.console",
+    "shop_assistant.prompts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "shop_assistant.urls"
+ASGI_APPLICATION = "shop_assistant.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    # Channels consumers and Celery eager tasks write from several threads; wait instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
+# In development WhiteNoise serves straight from the finders, so no collectstatic is needed.
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
+
+LOGIN_URL = "admin:login"
+
+# --- Redis: channel layer and Celery broker --------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_TRACK_STARTED = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Fail fast when the broker is down so callers can fall back instead of hanging a websocket.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+
+# --- Engine (inference/) -------------------------------------------------------------------
+# Keys are inference.EngineConfig fields; None leaves the engine's default.
+ENGINE = {
+    "model": os.environ.get("ENGINE_MODEL") or None,
+    "device": os.environ.get("ENGINE_DEVICE", "cpu"),
+    "dtype": os.environ.get("ENGINE_DTYPE", "auto"),
+    "attention_backend": os.environ.get("ENGINE_ATTENTION_BACKEND", "auto"),
+    "kv_cache_memory": env_int("ENGINE_KV_CACHE_MEMORY", 512 * 1024 * 1024),
+    "gpu_memory_utilization": float(os.environ.get("ENGINE_GPU_MEMORY_UTILIZATION", "0.9")),
+    "max_model_len": env_int("ENGINE_MAX_MODEL_LEN", 2048),
+    "max_num_seqs": env_int("ENGINE_MAX_NUM_SEQS", 32),
+    "max_num_batched_tokens": env_int("ENGINE_MAX_NUM_BATCHED_TOKENS", 512),
+    "block_size": env_int("ENGINE_BLOCK_SIZE", 16),
+    "enable_prefix_caching": env_bool("ENGINE_ENABLE_PREFIX_CACHING", True),
+}
+# Start the engine with the ASGI app (off in tests that don't chat, and in management commands).
+ENGINE_AUTOSTART = env_bool("ENGINE_AUTOSTART", True)
+
+# --- Chat limits ---------------------------------------------------------------------------
+CHAT = {
+    "max_message_chars": env_int("CHAT_MAX_MESSAGE_CHARS", 2000),
+    "messages_per_minute": env_int("CHAT_MESSAGES_PER_MINUTE", 20),
+    "max_tokens": env_int("CHAT_MAX_TOKENS", 256),
+    "temperature": float(os.environ.get("CHAT_TEMPERATURE", "0.2")),
+}
+
+# --- Security (production) -----------------------------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # the console's JavaScript reads it for POSTs
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if not DEBUG:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}

@@ -1,0 +1,12 @@
+"""Settings for the test suite: the real settings with a development key when none is given."""
+
+import os
+
+os.environ.setdefault("DEBUG", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from .settings import *  # noqa: E402,F401,F403
+
+# A file, not memory, so that daphne and Celery worker subprocesses in tests see the same test database.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_db.sqlite3")}  # noqa: F405

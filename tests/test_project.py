@@ -1,0 +1,148 @@
+"""The project as a new user meets it: settings from the environment, checks, migrations, compose file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from django.test import Client
+
+from tests.conftest import REPO_ROOT
+
+PYTHON = sys.executable
+
+
+def run_manage(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    # Start from a clean slate: only what each test sets may configure the project.
+    configured = {"DJANGO_SETTINGS_MODULE", "SECRET_KEY", "DEBUG", "DATABASE_URL", "REDIS_URL", "ALLOWED_HOSTS"}
+    base = {k: v for k, v in os.environ.items() if k not in configured and not k.startswith("ENGINE_")}
+    return subprocess.run(
+        [PYTHON, "manage.py", *args],
+        cwd=REPO_ROOT,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def settings_value(expr: str, env: dict[str, str]) -> str:
+    code = f"from django.conf import settings; print({expr})"
+    result = run_manage("shell", "-c", code, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]  # the shell may print an import banner first
+
+
+PRODUCTION = {"DEBUG": "0", "SECRET_KEY": "x" * 64 + "-production-like-key", "ALLOWED_HOSTS": "shop.example.com"}
+
+
+def test_check_passes():
+    result = run_manage("check", env={"DEBUG": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_deploy_check_is_clean_with_production_settings():
+    result = run_manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_production_refuses_to_start_without_secret_key():
+    result = run_manage("check", env={"DEBUG": "0"})
+    assert result.returncode != 0
+    assert "SECRET_KEY is not set" in result.stderr
+
+
+def test_migrations_are_committed():
+    result = run_manage("makemigrations", "--check", "--dry-run", env={"DEBUG": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_embedded_defaults_without_redis(tmp_path):
+    env = {"DEBUG": "1", "SHOP_ASSISTANT_VAR_DIR": str(tmp_path)}
+    assert settings_value("settings.CHANNEL_LAYERS['default']['BACKEND']", env) == (
+        "channels.layers.InMemoryChannelLayer"
+    )
+    assert settings_value("settings.CELERY_TASK_ALWAYS_EAGER", env) == "True"
+    assert settings_value("settings.DATABASES['default']['ENGINE']", env) == "django.db.backends.sqlite3"
+    assert (tmp_path / "secret_key").exists()  # development key generated and kept
+
+
+def test_full_stack_settings_from_environment():
+    env = {
+        **PRODUCTION,
+        "REDIS_URL": "redis://127.0.0.1:6379/3",
+        "DATABASE_URL": "postgres://shop:pw@db.internal:5432/shop",
+        "ENGINE_MAX_NUM_SEQS": "7",
+        "ENGINE_DEVICE": "cuda",
+    }
+    assert settings_value("settings.CHANNEL_LAYERS['default']['BACKEND']", env) == (
+        "channels_redis.core.RedisChannelLayer"
+    )
+    assert settings_value("settings.CELERY_TASK_ALWAYS_EAGER", env) == "False"
+    assert settings_value("settings.CELERY_BROKER_URL", env) == "redis://127.0.0.1:6379/3"
+    assert settings_value("settings.DATABASES['default']['ENGINE']", env) == "django.db.backends.postgresql"
+    assert settings_value("settings.DATABASES['default']['HOST']", env) == "db.internal"
+    assert settings_value("settings.ENGINE['max_num_seqs'], settings.ENGINE['device']", env) == "7 cuda"
+
+
+@pytest.mark.django_db
+def test_home_page_renders():
+    response = Client().get("/")
+    assert response.status_code == 200
+    assert b"<html" in response.content
+
+
+def test_engine_settings_are_engine_config_fields():
+    from dataclasses import fields
+
+    from django.conf import settings
+
+    from inference.config import EngineConfig
+
+    names = {f.name for f in fields(EngineConfig)}
+    assert set(settings.ENGINE) <= names
+
+
+def test_compose_file_declares_the_stack():
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"postgres", "redis", "web", "worker"} <= set(services)
+    for name in ("postgres", "redis", "web"):
+        assert "healthcheck" in services[name], name
+    assert "daphne" in " ".join(services["web"]["command"])
+    assert "worker" in " ".join(services["worker"]["command"])
+    assert (REPO_ROOT / "Dockerfile").exists()
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="no docker client on this machine")
+def test_compose_config_validates():
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("docker client has no compose plugin")
+    result = subprocess.run(
+        ["docker", "compose", "-f", str(REPO_ROOT / "docker-compose.yml"), "config", "--quiet"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SECRET_KEY": "compose-config-check", "POSTGRES_PASSWORD": "x"},
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_inference_imports_no_web_layer():
+    offenders = []
+    for path in (REPO_ROOT / "inference").rglob("*.py"):
+        for line in path.read_text().splitlines():
+            stripped = line.strip()
+            if stripped.startswith(("import ", "from ")) and stripped.split()[1].split(".")[0] in {
+                "django",
+                "shop_assistant",
+                "catalog",
+                "channels",
+            }:
+                offenders.append(f"{path.relative_to(REPO_ROOT)}: {stripped}")
+    assert offenders == []
