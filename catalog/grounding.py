@@ -1,0 +1,202 @@
+"""Grounding for chat: the catalog facts and product cards for one shopper message.
+
+The chat consumer calls ``ground(store, text)`` on every turn and puts ``facts`` under "Catalog results" in
+the model's input, and sends ``cards`` to the widget. Everything in both comes from database rows, never from
+the model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from .models import Product, Store, StoreDocument, Variant
+from .search import MATCH_THRESHOLD, SearchHit, search
+
+MAX_DOCUMENT_CHARS = 1500  # the engine's context is 2048 tokens; a policy must leave room for the chat
+MAX_DESCRIPTION_CHARS = 160
+RELATIVE_CUTOFF = 0.7  # hits scoring under 70% of the best one are noise next to it
+NO_MATCH = (
+    "No product in this store's catalog matches this message. If the shopper asked for a product, say that you "
+    "could not find it in this store; do not guess, and do not suggest products that are not listed here."
+)
+
+# Words that make a message a question about a store policy, per document kind.
+_POLICY_PATTERNS = {
+    StoreDocument.Kind.RETURNS: (
+        r"\b(returns?|returning|refunds?|refunded|exchanges?|exchanging|send (?:it |them )?back|money back)\b"
+    ),
+    StoreDocument.Kind.SHIPPING: (
+        r"\b(ship|ships|shipping|shipped|deliver(?:y|ies|ed)?|postage|courier|dispatch(?:ed)?|arrive|tracking)\b"
+    ),
+    StoreDocument.Kind.WARRANTY: r"\b(warrant(?:y|ies)|guarantee[ds]?|defects?|defective|faulty|broken|repairs?)\b",
+    StoreDocument.Kind.FAQ: (
+        r"\b(faq|pay|payments?|paypal|gift ?cards?|discounts?|coupons?|promo(?:tion)? codes?|size guide|sizing|"
+        r"contact|phone|e-?mail|opening hours|account|cancel(?:l?ed|ling)?|order status|track my order)\b"
+    ),
+}
+_PRICE_BELOW = re.compile(
+    r"\b(?:under|below|less than|cheaper than|at most|no more than|up to|max(?:imum)?)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)"
+)
+_PRICE_ABOVE = re.compile(r"\b(?:over|above|more than|at least|min(?:imum)?)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)")
+_PRICE_BETWEEN = re.compile(r"\bbetween\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)\s*(?:and|-|to)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)")
+
+
+@dataclass
+class Grounding:
+    """What the assistant may say about the catalog for one message.
+
+    facts: short lines for the prompt (products with price, stock, options and one line of description; the
+        text of the store documents a policy question asks about), or a line saying nothing matches.
+    cards: one dict per product hit, exactly {"sku", "title", "price", "currency", "url", "image", "in_stock"};
+        price is a string with two decimals ("19.99"), url and image may be "".
+    found: False when no product scored above the match threshold and no policy document applies.
+    """
+
+    facts: str
+    cards: list[dict] = field(default_factory=list)
+    found: bool = False
+
+
+def price_limits(text: str) -> tuple[Decimal | None, Decimal | None]:
+    """Price bounds a shopper stated ("under $50", "between 20 and 40"); (None, None) when none."""
+    lowered = text.lower()
+    between = _PRICE_BETWEEN.search(lowered)
+    if between:
+        low, high = sorted((Decimal(between.group(1)), Decimal(between.group(2))))
+        return low, high
+    below, above = _PRICE_BELOW.search(lowered), _PRICE_ABOVE.search(lowered)
+    return (Decimal(above.group(1)) if above else None, Decimal(below.group(1)) if below else None)
+
+
+def policy_kinds(text: str) -> list[str]:
+    """The document kinds a message asks about, in a stable order."""
+    lowered = text.lower()
+    return [kind for kind, pattern in _POLICY_PATTERNS.items() if re.search(pattern, lowered)]
+
+
+def _money(amount: Decimal) -> str:
+    return f"{amount.quantize(Decimal('0.01'))}"
+
+
+def _first_line(description: str) -> str:
+    text = " ".join(description.split())
+    if not text:
+        return ""
+    sentence = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+    if len(sentence) > MAX_DESCRIPTION_CHARS:
+        sentence = sentence[: MAX_DESCRIPTION_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    return sentence
+
+
+def _options_line(product: Product, variants: list[Variant]) -> str:
+    names = list(product.option_names or [])
+    parts = []
+    for i in range(3):
+        values: dict[str, bool] = {}
+        for variant in variants:
+            value = getattr(variant, f"option{i + 1}")
+            if value:
+                values[value] = values.get(value, False) or variant.in_stock
+        if values:
+            name = names[i] if i < len(names) and names[i] else f"Option {i + 1}"
+            shown = ", ".join(value if available else f"{value} (sold out)" for value, available in values.items())
+            parts.append(f"{name}: {shown}")
+    return "; ".join(parts)
+
+
+def _product_line(number: int, hit: SearchHit) -> str:
+    product, variant = hit.product, hit.variant
+    variants = list(product.variants.all())
+    price = f"{_money(variant.price)} {variant.currency}"
+    if variant.compare_at_price and variant.compare_at_price > variant.price:
+        price += f" (was {_money(variant.compare_at_price)})"
+    prices = {v.price for v in variants}
+    if len(prices) > 1:
+        price += f"; options cost {_money(min(prices))} to {_money(max(prices))}"
+    if variant.in_stock:
+        stock = "in stock"
+    elif any(v.in_stock for v in variants):
+        stock = "this option sold out, others in stock"
+    else:
+        stock = "out of stock"
+    line = f"{number}. {product.title}"
+    if variant.option_values:
+        line += f" ({variant.title})"
+    line += f" - {price} - {stock}"
+    options = _options_line(product, variants)
+    if options:
+        line += f" - {options}"
+    description = _first_line(product.description)
+    if description:
+        line += f" - {description}"
+    return line + f" [SKU {variant.sku}]"
+
+
+def card(hit: SearchHit) -> dict:
+    """The widget's product card, from the hit's database rows."""
+    product, variant = hit.product, hit.variant
+    images = list(product.images.all())
+    title = f"{product.title} ({variant.title})" if variant.option_values else product.title
+    return {
+        "sku": variant.sku,
+        "title": title,
+        "price": _money(variant.price),
+        "currency": variant.currency,
+        "url": product.url,
+        "image": variant.image_src or (images[0].src if images else ""),
+        "in_stock": variant.in_stock,
+    }
+
+
+def _document_text(document: StoreDocument) -> str:
+    body = document.body.strip()
+    if len(body) > MAX_DOCUMENT_CHARS:
+        body = body[: MAX_DOCUMENT_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    return f'Store document "{document.title}":\n{body}'
+
+
+def ground(store: Store, text: str, k: int = 3) -> Grounding:
+    """Catalog facts and product cards for one shopper message.
+
+    Searches ``store``'s active products (hybrid embedding + keyword search, see ``catalog.search``) and keeps
+    at most ``k`` hits scoring at least ``MATCH_THRESHOLD`` (and 70% of the best hit); a stated price range
+    ("under $50") filters the variants. When the message asks about returns, shipping, warranty or FAQ
+    topics, the store's documents of that kind are added word for word. ``found`` is False, with ``facts``
+    saying the catalog has no match, when neither a product nor a document applies: the assistant must then
+    say so instead of guessing. Cards are one per product hit, from its best-matching variant.
+
+    Synchronous and uses the database: from async code call it through ``asgiref.sync.sync_to_async``. The
+    first call in a process loads the embedding model (seconds); ``catalog.search.warm_up()`` does that early.
+    """
+    text = text or ""
+    low, high = price_limits(text)
+    hits: list[SearchHit] = []
+    if text.strip():
+        hits = [hit for hit in search(text, k, store=store, min_price=low, max_price=high) if hit.variant is not None]
+        floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
+        hits = [hit for hit in hits if hit.score >= floor]
+    documents = []
+    kinds = policy_kinds(text)
+    if kinds:
+        documents = list(StoreDocument.objects.filter(store=store, kind__in=kinds))
+        documents.sort(key=lambda d: (kinds.index(d.kind), d.title))
+
+    lines: list[str] = []
+    if hits:
+        heading = "Products from the catalog"
+        if low is not None or high is not None:
+            bounds = ([f"from {_money(low)}"] if low is not None else []) + (
+                [f"up to {_money(high)}"] if high is not None else []
+            )
+            heading += f" priced {' '.join(bounds)} {store.currency}"
+        lines.append(heading + ":")
+        lines.extend(_product_line(i, hit) for i, hit in enumerate(hits, 1))
+    elif not documents:
+        if low is not None or high is not None:
+            return Grounding(facts=NO_MATCH + " (A price limit was applied.)", cards=[], found=False)
+        return Grounding(facts=NO_MATCH, cards=[], found=False)
+    for document in documents:
+        lines.append(_document_text(document))
+    return Grounding(facts="\n".join(lines), cards=[card(hit) for hit in hits], found=True)

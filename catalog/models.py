@@ -1,0 +1,231 @@
+"""Catalog models: the store, what it sells, the documents the assistant may quote, and import runs.
+
+Every row belongs to a store (directly or through its product), so one database can serve many shops.
+"""
+
+from __future__ import annotations
+
+import secrets
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def new_cache_salt() -> str:
+    return secrets.token_hex(16)
+
+
+class Store(models.Model):
+    """One shop. Its cache salt keeps its KV-cache blocks apart from every other store's."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+    currency = models.CharField(max_length=3, default="USD")
+    base_url = models.URLField(blank=True, help_text="Product links are built from this and the handle.")
+    cache_salt = models.CharField(max_length=64, default=new_cache_salt, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def product_url(self, handle: str) -> str:
+        """The shopper-facing link of a product, or "" when the store has no base URL."""
+        if not self.base_url:
+            return ""
+        return f"{self.base_url.rstrip('/')}/products/{handle}"
+
+
+class Product(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        DRAFT = "draft"
+        ARCHIVED = "archived"
+
+    store = models.ForeignKey(Store, on_delete=models.CASCADE, related_name="products")
+    handle = models.CharField(max_length=255, help_text="The store's own identifier (Shopify handle).")
+    title = models.CharField(max_length=255)
+    description = models.TextField(blank=True, help_text="Plain text, derived from the HTML body.")
+    description_html = models.TextField(blank=True)
+    vendor = models.CharField(max_length=255, blank=True)
+    product_type = models.CharField("type", max_length=255, blank=True)
+    tags = models.TextField(blank=True, help_text="Comma-separated.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
+    option_names = models.JSONField(default=list, blank=True, help_text='Names of option1..3, e.g. ["Size", "Color"].')
+    # float32 vector of all-MiniLM-L6-v2; the hash is of the text it was computed from, so unchanged
+    # products are not embedded again.
+    embedding = models.BinaryField(null=True, blank=True, editable=False)
+    embedding_hash = models.CharField(max_length=64, blank=True, editable=False)
+    embedded_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["store", "title"]
+        constraints = [models.UniqueConstraint(fields=["store", "handle"], name="product_handle_unique_per_store")]
+        indexes = [models.Index(fields=["store", "updated_at"], name="product_store_updated")]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def tag_list(self) -> list[str]:
+        return [tag.strip() for tag in self.tags.split(",") if tag.strip()]
+
+    @property
+    def url(self) -> str:
+        return self.store.product_url(self.handle)
+
+
+class Variant(models.Model):
+    class InventoryPolicy(models.TextChoices):
+        DENY = "deny", "deny (stop selling at zero)"
+        CONTINUE = "continue", "continue (sell when out of stock)"
+
+    # Denormalised from the product so that SKUs can be unique per store.
+    store = models.ForeignKey(Store, on_delete=models.CASCADE, related_name="variants")
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="variants")
+    sku = models.CharField(
+        max_length=255, help_text="From the source, or made from the handle and options when the source has none."
+    )
+    option1 = models.CharField(max_length=255, blank=True)
+    option2 = models.CharField(max_length=255, blank=True)
+    option3 = models.CharField(max_length=255, blank=True)
+    price = models.DecimalField(max_digits=12, decimal_places=2)
+    compare_at_price = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    currency = models.CharField(max_length=3)
+    inventory_quantity = models.IntegerField(default=0)
+    inventory_policy = models.CharField(max_length=10, choices=InventoryPolicy.choices, default=InventoryPolicy.DENY)
+    position = models.PositiveIntegerField(default=1)
+    image_src = models.URLField(max_length=1000, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["product", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["store", "sku"], name="variant_sku_unique_per_store"),
+            models.UniqueConstraint(
+                fields=["product", "option1", "option2", "option3"], name="variant_options_unique_per_product"
+            ),
+            models.CheckConstraint(condition=Q(price__gte=0), name="variant_price_not_negative"),
+        ]
+        indexes = [models.Index(fields=["store", "updated_at"], name="variant_store_updated")]
+
+    def __str__(self) -> str:
+        return f"{self.product.title} ({self.title})" if self.option_values else self.product.title
+
+    @property
+    def option_values(self) -> list[str]:
+        return [value for value in (self.option1, self.option2, self.option3) if value]
+
+    @property
+    def title(self) -> str:
+        return " / ".join(self.option_values) or "Default"
+
+    @property
+    def options(self) -> dict[str, str]:
+        """Option name -> value, e.g. {"Size": "M"}."""
+        names = list(self.product.option_names or [])
+        values = [self.option1, self.option2, self.option3]
+        return {
+            (names[i] if i < len(names) and names[i] else f"Option {i + 1}"): value
+            for i, value in enumerate(values)
+            if value
+        }
+
+    @property
+    def in_stock(self) -> bool:
+        # "continue" means the store keeps selling when the count reaches zero (backorders).
+        return self.inventory_quantity > 0 or self.inventory_policy == self.InventoryPolicy.CONTINUE
+
+    @property
+    def price_text(self) -> str:
+        return f"{self.price.quantize(Decimal('0.01'))}"
+
+
+class ProductImage(models.Model):
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="images")
+    src = models.URLField(max_length=1000)
+    position = models.PositiveIntegerField(default=1)
+    alt_text = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["product", "position", "id"]
+        constraints = [models.UniqueConstraint(fields=["product", "src"], name="image_src_unique_per_product")]
+
+    def __str__(self) -> str:
+        return self.src
+
+
+class StoreDocument(models.Model):
+    """A policy or help text the assistant may quote word for word."""
+
+    class Kind(models.TextChoices):
+        RETURNS = "returns", "Returns and refunds"
+        SHIPPING = "shipping", "Shipping and delivery"
+        WARRANTY = "warranty", "Warranty"
+        FAQ = "faq", "FAQ"
+        OTHER = "other", "Other"
+
+    store = models.ForeignKey(Store, on_delete=models.CASCADE, related_name="documents")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    title = models.CharField(max_length=200)
+    body = models.TextField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["store", "kind", "title"]
+        constraints = [models.UniqueConstraint(fields=["store", "kind", "title"], name="document_unique_per_store")]
+
+    def __str__(self) -> str:
+        return f"{self.store}: {self.title}"
+
+
+class ImportRun(models.Model):
+    """One catalog import: the admin and the console read its progress here, no result backend needed."""
+
+    class Format(models.TextChoices):
+        SHOPIFY = "shopify", "Shopify product CSV"
+        JSON = "json", "JSON"
+        SQL = "sql", "SQL database (SQLAlchemy)"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    store = models.ForeignKey(Store, on_delete=models.CASCADE, related_name="import_runs")
+    format = models.CharField(max_length=10, choices=Format.choices)
+    source = models.CharField(
+        max_length=1000, help_text="A path, an http(s) URL, a SQLAlchemy URL or an upload's name."
+    )
+    # An uploaded file's text travels in the row so that a worker on another machine can read it.
+    upload = models.TextField(blank=True, editable=False)
+    mapping = models.JSONField(null=True, blank=True, help_text="For SQL sources: tables/columns to our fields.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    phase = models.CharField(max_length=20, blank=True)
+    processed = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    message = models.TextField(blank=True, help_text="Why the whole import failed, if it did.")
+    task_id = models.CharField(max_length=255, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Import #{self.pk} into {self.store} ({self.status})"
+
+    @property
+    def percent(self) -> int:
+        if self.status == self.Status.SUCCEEDED:
+            return 100
+        return int(100 * self.processed / self.total) if self.total else 0

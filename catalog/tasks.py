@@ -1,0 +1,71 @@
+"""Celery tasks: catalog import and product embeddings. Thin: the work is in catalog.ingest and catalog.embeddings.
+
+Both report progress as Celery state PROGRESS (meta: run_id, phase, done, total) for whoever holds the task id,
+and write it to the ImportRun row, which the admin reads without a result backend.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from celery import shared_task
+
+from .embeddings import embed_products
+from .ingest import execute_run
+from .models import ImportRun, Store
+
+logger = logging.getLogger(__name__)
+
+STATE_INTERVAL = 0.5  # seconds between PROGRESS states
+
+
+def _state_reporter(task, run_id: int | None):
+    last = 0.0
+
+    def report(phase: str, done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if done not in (0, total) and now - last < STATE_INTERVAL:
+            return
+        last = now
+        try:
+            task.update_state(state="PROGRESS", meta={"run_id": run_id, "phase": phase, "done": done, "total": total})
+        except Exception:  # noqa: BLE001 - a result backend hiccup must not fail an import
+            logger.debug("could not store task progress", exc_info=True)
+
+    return report
+
+
+@shared_task(bind=True, name="catalog.ingest_catalog")
+def ingest_catalog(self, run_id: int, embed: bool = True) -> dict:
+    """Run the ImportRun ``run_id``; then queue the embedding of the store's new and changed products."""
+    ImportRun.objects.filter(pk=run_id).update(task_id=self.request.id or "")
+    run = ImportRun.objects.select_related("store").get(pk=run_id)
+    result = execute_run(run, progress=_state_reporter(self, run_id))
+    if result is None:
+        return {"run_id": run_id, "status": run.status, "message": run.message}
+    if embed:
+        embed_store_products.delay(run.store_id, run_id=run_id)
+    return {"run_id": run_id, "status": run.status, "summary": result.summary}
+
+
+@shared_task(bind=True, name="catalog.embed_store_products")
+def embed_store_products(self, store_id: int | None = None, run_id: int | None = None, force: bool = False) -> dict:
+    """Embed the products of a store (all stores when ``store_id`` is None) whose text changed."""
+    store = Store.objects.get(pk=store_id) if store_id is not None else None
+    report = _state_reporter(self, run_id)
+
+    def progress(done: int, total: int) -> None:
+        report("embedding", done, total)
+        if run_id is not None and done in (0, total):
+            ImportRun.objects.filter(pk=run_id).update(phase="embedding" if done < total else "")
+
+    outcome = embed_products(store, force=force, progress=progress)
+    if run_id is not None:
+        run = ImportRun.objects.filter(pk=run_id).first()
+        if run is not None:
+            run.summary = {**run.summary, "embeddings": outcome}
+            run.phase = ""
+            run.save(update_fields=["summary", "phase"])
+    return outcome

@@ -1,0 +1,105 @@
+"""catalog.grounding.ground: the facts and cards the chat consumer uses, against database rows."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from catalog.grounding import NO_MATCH, ground, policy_kinds, price_limits
+from catalog.models import Product, StoreDocument, Variant
+
+pytestmark = pytest.mark.django_db
+
+CARD_KEYS = {"sku", "title", "price", "currency", "url", "image", "in_stock"}
+
+
+def test_cards_come_from_the_database_rows(sample_store):
+    store, _ = sample_store
+    result = ground(store, "I'm looking for a necklace with a bird pendant", k=3)
+    assert result.found
+    assert result.cards
+    for card in result.cards:
+        assert set(card) == CARD_KEYS
+        variant = Variant.objects.select_related("product").get(store=store, sku=card["sku"])
+        assert card["price"] == f"{variant.price:.2f}"
+        assert Decimal(card["price"]) == variant.price
+        assert card["currency"] == variant.currency
+        assert card["in_stock"] == variant.in_stock
+        assert card["url"] == f"https://samples.example/products/{variant.product.handle}"
+        first_image = variant.product.images.order_by("position").first()
+        assert card["image"] == (variant.image_src or first_image.src)
+        assert card["title"].startswith(variant.product.title)
+        assert variant.product.title in result.facts and card["price"] in result.facts
+    assert result.cards[0]["sku"] == "gold-bird-necklace"
+    assert "1. Gold Bird Necklace - 79.99 USD - in stock" in result.facts
+
+
+def test_a_price_change_shows_in_the_next_cards(sample_store):
+    store, _ = sample_store
+    variant = Variant.objects.get(store=store, sku="vanilla-candle")
+    variant.price = Decimal("12.34")
+    variant.inventory_quantity = 0
+    variant.save()
+    card = next(c for c in ground(store, "vanilla scented candle").cards if c["sku"] == "vanilla-candle")
+    assert (card["price"], card["in_stock"]) == ("12.34", False)
+    assert "12.34 USD" in ground(store, "vanilla scented candle").facts
+
+
+def test_no_match_says_so(sample_store):
+    store, _ = sample_store
+    for text in ("do you sell car tires?", "I need a laptop charger", ""):
+        result = ground(store, text)
+        assert result.found is False
+        assert result.cards == []
+        assert result.facts.startswith(NO_MATCH)
+
+
+def test_policy_questions_quote_the_store_document(sample_store):
+    store, _ = sample_store
+    StoreDocument.objects.create(store=store, kind="returns", title="Returns", body="Return within 14 days.")
+    StoreDocument.objects.create(store=store, kind="shipping", title="Shipping", body="Free over 80 EUR.")
+    result = ground(store, "What is your refund policy?")
+    assert result.found
+    assert "Return within 14 days." in result.facts
+    assert "Free over 80" not in result.facts
+    assert result.cards == []
+    both = ground(store, "can I return the yellow sofa and how fast do you deliver?")
+    assert "Return within 14 days." in both.facts and "Free over 80 EUR." in both.facts
+    assert "yellow-sofa" in [c["sku"] for c in both.cards]
+
+
+def test_stated_price_limits_filter_the_cards(sample_store):
+    store, _ = sample_store
+    result = ground(store, "a sofa under $100")
+    assert result.found
+    assert result.cards and all(Decimal(c["price"]) <= 100 for c in result.cards)
+    assert "cream-sofa" not in [c["sku"] for c in result.cards]
+    assert ground(store, "a sofa under $10").found is False
+
+
+def test_facts_are_short_and_name_options_and_stock(sample_store):
+    store, _ = sample_store
+    result = ground(store, "blue chakra bracelet", k=1)
+    assert len(result.cards) == 1 and result.cards[0]["sku"] == "chain-bracelet-blue"
+    line = result.facts.splitlines()[1]
+    assert "7 Shakra Bracelet (Blue) - 42.99 USD (was 44.99) - in stock - Color: Blue, Black (sold out)" in line
+    assert len(line) < 400
+
+
+def test_only_active_products_are_grounded(sample_store):
+    store, _ = sample_store
+    product = Product.objects.get(store=store, handle="vanilla-candle")
+    product.status = Product.Status.DRAFT
+    product.save()
+    assert "vanilla-candle" not in [c["sku"] for c in ground(store, "vanilla scented candle").cards]
+
+
+def test_parsers():
+    assert price_limits("anything under $50?") == (None, Decimal("50"))
+    assert price_limits("between 20 and 40 dollars") == (Decimal("20"), Decimal("40"))
+    assert price_limits("over 100") == (Decimal("100"), None)
+    assert price_limits("a blue shirt") == (None, None)
+    assert policy_kinds("when will my parcel arrive, and can I get a refund?") == ["returns", "shipping"]
+    assert policy_kinds("is it covered by the warranty") == ["warranty"]
+    assert policy_kinds("red necklace") == []
