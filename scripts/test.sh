@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
+# On a shared 2-core machine spinning OpenMP threads slow every engine step many times over.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 bash scripts/setup.sh
 # The widget test drives Debian's Chromium (Playwright never downloads a browser here).
 if ! command -v chromium >/dev/null 2>&1; then

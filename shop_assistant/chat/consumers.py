@@ -1,0 +1,67 @@
+"""The shopper's websocket (``/ws/chat/``). Thin: the protocol lives in ``session.ChatSession``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from .session import ChatSession, Frame, group_name
+
+# Application close code (4000-4999) for "no such store": the widget shows it instead of reconnecting forever.
+CLOSE_NO_STORE = 4404
+
+
+def _query(scope: dict[str, Any]) -> dict[str, str]:
+    params = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    return {key: values[-1] for key, values in params.items() if values}
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    session: ChatSession | None = None
+    group: str | None = None
+
+    async def connect(self) -> None:
+        query = _query(self.scope)
+        self.session = await ChatSession.open(
+            store_slug=query.get("store") or None,
+            resume_token=query.get("resume") or None,
+            send=self.send_frame,
+            group_send=self.send_to_group,
+        )
+        await self.accept()
+        if self.session is None:
+            await self.send_frame({"type": "error", "code": "no_store", "message": "this store does not exist"})
+            await self.close(code=CLOSE_NO_STORE)
+            return
+        self.group = group_name(self.session.conversation.id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.send_frame(self.session.ready_frame())
+
+    async def disconnect(self, code: int) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.session is not None:
+            await self.session.close()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.session is not None:
+            await self.session.receive(text_data, bytes_data)
+
+    async def send_frame(self, frame: Frame) -> None:
+        await self.send(text_data=json.dumps(frame, ensure_ascii=False))
+
+    async def send_to_group(self, event: Frame) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_send(self.group, event)
+
+    # --- channel-layer events for this conversation's group ---------------------------------------------
+
+    async def chat_agent_message(self, event: Frame) -> None:
+        if self.session is not None:
+            await self.session.on_agent_message(event)
+
+    async def chat_shopper_typing(self, event: Frame) -> None:
+        """For the agent console; the shopper's own connections have nothing to show."""

@@ -1,0 +1,138 @@
+"""The process-wide inference engine.
+
+One ``inference.AsyncLLM`` per process (daphne runs one), created once and shared by every websocket connection:
+that is what lets sessions of one store share the system prompt's KV blocks. Loading the model takes seconds, so
+it happens on a worker thread: started in the background when the ASGI app is imported (``ENGINE_AUTOSTART``),
+or on first use; an ``await aget_engine()`` never blocks the event loop while it loads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+
+if TYPE_CHECKING:
+    from inference import AsyncLLM
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_engine: AsyncLLM | None = None
+_overrides: dict[str, Any] = {}
+_load_error: BaseException | None = None
+_loader: threading.Thread | None = None
+
+
+class EngineUnavailableError(RuntimeError):
+    """The engine failed to load; every chat answer ends with an error until the process restarts."""
+
+
+def engine_config_kwargs(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """settings.ENGINE (None means the engine's own default) with ``overrides`` on top."""
+    kwargs = {key: value for key, value in settings.ENGINE.items() if value is not None}
+    kwargs.update(overrides or {})
+    return kwargs
+
+
+def configure(**overrides: Any) -> None:
+    """Engine settings for this process on top of settings.ENGINE (tests: small cache); before the first load."""
+    with _lock:
+        if _engine is not None:
+            logger.warning("engine already running; configure(%s) applies from the next start", overrides)
+        _overrides.clear()
+        _overrides.update(overrides)
+
+
+def get_engine() -> AsyncLLM:
+    """The engine, loading it on this thread if nobody has yet. Blocking: call it from a thread, not the loop."""
+    global _engine, _load_error
+    if _engine is not None:
+        return _engine
+    with _lock:
+        if _engine is None:
+            if _load_error is not None:
+                raise EngineUnavailableError("the model failed to load; see the log") from _load_error
+            from inference import AsyncLLM
+
+            kwargs = engine_config_kwargs(_overrides)
+            logger.info("starting the inference engine: %s", kwargs)
+            try:
+                _engine = AsyncLLM(**kwargs)
+            except BaseException as exc:
+                _load_error = exc
+                logger.exception("the inference engine failed to start")
+                raise EngineUnavailableError("the model failed to load; see the log") from exc
+            logger.info("inference engine ready")
+        return _engine
+
+
+async def aget_engine() -> AsyncLLM:
+    """The engine from async code: loads it on a worker thread the first time, never on the event loop."""
+    if _engine is not None:
+        return _engine
+    return await asyncio.to_thread(get_engine)
+
+
+def running_engine() -> AsyncLLM | None:
+    """The engine if it has been started, without starting it (stats pages, health checks)."""
+    return _engine
+
+
+def start_in_background() -> None:
+    """Begin loading now, so the first shopper does not wait for the model (idempotent)."""
+    global _loader
+    with _lock:
+        if _engine is not None or (_loader is not None and _loader.is_alive()):
+            return
+
+        def load() -> None:
+            try:
+                get_engine()
+            except EngineUnavailableError:
+                pass  # already logged; requests will report it
+
+        _loader = threading.Thread(target=load, name="engine-loader", daemon=True)
+        _loader.start()
+
+
+def shutdown() -> None:
+    """Stop the engine thread (tests, process exit). The next get_engine() starts a new one."""
+    global _engine, _load_error
+    with _lock:
+        engine, _engine, _load_error = _engine, None, None
+    if engine is not None:
+        engine.shutdown()
+
+
+# --- what the chat needs from the engine ------------------------------------------------------------------
+
+
+def tokenizer_of(engine: AsyncLLM) -> Any:
+    """The engine's tokenizer, which carries the model's chat template."""
+    return engine.tokenizer
+
+
+def max_model_len_of(engine: AsyncLLM) -> int:
+    return int(engine.engine.config.max_model_len)
+
+
+def usage_dict(usage: Any) -> dict[str, int]:
+    return {
+        "prompt_tokens": int(usage.prompt_tokens),
+        "completion_tokens": int(usage.completion_tokens),
+        "cached_tokens": int(usage.cached_tokens),
+    }
+
+
+def timing_dict(metrics: Any) -> dict[str, float]:
+    """The engine's own view of a request, in milliseconds (diagnostics for the `end` frame and the load test)."""
+    values = {
+        "engine_ttft_ms": metrics.time_to_first_token,
+        "queue_ms": metrics.time_in_queue,
+        "e2e_ms": metrics.e2e_latency,
+    }
+    return {name: round(seconds * 1000, 1) for name, seconds in values.items() if seconds is not None}

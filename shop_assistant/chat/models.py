@@ -1,0 +1,74 @@
+"""Conversations and their messages.
+
+A conversation is created synchronously when a websocket connects (the resume token must exist before the
+``ready`` frame goes out); its messages are written by a Celery task (see ``tasks.log_message``), which is why a
+message row carries its own id, position and timestamp chosen by the consumer: the worker may write them later,
+more than once (acks_late), or out of order, and the result is the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+
+from django.db import models
+
+
+def hash_token(token: str) -> str:
+    """Only this hash is stored, so a database leak does not hand out live resume tokens."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_resume_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="conversations")
+    resume_token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_activity_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-last_activity_at"]
+
+    def __str__(self) -> str:
+        return f"{self.store} {self.id}"
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        AGENT = "agent"  # a human agent writing from the console
+
+    class FinishReason(models.TextChoices):
+        STOP = "stop"
+        LENGTH = "length"
+        ABORT = "abort"
+        ERROR = "error"
+
+    # The id the protocol calls message_id; chosen by the consumer so that a retried task is idempotent.
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    text = models.TextField(blank=True)
+    # For user turns: the exact content the model saw (the shopper's text plus that turn's catalog results).
+    # Replaying it byte for byte keeps earlier turns identical, so a follow-up question hits the prefix cache.
+    model_text = models.TextField(blank=True)
+    products = models.JSONField(default=list, blank=True)
+    agent = models.CharField(max_length=150, blank=True)
+    finish_reason = models.CharField(max_length=10, choices=FinishReason.choices, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["conversation", "created_at"]
+        indexes = [models.Index(fields=["conversation", "created_at"], name="chat_msg_conv_time")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.text[:40]}"

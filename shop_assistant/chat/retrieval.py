@@ -1,0 +1,40 @@
+"""What the catalog knows about a shopper's message: facts for the prompt, cards for the widget.
+
+Cards come from catalog rows (``catalog.grounding``), never from model text, so a price or a stock level the
+shopper sees is the database's. Blocking (database, embeddings): call from a thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from catalog.models import Store
+
+CARD_FIELDS = ("sku", "title", "price", "currency", "url", "image", "in_stock")
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    facts: str = ""
+    cards: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _card(raw: dict[str, Any]) -> dict[str, Any]:
+    """Only the protocol's fields, with JSON-safe values (prices as strings: Decimal, never float rounding)."""
+    card = {name: raw.get(name) for name in CARD_FIELDS}
+    if card["price"] is not None:
+        card["price"] = str(card["price"])
+    card["in_stock"] = bool(card["in_stock"])
+    return card
+
+
+def retrieve(store: Store, text: str, k: int = 3) -> Retrieved:
+    try:
+        from catalog.grounding import ground
+    except ImportError:  # the catalog's retrieval is not installed: answer without catalog results
+        return Retrieved()
+    grounding = ground(store, text, k=k)
+    if not grounding.found:
+        return Retrieved(facts=grounding.facts or "")
+    return Retrieved(facts=grounding.facts, cards=[_card(card) for card in grounding.cards])

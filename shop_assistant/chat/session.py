@@ -1,0 +1,429 @@
+"""One shopper's chat connection: the protocol of docs/chat-protocol.md, independent of the transport.
+
+The Channels consumer hands frames in and gives a ``send`` coroutine for frames out; everything else lives here.
+Model work runs in the engine's thread and blocking work (database, retrieval, tokenizer) on worker threads, so
+the event loop only ever moves frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.utils import timezone
+
+from catalog.models import Store
+from shop_assistant.prompts.services import ensure_default_prompt
+
+from . import engine as engine_service
+from .models import Conversation, Message
+from .prompting import PromptTooLongError, Turn, assemble, user_turn_content
+from .ratelimit import SlidingWindowLimiter, Throttle
+from .recording import (
+    MessageRecord,
+    default_store,
+    new_conversation,
+    recent_messages,
+    record_message,
+    resume_conversation,
+)
+from .retrieval import Retrieved, retrieve
+
+logger = logging.getLogger(__name__)
+
+Frame = dict[str, Any]
+SendFrame = Callable[[Frame], Awaitable[None]]
+GroupSend = Callable[[Frame], Awaitable[None]]
+
+# HF fast tokenizers are not safe to call from several threads at once ("Already borrowed"); prompts are
+# short, so one lock costs little.
+_tokenizer_lock = threading.Lock()
+# How long a closing connection waits for its aborted answer to wind down (and be logged) before cancelling it.
+CLOSE_GRACE_SECONDS = 10.0
+
+
+def group_name(conversation_id: uuid.UUID | str) -> str:
+    """The channel-layer group of a conversation: every connection showing it, and later the agent console."""
+    return f"chat.conversation.{uuid.UUID(str(conversation_id)).hex}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_message_chars: int = 2000
+    messages_per_minute: int = 20
+    max_tokens: int = 256
+    temperature: float = 0.2
+    history_messages: int = 50  # sent with `ready` and replayed into the prompt (then trimmed to fit)
+    typing_interval: float = 1.0
+
+    @classmethod
+    def from_settings(cls) -> Limits:
+        chat = getattr(settings, "CHAT", {})
+        return cls(**{name: chat[name] for name in cls.__dataclass_fields__ if chat.get(name) is not None})
+
+    @property
+    def max_frame_chars(self) -> int:
+        # JSON escaping can grow text up to 6x (\uXXXX); anything beyond that is not a message frame.
+        return self.max_message_chars * 6 + 1024
+
+
+class ProtocolError(Exception):
+    def __init__(self, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+    def frame(self) -> Frame:
+        return {"type": "error", "code": self.code, "message": self.message, **self.extra}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    user_content: str
+    retrieved: Retrieved
+    token_ids: list[int]
+    max_tokens: int
+
+
+def _history_frame(message: Message) -> Frame:
+    item: Frame = {"role": message.role, "text": message.text}
+    if message.products:
+        item["products"] = message.products
+    if message.role == Message.Role.AGENT:
+        item["agent"] = message.agent
+    return item
+
+
+def _turn(message: Message) -> Turn | None:
+    if message.role == Message.Role.USER:
+        return Turn("user", message.model_text or message.text)
+    if message.text:  # assistant and agent replies; an empty (aborted at once) answer adds nothing
+        return Turn("assistant", message.text)
+    return None
+
+
+def _open_conversation(
+    store_slug: str | None, token: str | None, history_limit: int
+) -> tuple[Store | None, Conversation | None, str | None, list[Message]]:
+    """(store, conversation, token, history); store None when there is no store to chat with."""
+    conversation = resume_conversation(token, store_slug) if token else None
+    if conversation is not None:
+        return conversation.store, conversation, token, recent_messages(conversation, history_limit)
+    store = default_store(store_slug)
+    if store is None:
+        return None, None, None, []
+    ensure_default_prompt(store)
+    conversation, token = new_conversation(store)
+    return store, conversation, token, []
+
+
+class ChatSession:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        conversation: Conversation,
+        resume_token: str,
+        history: list[Message],
+        send: SendFrame,
+        group_send: GroupSend | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.store = store
+        self.conversation = conversation
+        self.resume_token = resume_token
+        self.history = history
+        self.turns: list[Turn] = [turn for turn in map(_turn, history) if turn is not None]
+        self.limits = limits or Limits.from_settings()
+        self._send = send
+        self._group_send = group_send
+        self._rate = SlidingWindowLimiter(self.limits.messages_per_minute, 60.0)
+        self._typing = Throttle(self.limits.typing_interval)
+        self._task: asyncio.Task[None] | None = None  # the latest answer (it may still be logging)
+        self._tasks: set[asyncio.Task[None]] = set()  # every answer not finished, logging included
+        self._generating = False  # from an accepted message until its `end` (or error) frame
+        self._request_id: str | None = None
+        self._engine: Any = None
+        self._stop_requested = False
+        self.closed = False
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        *,
+        store_slug: str | None,
+        resume_token: str | None,
+        send: SendFrame,
+        group_send: GroupSend | None = None,
+        limits: Limits | None = None,
+    ) -> ChatSession | None:
+        """Resume the token's conversation or start a new one; None when there is no such store."""
+        limits = limits or Limits.from_settings()
+        store, conversation, token, history = await database_sync_to_async(_open_conversation)(
+            store_slug, resume_token, limits.history_messages
+        )
+        if store is None:
+            return None
+        return cls(
+            store=store,
+            conversation=conversation,
+            resume_token=token,
+            history=history,
+            send=send,
+            group_send=group_send,
+            limits=limits,
+        )
+
+    def ready_frame(self) -> Frame:
+        return {
+            "type": "ready",
+            "conversation": str(self.conversation.id),
+            "resume_token": self.resume_token,
+            "store": {"slug": self.store.slug, "name": self.store.name},
+            "history": [_history_frame(message) for message in self.history],
+        }
+
+    async def close(self) -> None:
+        """The socket is gone: abort the answer in progress now, so its KV blocks are freed at once.
+
+        The answer's task is not cancelled but left to finish (the engine ends the aborted stream on its next
+        turn), so the partial answer is still logged; only a task that does not finish in time is cancelled.
+        """
+        self.closed = True
+        self._stop_requested = True
+        self._abort_request()
+        for task in list(self._tasks):
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout=CLOSE_GRACE_SECONDS)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    @property
+    def generating(self) -> bool:
+        return self._generating
+
+    # --- frames in ----------------------------------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            frame = self._parse(text_data, bytes_data)
+            kind = frame["type"]
+            if kind == "message":
+                await self._on_message(frame)
+            elif kind == "stop":
+                self._on_stop()
+            elif kind == "typing":
+                await self._on_typing()
+            else:
+                raise ProtocolError("unknown_type", f"unknown message type {kind!r}; expected message, stop or typing")
+        except ProtocolError as error:
+            await self.send(error.frame())
+
+    def _parse(self, text_data: str | None, bytes_data: bytes | None) -> Frame:
+        if text_data is None:
+            raise ProtocolError("bad_frame", "send JSON text frames, not binary ones")
+        if len(text_data) > self.limits.max_frame_chars:
+            raise ProtocolError("frame_too_large", "that frame is far larger than any message can be")
+        try:
+            frame = json.loads(text_data)
+        except ValueError:
+            raise ProtocolError("bad_json", "the frame is not valid JSON") from None
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            raise ProtocolError("bad_frame", 'a frame is a JSON object with a string "type"')
+        return frame
+
+    async def _on_message(self, frame: Frame) -> None:
+        text = frame.get("text")
+        if not isinstance(text, str):
+            raise ProtocolError("bad_frame", 'a message needs a string "text"')
+        text = text.strip()
+        if not text:
+            raise ProtocolError("empty_message", "the message is empty")
+        if len(text) > self.limits.max_message_chars:
+            raise ProtocolError(
+                "message_too_long",
+                f"messages are limited to {self.limits.max_message_chars} characters; this one has {len(text)}",
+                limit=self.limits.max_message_chars,
+            )
+        if self.generating:
+            raise ProtocolError("busy", "an answer is still being written; wait for it or send stop first")
+        if not self._rate.allow():
+            retry_after = round(self._rate.retry_after(), 1)
+            raise ProtocolError(
+                "rate_limited",
+                f"at most {self.limits.messages_per_minute} messages a minute; try again in {retry_after:.0f} s",
+                retry_after=retry_after,
+            )
+        self._stop_requested = False
+        self._generating = True
+        task = asyncio.create_task(self._answer(text, timezone.now()), name=f"chat-answer-{self.conversation.id}")
+        self._task = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_stop(self) -> None:
+        # Stop with nothing in progress is not an error: the answer may have ended while the frame was in flight.
+        if self.generating:
+            self._stop_requested = True
+            self._abort_request()
+
+    async def _on_typing(self) -> None:
+        if self._group_send is not None and self._typing.allow():
+            await self._group_send({"type": "chat.shopper_typing", "conversation": str(self.conversation.id)})
+
+    async def on_agent_message(self, event: Frame) -> None:
+        """A human agent wrote into this conversation (the console sends it to the conversation's group)."""
+        text = str(event.get("text", ""))
+        self.turns.append(Turn("assistant", text))
+        await self.send({"type": "agent_message", "text": text, "agent": str(event.get("agent", ""))})
+
+    # --- frames out ---------------------------------------------------------------------------------------
+
+    async def send(self, frame: Frame) -> None:
+        if not self.closed:
+            await self._send(frame)
+
+    # --- answering ----------------------------------------------------------------------------------------
+
+    def _abort_request(self) -> None:
+        if self._request_id is not None and self._engine is not None:
+            self._engine.abort(self._request_id)
+
+    def _prepare(self, engine: Any, text: str) -> Prepared:
+        """Retrieval and prompt assembly (database, embeddings, tokenizer): runs on a worker thread."""
+        from shop_assistant.prompts.services import published_prompt
+
+        retrieved = retrieve(self.store, text)
+        prompt = published_prompt(self.store) or ensure_default_prompt(self.store)
+        content = user_turn_content(text, retrieved.facts)
+        with _tokenizer_lock:
+            assembled = assemble(
+                engine_service.tokenizer_of(engine),
+                prompt.full_text(),
+                self.turns,
+                content,
+                max_model_len=engine_service.max_model_len_of(engine),
+                max_tokens=self.limits.max_tokens,
+            )
+        return Prepared(content, retrieved, assembled.token_ids, assembled.max_tokens)
+
+    async def _record(self, record: MessageRecord) -> None:
+        try:
+            await database_sync_to_async(record_message, thread_sensitive=False)(record)
+        except Exception:
+            # Both Celery and the direct write failed (database down): the shopper still gets the answer.
+            logger.exception("chat message %s could not be saved", record.id)
+
+    async def _answer(self, text: str, received_at: datetime) -> None:
+        try:
+            await self._generate(text, received_at)
+        finally:
+            # Also when preparing failed or the task was cancelled; but an answer still logging after its `end`
+            # must not clear the flag of a newer answer that is generating now.
+            if self._task is asyncio.current_task():
+                self._generating = False
+
+    async def _generate(self, text: str, received_at: datetime) -> None:
+        from inference import SamplingParams
+
+        try:
+            engine = await engine_service.aget_engine()
+            started = time.perf_counter()
+            prepared = await database_sync_to_async(self._prepare, thread_sensitive=False)(engine, text)
+            logger.debug("retrieval and prompt assembly took %.0f ms", (time.perf_counter() - started) * 1000)
+        except PromptTooLongError as exc:
+            self._generating = False
+            await self.send({"type": "error", "code": "prompt_too_long", "message": str(exc), "limit": exc.limit})
+            return
+        except engine_service.EngineUnavailableError as exc:
+            self._generating = False
+            await self.send({"type": "error", "code": "engine_unavailable", "message": str(exc)})
+            return
+        except Exception:
+            logger.exception("preparing an answer failed")
+            self._generating = False
+            await self.send({"type": "error", "code": "internal", "message": "something went wrong; try again"})
+            return
+
+        self.turns.append(Turn("user", prepared.user_content))
+        # Logged while the answer streams: the write is not on the way to the first token.
+        user_logged = asyncio.ensure_future(
+            self._record(
+                MessageRecord(
+                    self.conversation.id, "user", text, model_text=prepared.user_content, created_at=received_at
+                )
+            )
+        )
+
+        message_id = uuid.uuid4()
+        answer = MessageRecord(self.conversation.id, "assistant", "", id=message_id, products=prepared.retrieved.cards)
+        parts: list[str] = []
+        finish: str | None = None
+        usage = {"prompt_tokens": len(prepared.token_ids), "completion_tokens": 0, "cached_tokens": 0}
+        timing: dict[str, float] | None = None
+        await self.send({"type": "start", "message_id": str(message_id)})
+        if prepared.retrieved.cards:
+            await self.send({"type": "products", "message_id": str(message_id), "items": prepared.retrieved.cards})
+        params = SamplingParams(max_tokens=prepared.max_tokens, temperature=self.limits.temperature)
+        self._engine, self._request_id = engine, str(message_id)
+        try:
+            if self._stop_requested:  # stop arrived while retrieval ran: never start the request
+                finish = "abort"
+            else:
+                stream = engine.stream(
+                    str(message_id),
+                    prepared.token_ids,
+                    params,
+                    conversation_id=str(self.conversation.id),
+                    cache_salt=self.store.cache_salt,
+                )
+                # aclosing: leaving the loop early (cancel, error) closes the stream now, which aborts the request.
+                async with contextlib.aclosing(stream):
+                    async for delta in stream:
+                        if delta.text:
+                            parts.append(delta.text)
+                            await self.send({"type": "token", "message_id": str(message_id), "text": delta.text})
+                        if delta.finish_reason:
+                            finish = delta.finish_reason
+                        if delta.usage is not None:
+                            usage = engine_service.usage_dict(delta.usage)
+                        if delta.metrics is not None:
+                            timing = engine_service.timing_dict(delta.metrics)
+        except asyncio.CancelledError:
+            finish = "abort"
+            raise
+        except Exception:
+            logger.exception("generation failed for %s", message_id)
+            finish = "error"
+        finally:
+            self._request_id = None
+            if finish is None:
+                finish = "abort" if self._stop_requested else "error"
+            answer.text = "".join(parts)
+            answer.finish_reason = finish
+            answer.usage = usage
+            if answer.text:
+                self.turns.append(Turn("assistant", answer.text))
+            end: Frame = {"type": "end", "message_id": str(message_id), "finish_reason": finish, "usage": usage}
+            if timing:
+                end["timing"] = timing
+            self._generating = False  # the next message may come as soon as the shopper sees `end`
+            await self.send(end)  # before the write: the shopper need not wait for the log
+            await asyncio.shield(user_logged)
+            await self._record(answer)

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from . import views
+
+app_name = "chat"
+
+urlpatterns = [
+    path("", views.storefront, name="storefront"),
+    path("healthz", views.healthz, name="healthz"),
+]

@@ -1,0 +1,456 @@
+/*
+ * Shop Assistant chat widget. No build step; a store embeds it with one tag:
+ *
+ *   <script src="https://assistant.example.com/static/widget/widget.js" data-store="demo" async></script>
+ *
+ * Optional attributes: data-title (panel heading before the store name arrives), data-open="true" (start open).
+ * The server it talks to is the one the script came from (protocol: docs/chat-protocol.md).
+ *
+ * Security: model and agent text is never parsed as HTML. The markdown renderer below builds DOM nodes and puts
+ * every piece of text in as a text node (which the browser escapes), so "<img onerror=...>" shows as those
+ * characters. Links are made only for http(s) URLs; product cards take prices and stock from the server's
+ * catalog rows, never from model text.
+ */
+(function () {
+  "use strict";
+
+  var script = document.currentScript || document.querySelector('script[src*="widget/widget.js"][data-store]');
+  if (!script || window.ShopAssistant) return;
+
+  var scriptUrl = new URL(script.src, document.baseURI);
+  var store = script.getAttribute("data-store") || "";
+  var wsBase = (scriptUrl.protocol === "https:" ? "wss:" : "ws:") + "//" + scriptUrl.host + "/ws/chat/";
+  var cssUrl = new URL("widget.css", scriptUrl).href;
+  var storageKey = "shop-assistant:" + scriptUrl.host + ":" + store;
+  var openKey = storageKey + ":open";
+
+  var CLOSE_NO_STORE = 4404;
+  var MAX_BACKOFF_MS = 30000;
+  var TYPING_NOTICE_MS = 2000;
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Safe markdown: a small subset (paragraphs, line breaks, bulleted and numbered lists, **bold**, *italics*,
+  // [links](https://...)), built as DOM nodes. Nothing here ever assigns HTML.
+  // ---------------------------------------------------------------------------------------------------------
+
+  var INLINE = /\*\*([^*\n]+?)\*\*|__([^_\n]+?)__|\*([^*\s][^*\n]*?)\*|\b_([^_\s][^_\n]*?)_\b|\[([^\]\n]+)\]\(([^()\s]+)\)/;
+
+  function safeHttpUrl(raw) {
+    try {
+      var url = new URL(raw, document.baseURI);
+      if ((url.protocol === "http:" || url.protocol === "https:") && /^https?:\/\//i.test(raw)) return url.href;
+    } catch (e) { /* not a URL */ }
+    return null;
+  }
+
+  function appendInline(parent, text) {
+    while (text) {
+      var match = INLINE.exec(text);
+      if (!match) {
+        parent.appendChild(document.createTextNode(text));
+        return;
+      }
+      if (match.index > 0) parent.appendChild(document.createTextNode(text.slice(0, match.index)));
+      if (match[1] !== undefined || match[2] !== undefined) {
+        var strong = document.createElement("strong");
+        appendInline(strong, match[1] !== undefined ? match[1] : match[2]);
+        parent.appendChild(strong);
+      } else if (match[3] !== undefined || match[4] !== undefined) {
+        var em = document.createElement("em");
+        appendInline(em, match[3] !== undefined ? match[3] : match[4]);
+        parent.appendChild(em);
+      } else {
+        var href = safeHttpUrl(match[6]);
+        if (href) {
+          var a = document.createElement("a");
+          a.href = href;
+          a.target = "_blank";
+          a.rel = "noopener noreferrer nofollow";
+          a.appendChild(document.createTextNode(match[5]));
+          parent.appendChild(a);
+        } else {
+          parent.appendChild(document.createTextNode(match[0])); // not http(s): leave it as the text it was
+        }
+      }
+      text = text.slice(match.index + match[0].length);
+    }
+  }
+
+  var BULLET = /^\s*[-*+]\s+(.*)$/;
+  var NUMBERED = /^\s*\d{1,3}[.)]\s+(.*)$/;
+
+  function renderMarkdown(source) {
+    var fragment = document.createDocumentFragment();
+    var lines = String(source).replace(/\r\n?/g, "\n").split("\n");
+    var paragraph = null;
+    var list = null;
+    var listKind = null;
+    lines.forEach(function (line) {
+      var bullet = BULLET.exec(line);
+      var numbered = bullet ? null : NUMBERED.exec(line);
+      if (bullet || numbered) {
+        var kind = bullet ? "ul" : "ol";
+        if (!list || listKind !== kind) {
+          list = document.createElement(kind);
+          listKind = kind;
+          fragment.appendChild(list);
+        }
+        var li = document.createElement("li");
+        appendInline(li, (bullet || numbered)[1]);
+        list.appendChild(li);
+        paragraph = null;
+        return;
+      }
+      if (!line.trim()) {
+        paragraph = null;
+        list = null;
+        return;
+      }
+      list = null;
+      if (!paragraph) {
+        paragraph = document.createElement("p");
+        fragment.appendChild(paragraph);
+      } else {
+        paragraph.appendChild(document.createElement("br"));
+      }
+      appendInline(paragraph, line);
+    });
+    return fragment;
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // DOM helpers
+  // ---------------------------------------------------------------------------------------------------------
+
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (name) {
+      var value = attrs[name];
+      if (value === null || value === undefined || value === false) return;
+      if (name === "text") node.textContent = value;
+      else if (name === "className") node.className = value;
+      else node.setAttribute(name, value === true ? "" : String(value));
+    });
+    (children || []).forEach(function (child) { if (child) node.appendChild(child); });
+    return node;
+  }
+
+  function formatPrice(price, currency) {
+    var amount = Number(price);
+    if (price === null || price === undefined || price === "" || !isFinite(amount)) return "";
+    try {
+      return new Intl.NumberFormat(undefined, { style: "currency", currency: currency || "USD" }).format(amount);
+    } catch (e) {
+      return String(price) + (currency ? " " + currency : "");
+    }
+  }
+
+  function cardImage(src) {
+    var img = el("img", { className: "sa-card-image", src: src, alt: "", loading: "lazy", width: 64, height: 64 });
+    // A broken image becomes the plain placeholder box instead of the browser's broken-image icon.
+    img.addEventListener("error", function () { img.removeAttribute("src"); img.classList.add("sa-broken"); });
+    return img;
+  }
+
+  function productCards(items) {
+    var list = el("ul", { className: "sa-cards", "aria-label": "Products" });
+    (items || []).forEach(function (item) {
+      var href = item.url ? safeHttpUrl(item.url) : null;
+      var image = item.image ? safeHttpUrl(item.image) : null;
+      var title = href
+        ? el("a", { href: href, target: "_blank", rel: "noopener noreferrer", text: item.title || item.sku || "" })
+        : el("span", { text: item.title || item.sku || "" });
+      list.appendChild(el("li", { className: "sa-card" }, [
+        image ? cardImage(image) : null,
+        el("div", { className: "sa-card-body" }, [
+          el("p", { className: "sa-card-title" }, [title]),
+          el("p", { className: "sa-card-meta" }, [
+            el("span", { className: "sa-card-price", text: formatPrice(item.price, item.currency) }),
+            el("span", {
+              className: "sa-stock " + (item.in_stock ? "sa-in" : "sa-out"),
+              text: item.in_stock ? "In stock" : "Out of stock",
+            }),
+          ]),
+        ]),
+      ]));
+    });
+    return list;
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // The widget
+  // ---------------------------------------------------------------------------------------------------------
+
+  var host = el("div", { id: "shop-assistant-widget" });
+  var root = host.attachShadow ? host.attachShadow({ mode: "open" }) : host;
+  root.appendChild(el("link", { rel: "stylesheet", href: cssUrl }));
+
+  var launcher = el("button", {
+    type: "button", className: "sa-launcher", "aria-expanded": "false", "aria-controls": "sa-panel", text: "Chat with us",
+  });
+  var title = el("h2", { className: "sa-title", id: "sa-title", text: script.getAttribute("data-title") || "Shop assistant" });
+  var status = el("p", { className: "sa-status", id: "sa-status", role: "status", text: "" });
+  var closeButton = el("button", { type: "button", className: "sa-close", "aria-label": "Close chat", text: "\u00d7" });
+  var log = el("div", {
+    className: "sa-log", role: "log", "aria-live": "polite", "aria-relevant": "additions", "aria-label": "Conversation",
+    tabindex: "0",
+  });
+  var typing = el("div", { className: "sa-typing", hidden: true }, [
+    el("span", { className: "sa-dots", "aria-hidden": "true" }, [el("span"), el("span"), el("span")]),
+    el("span", { className: "sa-visually-hidden", text: "Assistant is typing" }),
+  ]);
+  var errorBox = el("p", { className: "sa-error", role: "alert", hidden: true });
+  var input = el("textarea", {
+    id: "sa-input", className: "sa-input", rows: "2", maxlength: "2000", autocomplete: "off",
+    placeholder: "Ask about products, sizes, shipping\u2026", "aria-describedby": "sa-hint",
+  });
+  var label = el("label", { className: "sa-visually-hidden", for: "sa-input", text: "Your message" });
+  var hint = el("p", { id: "sa-hint", className: "sa-visually-hidden", text: "Enter sends, Shift+Enter adds a line, Escape closes the chat." });
+  var sendButton = el("button", { type: "submit", className: "sa-send", text: "Send" });
+  var stopButton = el("button", { type: "button", className: "sa-stop", hidden: true, text: "Stop" });
+  var form = el("form", { className: "sa-form" }, [label, hint, input, sendButton, stopButton]);
+  var panel = el("section", {
+    id: "sa-panel", className: "sa-panel", role: "dialog", "aria-labelledby": "sa-title", "aria-describedby": "sa-status",
+    hidden: true,
+  }, [
+    el("header", { className: "sa-header" }, [el("div", {}, [title, status]), closeButton]),
+    log, typing, errorBox, form,
+  ]);
+  root.appendChild(launcher);
+  root.appendChild(panel);
+
+  var ws = null;
+  var attempts = 0;
+  var reconnectTimer = null;
+  var stopped = false; // true after a close that must not be retried (unknown store)
+  var generating = null; // {id, bubble, text, frame} of the answer being streamed
+  var pendingUser = null; // the user bubble whose answer has not started yet
+  var lastTypingNotice = 0;
+  var renderQueued = false;
+
+  function loadSaved() {
+    try { return JSON.parse(localStorage.getItem(storageKey) || "null") || {}; } catch (e) { return {}; }
+  }
+  function save(data) {
+    try { localStorage.setItem(storageKey, JSON.stringify(data)); } catch (e) { /* private mode: no resume */ }
+  }
+
+  function setStatus(text) { status.textContent = text; }
+
+  function showError(message) {
+    errorBox.textContent = message;
+    errorBox.hidden = !message;
+  }
+
+  function scrollToEnd() { log.scrollTop = log.scrollHeight; }
+
+  function addBubble(role, text, extra) {
+    var body = el("div", { className: "sa-text" });
+    body.appendChild(role === "user" ? document.createTextNode(text) : renderMarkdown(text));
+    var bubble = el("div", { className: "sa-msg sa-" + role }, [
+      role === "agent" ? el("p", { className: "sa-agent-name", text: (extra && extra.agent) || "Agent" }) : null,
+      el("span", { className: "sa-visually-hidden", text: role === "user" ? "You said:" : role === "agent" ? "Agent said:" : "Assistant said:" }),
+      body,
+    ]);
+    log.appendChild(bubble);
+    if (extra && extra.products && extra.products.length) bubble.appendChild(productCards(extra.products));
+    scrollToEnd();
+    return bubble;
+  }
+
+  function setGenerating(on) {
+    stopButton.hidden = !on;
+    sendButton.hidden = on;
+    if (!on) typing.hidden = true;
+  }
+
+  function renderGenerating() {
+    renderQueued = false;
+    if (!generating) return;
+    var body = generating.bubble.querySelector(".sa-text");
+    body.textContent = "";
+    body.appendChild(renderMarkdown(generating.text));
+    scrollToEnd();
+  }
+
+  function queueRender() {
+    if (renderQueued) return;
+    renderQueued = true;
+    (window.requestAnimationFrame || setTimeout)(renderGenerating);
+  }
+
+  function finishGenerating(note) {
+    if (!generating) return;
+    renderGenerating();
+    generating.bubble.removeAttribute("aria-busy");
+    if (note) generating.bubble.appendChild(el("p", { className: "sa-note", text: note }));
+    generating = null;
+    setGenerating(false);
+  }
+
+  function handle(frame) {
+    switch (frame.type) {
+      case "ready":
+        attempts = 0;
+        save({ token: frame.resume_token, conversation: frame.conversation });
+        if (frame.store && frame.store.name) title.textContent = frame.store.name;
+        setStatus("Online");
+        showError("");
+        generating = null;
+        pendingUser = null;
+        setGenerating(false);
+        log.textContent = "";
+        (frame.history || []).forEach(function (item) {
+          addBubble(item.role === "user" ? "user" : item.role === "agent" ? "agent" : "assistant", item.text || "", item);
+        });
+        break;
+      case "start":
+        pendingUser = null;
+        generating = { id: frame.message_id, text: "", bubble: addBubble("assistant", "") };
+        generating.bubble.setAttribute("aria-busy", "true");
+        generating.bubble.setAttribute("data-message-id", frame.message_id);
+        setGenerating(true);
+        typing.hidden = false;
+        break;
+      case "products":
+        if (generating && generating.id === frame.message_id) {
+          generating.bubble.appendChild(productCards(frame.items));
+          scrollToEnd();
+        }
+        break;
+      case "token":
+        if (generating && generating.id === frame.message_id) {
+          typing.hidden = true;
+          generating.text += frame.text;
+          queueRender();
+        }
+        break;
+      case "end":
+        if (generating && generating.id === frame.message_id) {
+          var notes = { abort: "Stopped.", length: "(answer cut short)", error: "Sorry, something went wrong. Please try again." };
+          if (frame.finish_reason === "error" && !generating.text) generating.bubble.classList.add("sa-failed");
+          finishGenerating(notes[frame.finish_reason] || "");
+        }
+        break;
+      case "agent_message":
+        addBubble("agent", frame.text || "", { agent: frame.agent });
+        break;
+      case "error":
+        showError(frame.message || "Something went wrong.");
+        if (pendingUser) {
+          pendingUser.classList.add("sa-failed");
+          pendingUser = null;
+          setGenerating(false);
+        }
+        break;
+      default:
+        break; // newer server, older widget: ignore what we do not know
+    }
+  }
+
+  function connect() {
+    if (stopped || (ws && ws.readyState <= 1)) return;
+    clearTimeout(reconnectTimer);
+    var saved = loadSaved();
+    var url = wsBase + "?store=" + encodeURIComponent(store) + (saved.token ? "&resume=" + encodeURIComponent(saved.token) : "");
+    setStatus(attempts ? "Reconnecting\u2026" : "Connecting\u2026");
+    var socket = new WebSocket(url);
+    ws = socket;
+    socket.onmessage = function (event) {
+      var frame;
+      try { frame = JSON.parse(event.data); } catch (e) { return; }
+      handle(frame);
+    };
+    socket.onclose = function (event) {
+      if (ws !== socket) return;
+      ws = null;
+      if (generating) finishGenerating("(connection lost)");
+      if (pendingUser) {
+        pendingUser.classList.add("sa-failed"); // its answer never started; the shopper can send it again
+        pendingUser = null;
+      }
+      setGenerating(false);
+      if (event.code === CLOSE_NO_STORE) {
+        stopped = true;
+        setStatus("Unavailable");
+        showError("The chat is not available for this store.");
+        return;
+      }
+      // Exponential backoff with jitter, so a restarted server is not hit by every widget at once.
+      var delay = Math.min(MAX_BACKOFF_MS, 500 * Math.pow(2, attempts)) * (0.5 + Math.random() / 2);
+      attempts += 1;
+      setStatus("Offline \u2013 reconnecting in " + Math.ceil(delay / 1000) + " s");
+      reconnectTimer = setTimeout(connect, delay);
+    };
+  }
+
+  function sendFrame(frame) {
+    if (!ws || ws.readyState !== 1) return false;
+    ws.send(JSON.stringify(frame));
+    return true;
+  }
+
+  function submit() {
+    var text = input.value.trim();
+    if (!text || generating || pendingUser) return;
+    if (!sendFrame({ type: "message", text: text })) {
+      showError("Not connected yet \u2013 your message is still in the box.");
+      connect();
+      return;
+    }
+    showError("");
+    input.value = "";
+    pendingUser = addBubble("user", text);
+    typing.hidden = false;
+    setGenerating(true);
+  }
+
+  function open() {
+    panel.hidden = false;
+    launcher.setAttribute("aria-expanded", "true");
+    launcher.hidden = true;
+    try { sessionStorage.setItem(openKey, "1"); } catch (e) { /* ignore */ }
+    connect();
+    input.focus();
+  }
+
+  function close() {
+    panel.hidden = true;
+    launcher.hidden = false;
+    launcher.setAttribute("aria-expanded", "false");
+    try { sessionStorage.removeItem(openKey); } catch (e) { /* ignore */ }
+    launcher.focus();
+  }
+
+  launcher.addEventListener("click", open);
+  closeButton.addEventListener("click", close);
+  form.addEventListener("submit", function (event) { event.preventDefault(); submit(); });
+  stopButton.addEventListener("click", function () { sendFrame({ type: "stop" }); input.focus(); });
+  input.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      submit();
+    }
+  });
+  input.addEventListener("input", function () {
+    var now = Date.now();
+    if (now - lastTypingNotice > TYPING_NOTICE_MS && sendFrame({ type: "typing" })) lastTypingNotice = now;
+  });
+  panel.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      close();
+    }
+  });
+
+  function mount() {
+    document.body.appendChild(host);
+    var wasOpen = false;
+    try { wasOpen = sessionStorage.getItem(openKey) === "1"; } catch (e) { /* ignore */ }
+    if (wasOpen || script.getAttribute("data-open") === "true") open();
+  }
+
+  window.ShopAssistant = { open: open, close: close, renderMarkdown: renderMarkdown };
+  if (document.body) mount();
+  else document.addEventListener("DOMContentLoaded", mount);
+})();

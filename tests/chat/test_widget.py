@@ -1,0 +1,173 @@
+"""The widget in real headless Chromium against daphne: ask, watch the answer stream in with a card, reload."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from .conftest import FRAME_TIMEOUT, run_daphne
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+async def page():
+    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
+        message = f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = await browser.new_context()
+        page = await context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.errors = errors
+        yield page
+        await browser.close()
+
+
+async def test_ask_stream_card_and_history_after_reload(daphne_server, demo_store, page):
+    from playwright.async_api import expect
+
+    timeout = FRAME_TIMEOUT * 1000
+    await page.goto(daphne_server.http + "/")
+    launcher = page.get_by_role("button", name="Chat with us")
+    await expect(launcher).to_be_visible()
+    await launcher.press("Enter")  # keyboard only
+
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_be_visible()
+    await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
+    box = page.get_by_label("Your message")
+    await expect(box).to_be_focused()
+
+    # Watch the assistant's text grow: record its length each time the DOM changes.
+    await page.evaluate(
+        """() => {
+            const root = document.querySelector('#shop-assistant-widget').shadowRoot;
+            window.__lengths = [];
+            new MutationObserver(() => {
+                const answers = root.querySelectorAll('.sa-assistant .sa-text');
+                if (answers.length) window.__lengths.push(answers[answers.length - 1].textContent.length);
+            }).observe(root.querySelector('.sa-log'), {subtree: true, childList: true, characterData: true});
+        }"""
+    )
+    await box.fill("Do you have rain jackets?")
+    await box.press("Enter")
+
+    user = page.locator(".sa-msg.sa-user")
+    await expect(user).to_have_text("You said:Do you have rain jackets?")
+    card = page.locator(".sa-assistant .sa-card").first
+    await expect(card).to_be_visible(timeout=timeout)
+    answer = page.locator(".sa-assistant .sa-text").last
+    await expect(page.locator(".sa-assistant[aria-busy]")).to_have_count(0, timeout=timeout)  # `end` arrived
+    text = (await answer.text_content()).strip()
+    assert text
+    lengths = [n for n in await page.evaluate("window.__lengths") if n]
+    assert len(set(lengths)) >= 2, f"the answer should appear token by token, saw lengths {lengths}"
+
+    # The card shows the catalog's data: a price, a stock badge and an http(s) link.
+    card_title = (await card.locator(".sa-card-title").text_content()).strip()
+    assert card_title
+    assert (await card.locator(".sa-card-price").text_content()).strip()
+    assert (await card.locator(".sa-stock").text_content()) in {"In stock", "Out of stock"}
+    link = await card.locator("a").get_attribute("href")
+    assert link is None or link.startswith(("http://", "https://"))
+
+    # Reload: the panel reopens, resumes from localStorage and shows the history with its card.
+    token = await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]")
+    await page.reload()
+    await expect(page.get_by_role("dialog")).to_be_visible()
+    await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
+    await expect(page.locator(".sa-msg.sa-user")).to_have_text("You said:Do you have rain jackets?")
+    await expect(page.locator(".sa-assistant .sa-text").last).to_have_text(text)
+    await expect(page.locator(".sa-assistant .sa-card-title").first).to_have_text(card_title)
+    assert await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]") == token
+
+    # Escape closes the panel and gives focus back to the launcher.
+    await page.get_by_label("Your message").press("Escape")
+    await expect(page.get_by_role("dialog")).to_be_hidden()
+    await expect(page.get_by_role("button", name="Chat with us")).to_be_focused()
+    assert page.errors == []
+
+
+async def test_markdown_is_rendered_safely(daphne_server, page):
+    await page.goto(daphne_server.http + "/static/widget/widget.css")  # any same-origin page without the widget
+    await page.set_content(
+        f'<body><script src="{daphne_server.http}/static/widget/widget.js" data-store="none"></script></body>'
+    )
+    await page.wait_for_function("window.ShopAssistant !== undefined")
+    result = await page.evaluate(
+        """() => {
+            const source = [
+                'Hello **bold** and *italic* <img src=x onerror="window.pwned=1"> <script>window.pwned=2</script>',
+                '- one [shop](https://shop.example/p?a=1&b=2)',
+                '- two [bad](javascript:alert(1)) [worse](data:text/html,hi)',
+                '1. first',
+                '2. second',
+            ].join('\\n');
+            const div = document.createElement('div');
+            div.appendChild(window.ShopAssistant.renderMarkdown(source));
+            document.body.appendChild(div);
+            return {
+                html: div.innerHTML,
+                text: div.textContent,
+                strong: [...div.querySelectorAll('strong')].map(e => e.textContent),
+                em: [...div.querySelectorAll('em')].map(e => e.textContent),
+                links: [...div.querySelectorAll('a')].map(a => [a.textContent, a.getAttribute('href'), a.rel]),
+                ul: div.querySelectorAll('ul > li').length,
+                ol: div.querySelectorAll('ol > li').length,
+                dangerous: div.querySelectorAll('img, script, iframe').length,
+                xss: window.pwned || 0,
+            };
+        }"""
+    )
+    assert result["dangerous"] == 0 and result["xss"] == 0
+    assert '<img src=x onerror="window.pwned=1">' in result["text"]  # shown as text, not parsed
+    assert result["strong"] == ["bold"] and result["em"] == ["italic"]
+    assert result["links"] == [["shop", "https://shop.example/p?a=1&b=2", "noopener noreferrer nofollow"]]
+    assert "[bad](javascript:alert(1))" in result["text"]  # non-http(s) links stay plain text
+    assert result["ul"] == 2 and result["ol"] == 2
+
+
+async def test_reconnects_after_a_server_restart_and_resumes(demo_store, page, tmp_path):
+    """The server goes away mid-conversation; the widget backs off, reconnects and shows the same history."""
+    from playwright.async_api import expect
+
+    timeout = FRAME_TIMEOUT * 1000
+    with run_daphne(tmp_path) as server:
+        port = server.port
+        await page.goto(server.http + "/")
+        await page.get_by_role("button", name="Chat with us").click()
+        await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
+        box = page.get_by_label("Your message")
+        await box.fill("Hello, anyone there?")
+        await box.press("Enter")
+        await expect(page.locator(".sa-assistant")).to_have_count(1, timeout=timeout)
+        await expect(page.locator(".sa-assistant[aria-busy]")).to_have_count(0, timeout=timeout)
+        answer = (await page.locator(".sa-assistant .sa-text").text_content()).strip()
+
+    await expect(page.locator(".sa-status")).to_contain_text("reconnecting", timeout=timeout)
+    with run_daphne(tmp_path, port=port):
+        await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
+        await expect(page.locator(".sa-msg.sa-user")).to_have_text("You said:Hello, anyone there?")
+        await expect(page.locator(".sa-assistant .sa-text")).to_have_text(answer)
+        assert page.errors == []
