@@ -15,6 +15,9 @@ class EngineConfig:
     block_size: int = 16
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 512
+    # Cap on one prefill chunk while other requests wait, so a long prompt can't hold back first tokens.
+    # None: max_num_batched_tokens // 4.
+    long_prefill_token_threshold: int | None = None
     max_model_len: int = 2048
     enable_prefix_caching: bool = True
     kv_cache_memory: int | None = None  # bytes; CPU default below
