@@ -1,0 +1,316 @@
+"""``AsyncLLM``: the engine for the web app. One background thread owns the ``LLMEngine`` (scheduler, model,
+tokenizer); every other thread only appends commands to a queue under a condition variable and wakes it.
+
+Consumers use ``async for delta in engine.stream(...)`` from any event loop; the engine thread hands each
+delta to the consumer's loop with ``call_soon_threadsafe``. A consumer that stops listening (breaks out,
+drops the stream or is cancelled) aborts its request, which frees its KV blocks on the engine thread's next
+turn, before the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from inference.config import EngineConfig
+from inference.engine import LLMEngine, PromptType
+from inference.outputs import RequestOutput, StreamDelta
+from inference.sampling_params import SamplingParams
+
+logger = logging.getLogger(__name__)
+
+# Only as a safety net: if a step schedules nothing while requests are queued (should not happen), the loop
+# waits this long for a command instead of spinning.
+_STALL_WAIT_S = 0.01
+
+
+class EngineDeadError(RuntimeError):
+    """The engine has been shut down or its thread failed."""
+
+
+class _Sink:
+    """The engine thread's end of a stream: where to put deltas. It never references the ``RequestStream``, so
+    a consumer that drops its stream lets it be collected (which aborts the request)."""
+
+    def __init__(self, request_id: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.request_id = request_id
+        self.loop = loop
+        self.queue: asyncio.Queue[StreamDelta | BaseException] = asyncio.Queue()
+        self.cancelled = False  # set by the consumer side; read by the engine thread
+
+    def deliver(self, item: StreamDelta | BaseException) -> bool:
+        """Hand an item to the consumer's loop; False when that loop is gone."""
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # loop closed
+            return False
+        return True
+
+
+class RequestStream:
+    """Async iterator over one request's ``StreamDelta``s. The request is submitted on the first ``__anext__``;
+    leaving early (break, ``aclose``, cancellation, or just dropping the object) aborts it."""
+
+    def __init__(self, engine: AsyncLLM, request_id: str, submit: Callable[[_Sink], None]) -> None:
+        self.request_id = request_id
+        self._engine = engine
+        self._submit = submit
+        self._sink: _Sink | None = None
+        self._done = False
+
+    def __aiter__(self) -> RequestStream:
+        return self
+
+    async def __anext__(self) -> StreamDelta:
+        if self._done:
+            raise StopAsyncIteration
+        if self._sink is None:
+            sink = _Sink(self.request_id, asyncio.get_running_loop())
+            self._submit(sink)  # raises EngineDeadError after shutdown: then there is nothing to abort
+            self._sink = sink
+        try:
+            item = await self._sink.queue.get()
+        except BaseException:  # cancelled (or interrupted) while waiting: nobody will read the rest
+            self._cancel()
+            raise
+        if isinstance(item, BaseException):
+            self._done = True
+            raise item
+        if item.finished:
+            self._done = True
+        return item
+
+    async def aclose(self) -> None:
+        self._cancel()
+
+    async def __aenter__(self) -> RequestStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._cancel()
+
+    def _cancel(self) -> None:
+        if self._sink is not None and not self._done:
+            self._done = True
+            self._sink.cancelled = True
+            self._engine._abort(self.request_id, gone=self._sink)
+
+    def __del__(self) -> None:
+        # A consumer that broke out of `async for` just drops the iterator.
+        try:
+            self._cancel()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class AsyncLLM:
+    """``AsyncLLM(model=None, **EngineConfig fields)`` or ``AsyncLLM.from_engine(LLMEngine(...))``."""
+
+    def __init__(self, model: str | None = None, *, engine: LLMEngine | None = None, **config: Any) -> None:
+        self.engine = engine if engine is not None else LLMEngine(EngineConfig(model=model, **config))
+        self._cond = threading.Condition()
+        self._commands: deque[Callable[[], None]] = deque()
+        self._closing = False
+        self._dead: BaseException | None = None
+        self._streams: dict[str, _Sink] = {}  # engine thread only
+        self._ids = itertools.count()
+        self._stats: dict[str, Any] = {}
+        self._publish_stats()
+        self.num_loop_iterations = 0  # lets tests check the thread sleeps when idle
+        self._thread = threading.Thread(target=self._run, name="inference-engine", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_engine(cls, engine: LLMEngine) -> AsyncLLM:
+        return cls(engine=engine)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    def get_tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    # -- public API, any thread ---------------------------------------------------------------------------
+
+    def stream(
+        self,
+        request_id: str | None,
+        prompt: PromptType,
+        params: SamplingParams | None = None,
+        conversation_id: str | None = None,
+        cache_salt: str | None = None,
+    ) -> RequestStream:
+        """``async for delta in engine.stream(...)``; a rejected request raises its ValueError on iteration."""
+        rid = request_id if request_id is not None else f"async-{next(self._ids)}"
+
+        def submit(sink: _Sink) -> None:
+            self._enqueue(lambda: self._add(sink, prompt, params, conversation_id, cache_salt))
+
+        return RequestStream(self, rid, submit)
+
+    async def generate(
+        self,
+        prompt: PromptType,
+        params: SamplingParams | None = None,
+        request_id: str | None = None,
+        **kwargs: Any,
+    ) -> list[StreamDelta]:
+        """Convenience: every delta of one request."""
+        return [d async for d in self.stream(request_id, prompt, params, **kwargs)]
+
+    def abort(self, request_id: str) -> None:
+        """Abort a request; its consumer (if any) gets a final delta with finish_reason "abort"."""
+        self._abort(request_id)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters as of the engine thread's last turn (KV cache, prefix cache, requests)."""
+        return dict(self._stats)
+
+    def is_running(self) -> bool:
+        return self._thread.is_alive() and not self._closing
+
+    def shutdown(self, timeout: float | None = 30.0) -> None:
+        """Abort everything (consumers get "abort"), stop the thread and wait for it."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    # -- internals ----------------------------------------------------------------------------------------
+
+    def _enqueue(self, command: Callable[[], None]) -> None:
+        with self._cond:
+            if self._closing or self._dead is not None:
+                raise EngineDeadError("the engine is shut down") from self._dead
+            self._commands.append(command)
+            self._cond.notify()
+
+    def _abort(self, request_id: str, gone: _Sink | None = None) -> None:
+        """``gone``: the sink of a consumer that left; only its own request is aborted (the id may be reused)."""
+
+        def command() -> None:
+            if gone is None:
+                self.engine.abort(request_id)
+            elif self._streams.get(request_id) is gone:
+                del self._streams[request_id]
+                self.engine.abort(request_id, report=False)
+
+        try:
+            self._enqueue(command)
+        except EngineDeadError:
+            pass  # everything was aborted already
+
+    def _add(
+        self,
+        sink: _Sink,
+        prompt: PromptType,
+        params: SamplingParams | None,
+        conversation_id: str | None,
+        cache_salt: str | None,
+    ) -> None:
+        if sink.cancelled:  # the consumer left before the engine saw the request
+            return
+        if sink.request_id in self._streams:
+            sink.deliver(ValueError(f"request {sink.request_id!r} is already running"))
+            return
+        try:
+            self.engine.add_request(sink.request_id, prompt, params, conversation_id, cache_salt)
+        except Exception as exc:  # rejected: the consumer gets the error instead of a delta
+            sink.deliver(exc)
+            return
+        self._streams[sink.request_id] = sink
+
+    def _run(self) -> None:
+        try:
+            self._loop_forever()
+        except BaseException as exc:  # consumers must not be left waiting forever
+            logger.exception("inference engine thread failed")
+            with self._cond:
+                self._dead = exc
+            self._fail_all(EngineDeadError(f"the engine thread failed: {exc!r}"))
+
+    def _loop_forever(self) -> None:
+        stalled = False
+        while True:
+            with self._cond:
+                if stalled:
+                    if not (self._commands or self._closing):
+                        self._cond.wait(_STALL_WAIT_S)
+                else:
+                    while not (self._commands or self._closing or self.engine.has_unfinished()):
+                        self._cond.wait()
+                commands = list(self._commands)
+                self._commands.clear()
+                closing = self._closing
+            self.num_loop_iterations += 1
+            for command in commands:
+                command()
+            if closing:
+                self.engine.abort_all()
+                self._dispatch(self.engine.step())
+                self._publish_stats()
+                for sink in self._streams.values():
+                    sink.deliver(EngineDeadError("the engine was shut down"))
+                self._streams.clear()
+                return
+            stalled = False
+            if self.engine.has_unfinished():
+                try:
+                    outputs = self.engine.step()
+                except Exception as exc:
+                    # Fail the batch's requests but keep serving: the next requests may well succeed.
+                    logger.exception("engine step failed")
+                    self._fail_all(RuntimeError(f"engine step failed: {exc!r}"))
+                    outputs = []
+                stalled = self.engine.last_step_num_tokens == 0 and self.engine.has_unfinished()
+                # Stats first: a consumer that has seen a delta then reads counters at least that recent.
+                self._publish_stats()
+                self._dispatch(outputs)
+            self._publish_stats()
+
+    def _dispatch(self, outputs: list[RequestOutput]) -> None:
+        for output in outputs:
+            sink = self._streams.get(output.request_id)
+            if sink is None:
+                continue
+            for delta in _to_deltas(output):
+                if not sink.deliver(delta):  # its event loop is gone
+                    self.engine.abort(output.request_id, report=False)
+                    self._streams.pop(output.request_id, None)
+                    break
+            if output.finished:
+                self._streams.pop(output.request_id, None)
+
+    def _publish_stats(self) -> None:
+        stats = self.engine.stats()
+        stats["num_streams"] = len(self._streams)
+        self._stats = stats  # one reference swap: readers on other threads see a consistent dict
+
+    def _fail_all(self, exc: BaseException) -> None:
+        try:
+            self.engine.abort_all("error", report=False)
+        except Exception:
+            logger.exception("could not release the requests of a failed engine")
+        for sink in list(self._streams.values()):
+            sink.deliver(exc)
+        self._streams.clear()
+
+
+def _to_deltas(output: RequestOutput) -> list[StreamDelta]:
+    deltas = [
+        StreamDelta(output.request_id, c.text, c.token_ids, c.index, c.finish_reason, c.stop_reason)
+        for c in output.outputs
+    ]
+    if output.finished:
+        if not deltas:
+            deltas.append(StreamDelta(output.request_id, ""))
+        deltas[-1].usage = output.usage
+        deltas[-1].metrics = output.metrics
+    return deltas

@@ -1,0 +1,148 @@
+"""Runs a workload on our engine: the bench owns the loop and calls ``LLMEngine.step()`` itself.
+
+That way arrivals are real wall-clock events (Poisson first turns, later turns when the previous one
+finishes), and after every step the runner samples the scheduler's KV counters (for waste, usage and
+concurrency) and counts the tokens the model computed (for the roofline).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from inference.bench.driver import SessionDriver
+from inference.bench.metrics import KVSample, KVTrace, summarize
+from inference.bench.workload import Workload
+
+
+@dataclass
+class EngineSettings:
+    allocator: str = "paged"  # "paged" | "contiguous"
+    prefix_caching: bool = True
+    kv_blocks: int = 728
+    device: str = "cpu"
+    block_size: int = 16
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 512
+    max_model_len: int = 2048
+
+
+class ComputeCounter:
+    """Counts what the model computes each step by wrapping ``scheduler.schedule`` (the engine has no hook).
+
+    ``tokens``: tokens run through the model (prefill chunks, recomputation after preemption, decodes);
+    ``attended``: sum over those tokens of the context each one attends to (for attention FLOPs);
+    ``sampled``: tokens that went through the LM head.
+    """
+
+    def __init__(self, scheduler: Any) -> None:
+        self.tokens = 0
+        self.attended = 0
+        self.sampled = 0
+        self._schedule = scheduler.schedule
+        scheduler.schedule = self._counted
+
+    def _counted(self) -> Any:
+        out = self._schedule()
+        for item in out.scheduled:
+            start, n = item.seq.num_computed_tokens, item.num_new_tokens
+            self.tokens += n
+            self.attended += n * start + n * (n + 1) // 2
+            self.sampled += int(item.samples)
+        return out
+
+
+def model_flops(model_config: Any, tokens: int, attended: int, sampled: int) -> float:
+    """FLOPs of the work counted by ``ComputeCounter``: 2 per weight per token, plus attention.
+
+    The LM head runs only for sampled tokens (the runner keeps the last position of each sequence); attention
+    costs 2 FLOPs per (query, key) pair per head dimension for QK^T and as much again for the weighted sum.
+    """
+    mc = model_config
+    q = mc.num_attention_heads * mc.head_dim
+    kv = mc.num_key_value_heads * mc.head_dim
+    per_layer = mc.hidden_size * (q + 2 * kv) + q * mc.hidden_size + 3 * mc.hidden_size * mc.intermediate_size
+    linear = 2 * per_layer * mc.num_hidden_layers * tokens
+    head = 2 * mc.hidden_size * mc.vocab_size * sampled
+    attention = 4 * mc.num_hidden_layers * q * attended
+    return float(linear + head + attention)
+
+
+def _warm_up(engine: Any, sampling_params_cls: Any) -> None:
+    """One small request first: the first steps pay one-off costs (allocator, kernels) that are not serving."""
+    params = sampling_params_cls(temperature=0.0, max_tokens=8, ignore_eos=True)
+    engine.add_request("warmup", {"prompt_token_ids": list(range(1000, 1100))}, params)
+    while engine.has_unfinished():
+        engine.step()
+    # The run starts with a cold prefix cache, as every other system does.
+    engine.scheduler.kv.reset_prefix_cache()
+
+
+def run(workload: Workload, settings: EngineSettings, progress: Any = None) -> dict[str, Any]:
+    from inference.config import EngineConfig
+    from inference.engine import LLMEngine
+    from inference.sampling_params import SamplingParams
+
+    config = EngineConfig(
+        device=settings.device,
+        block_size=settings.block_size,
+        max_num_seqs=settings.max_num_seqs,
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        max_model_len=settings.max_model_len,
+        enable_prefix_caching=settings.prefix_caching,
+        num_gpu_blocks_override=settings.kv_blocks,
+        kv_allocator=settings.allocator,  # type: ignore[arg-type]
+    )
+    engine = LLMEngine(config)
+    _warm_up(engine, SamplingParams)
+    counter = ComputeCounter(engine.scheduler)
+    preemptions_before = engine.scheduler.num_preemptions
+    kv = KVTrace()
+    driver = SessionDriver(workload)
+    outputs: dict[str, list[int]] = {}
+    reasons: dict[str, str] = {}
+    t0 = last = driver.start()
+    while not driver.done:
+        for r in driver.due():
+            params = SamplingParams(temperature=0.0, max_tokens=r.max_tokens, ignore_eos=workload.ignore_eos)
+            # The session id as conversation id, as the app passes its chat ids: the engine keeps such blocks
+            # longer in the prefix cache, for the conversation's next turn.
+            engine.add_request(r.request_id, {"prompt_token_ids": r.prompt_token_ids}, params,
+                               conversation_id=r.session.session_id, arrival_time=r.arrival)
+            outputs[r.request_id] = []
+        if not engine.has_unfinished():
+            driver.wait_for_arrival()
+            last = time.monotonic()
+            continue
+        deltas = engine.step()
+        now = time.monotonic()
+        snap = engine.scheduler.snapshot()
+        kv.add(KVSample(now - t0, now - last, snap.kv.num_slots_allocated, snap.kv.num_tokens_stored,
+                        snap.kv.kv_cache_usage, snap.num_running, snap.num_waiting))
+        last = now
+        for delta in deltas:
+            rid = delta.request_id
+            for c in delta.outputs:
+                if c.token_ids:
+                    driver.first_token(rid, now)
+                    outputs[rid].extend(c.token_ids)
+                if c.finish_reason is not None:
+                    reasons[rid] = c.finish_reason
+            if delta.finished:
+                driver.finish(rid, outputs.pop(rid), reasons.pop(rid, "stop"), delta.num_cached_tokens, now)
+                if progress is not None:
+                    progress.update(1)
+
+    result = summarize(driver.records, driver.wall_s, kv, has_prefix_cache=settings.prefix_caching)
+    flops = model_flops(engine.model_config, counter.tokens, counter.attended, counter.sampled)
+    result.update(
+        computed_tokens=counter.tokens,
+        model_gflop=flops / 1e9,
+        achieved_gflops=flops / 1e9 / driver.wall_s if driver.wall_s else None,
+        num_preemptions=engine.scheduler.num_preemptions - preemptions_before,
+        kv_blocks=engine.scheduler.kv.num_blocks,
+        kv_series=kv.series(),
+        records=[r.as_dict() for r in driver.records],
+    )
+    return result

@@ -1,0 +1,67 @@
+"""One system's measurement, run in a fresh process (``python -m inference.bench --_worker NAME ...``).
+
+A fresh process per system keeps the systems from sharing allocator state or warm caches, and makes the peak
+RSS (``getrusage``) that system's own: interpreter, libraries, weights and KV cache included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+from inference.bench import workload as workload_mod
+from inference.bench.systems import SYSTEMS, llama_cpp_python, vllm_python
+
+OWN_RSS_METHOD = "peak RSS of the system's own worker process (getrusage ru_maxrss): weights and KV cache included"
+
+
+def _progress(name: str, total: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=f"{name:>15}", unit="req", file=sys.stderr, dynamic_ncols=True)
+
+
+def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    from inference.bench import engine_runner, hf_static, peers
+
+    system = SYSTEMS[name]
+    workload = workload_mod.load(args.workload_file)
+    if system.family == "peer":
+        if name == "vllm":
+            return peers.run_vllm(str(vllm_python(args.vllm_python)), args.workload_file, args.model_dir,
+                                  args.max_model_len, args.max_num_seqs, args.vllm_kv_gib, args.device,
+                                  args.peer_timeout)
+        return peers.run_llama_cpp(llama_cpp_python(args.llama_cpp_python), args.workload_file, args.gguf,
+                                   args.max_model_len, args.peer_timeout)
+    bar = _progress(name, workload.num_requests)
+    try:
+        if system.family == "hf":
+            result = hf_static.run(workload, args.model_dir, args.device, args.hf_batch_size, bar)
+        else:
+            settings = engine_runner.EngineSettings(
+                allocator="contiguous" if name == "contiguous" else "paged",
+                # Only "paged" shares prefixes: contiguous is the pre-PagedAttention baseline, whose per-request
+                # reservations share nothing (and paged-no-prefix vs contiguous isolates the allocation policy).
+                prefix_caching=name == "paged",
+                kv_blocks=args.kv_blocks,
+                device=args.device,
+                block_size=args.block_size,
+                max_num_seqs=args.max_num_seqs,
+                max_num_batched_tokens=args.max_num_batched_tokens,
+                max_model_len=args.max_model_len,
+            )
+            result = engine_runner.run(workload, settings, bar)
+    finally:
+        bar.close()
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    result["rss_method"] = OWN_RSS_METHOD
+    return result
+
+
+def main(args: argparse.Namespace) -> None:
+    result = measure(args._worker, args)
+    Path(args._result).write_text(json.dumps(result))

@@ -1,0 +1,105 @@
+"""What the engine hands back: vLLM-shaped ``RequestOutput`` / ``CompletionOutput`` and the async stream's deltas."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "abort", "error"]
+
+
+@dataclass
+class RequestMetrics:
+    """Wall-clock times (``time.monotonic()``) of one request's life, and its prefix-cache hit."""
+
+    arrival_time: float
+    first_scheduled_time: float | None = None
+    first_token_time: float | None = None
+    last_token_time: float | None = None
+    finished_time: float | None = None
+    num_generated_tokens: int = 0
+    num_cached_tokens: int = 0  # prompt tokens served from the prefix cache
+
+    @property
+    def time_to_first_token(self) -> float | None:
+        if self.first_token_time is None:
+            return None
+        return self.first_token_time - self.arrival_time
+
+    @property
+    def time_in_queue(self) -> float | None:
+        if self.first_scheduled_time is None:
+            return None
+        return self.first_scheduled_time - self.arrival_time
+
+    @property
+    def time_per_output_token(self) -> float | None:
+        """Mean gap between output tokens after the first (vLLM's TPOT); None with fewer than two tokens."""
+        if self.first_token_time is None or self.last_token_time is None or self.num_generated_tokens < 2:
+            return None
+        return (self.last_token_time - self.first_token_time) / (self.num_generated_tokens - 1)
+
+    @property
+    def e2e_latency(self) -> float | None:
+        if self.finished_time is None:
+            return None
+        return self.finished_time - self.arrival_time
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    text: str
+    token_ids: list[int]
+    finish_reason: FinishReason | None = None
+    # The stop string or stop token id that ended the sequence; None for EOS, length or abort.
+    stop_reason: str | int | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass
+class RequestOutput:
+    """One request's result. From ``LLM.generate`` it is cumulative; from ``LLMEngine.step`` it holds only what
+    is new since the previous step (``text`` and ``token_ids`` of each completion are deltas), like vLLM's
+    ``RequestOutputKind.DELTA``."""
+
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    outputs: list[CompletionOutput]
+    finished: bool
+    metrics: RequestMetrics
+    num_cached_tokens: int = 0
+    usage: Usage | None = None  # set once the request is finished
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class StreamDelta:
+    """One item of ``AsyncLLM.stream``: the new text and tokens of completion ``index``; ``usage`` on the last."""
+
+    request_id: str
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    index: int = 0
+    finish_reason: FinishReason | None = None
+    stop_reason: str | int | None = None
+    usage: Usage | None = None
+    metrics: RequestMetrics | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.usage is not None

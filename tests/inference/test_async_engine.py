@@ -1,0 +1,228 @@
+"""AsyncLLM: streaming from one engine thread, aborts by consumers that leave, several loops and threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from inference import AsyncLLM, EngineDeadError, LLM, RequestTooLongError, SamplingParams, StreamDelta
+
+
+@pytest.fixture
+def engine(llm: LLM) -> Iterator[AsyncLLM]:
+    """A fresh engine thread over the session LLM's engine (no second model load); nothing else drives that
+    engine while the thread lives."""
+    async_llm = AsyncLLM(engine=llm.llm_engine)
+    yield async_llm
+    async_llm.shutdown()
+    assert not async_llm._thread.is_alive()
+
+
+def _greedy(n: int, **kw: Any) -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True, **kw)
+
+
+async def _wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out; stats: {_last_stats}"
+        await asyncio.sleep(0.02)
+
+
+_last_stats: dict[str, Any] = {}
+
+
+def _idle(engine: AsyncLLM) -> bool:
+    s = engine.stats()
+    _last_stats.update(s)
+    return s["num_blocks_used"] == 0 and s["num_requests_unfinished"] == 0 and s["num_streams"] == 0
+
+
+async def test_stream_deltas_join_to_the_text_and_end_with_usage(engine: AsyncLLM, tokenizer: Any) -> None:
+    prompt = "Three reasons to buy a cast-iron pan, according to the kitchen experts of our shop:"
+    deltas = [d async for d in engine.stream("join", prompt, _greedy(16))]
+    assert all(isinstance(d, StreamDelta) and d.request_id == "join" for d in deltas)
+    assert all(d.usage is None and d.finish_reason is None for d in deltas[:-1])
+    last = deltas[-1]
+    assert last.finish_reason == "length" and last.usage is not None
+    tokens = [t for d in deltas for t in d.token_ids]
+    assert len(tokens) == 16
+    assert "".join(d.text for d in deltas) == tokenizer.decode(tokens, skip_special_tokens=True)
+    assert last.usage.prompt_tokens == len(tokenizer.encode(prompt))
+    assert last.usage.completion_tokens == 16 and last.usage.cached_tokens == 0
+    again = [d async for d in engine.stream("join-again", prompt, _greedy(16))]
+    assert [t for d in again for t in d.token_ids] == tokens
+    assert last.usage.prompt_tokens > 16 and again[-1].usage.cached_tokens == 16
+    await _wait_for(lambda: _idle(engine))
+
+
+async def test_breaking_out_of_the_stream_aborts_and_frees_blocks(engine: AsyncLLM) -> None:
+    aborted_before = engine.stats()["num_requests_aborted"]
+    seen = 0
+    async for _ in engine.stream("leaver", "Write a long story about a shoe shop. " * 8, _greedy(500)):
+        seen += 1
+        if seen == 2:
+            assert engine.stats()["num_blocks_used"] > 0
+            break
+    await _wait_for(lambda: _idle(engine))
+    assert engine.stats()["num_requests_aborted"] == aborted_before + 1
+
+
+async def test_cancelled_consumer_aborts_its_request(engine: AsyncLLM) -> None:
+    aborted_before = engine.stats()["num_requests_aborted"]
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async for _ in engine.stream("cancelled", "List every colour of our sweaters. " * 8, _greedy(500)):
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await _wait_for(lambda: _idle(engine))
+    assert engine.stats()["num_requests_aborted"] == aborted_before + 1
+
+
+async def test_abort_from_another_thread_ends_the_stream(engine: AsyncLLM) -> None:
+    deltas = []
+    async for d in engine.stream("stopped-by-server", "Describe our store in detail.", _greedy(500)):
+        deltas.append(d)
+        if len(deltas) == 1:
+            threading.Thread(target=engine.abort, args=("stopped-by-server",)).start()
+    last = deltas[-1]
+    assert last.finish_reason == "abort" and last.usage is not None
+    assert last.usage.completion_tokens == sum(len(d.token_ids) for d in deltas) < 500
+    await _wait_for(lambda: _idle(engine))
+
+
+async def test_rejected_request_raises_on_iteration(engine: AsyncLLM) -> None:
+    too_long = [100] * (engine.engine.config.max_model_len + 1)
+    with pytest.raises(RequestTooLongError):
+        async for _ in engine.stream("too-long", too_long, _greedy(4)):
+            pass
+    await _wait_for(lambda: _idle(engine))
+
+
+async def test_n_completions_stream_with_their_index(engine: AsyncLLM) -> None:
+    deltas = [d async for d in engine.stream("three", "Name a hat:", SamplingParams(n=3, seed=5, max_tokens=6,
+                                                                                     ignore_eos=True))]
+    assert {d.index for d in deltas} == {0, 1, 2}
+    per_index = {i: sum(len(d.token_ids) for d in deltas if d.index == i) for i in range(3)}
+    assert per_index == {0: 6, 1: 6, 2: 6}
+    assert deltas[-1].usage is not None and deltas[-1].usage.completion_tokens == 18
+    assert sum(d.finish_reason == "length" for d in deltas) == 3
+
+
+def test_streams_from_several_threads_and_event_loops(engine: AsyncLLM) -> None:
+    prompts = ["Best gift for a runner:", "Is merino wool itchy?", "How do I clean suede?"]
+
+    async def collect(prompt: str, rid: str) -> list[int]:
+        return [t async for d in engine.stream(rid, prompt, _greedy(8)) for t in d.token_ids]
+
+    expected = {p: asyncio.run(collect(p, f"solo-{i}")) for i, p in enumerate(prompts)}
+    results: dict[str, list[int]] = {}
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        async def main() -> None:
+            outs = await asyncio.gather(*(collect(p, f"t{k}-{i}") for i, p in enumerate(prompts)))
+            for i, out in enumerate(outs):
+                results[f"t{k}-{i}"] = out
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors
+    assert len(results) == 9
+    for rid, tokens in results.items():
+        assert tokens == expected[prompts[int(rid.split("-")[1])]]
+
+
+def test_idle_engine_thread_sleeps(engine: AsyncLLM) -> None:
+    before = engine.num_loop_iterations
+    time.sleep(0.5)
+    assert engine.num_loop_iterations == before
+    engine.abort("nobody")  # a command wakes it exactly once or twice, then it sleeps again
+    time.sleep(0.2)
+    woke = engine.num_loop_iterations
+    assert 1 <= woke - before <= 2
+    time.sleep(0.3)
+    assert engine.num_loop_iterations == woke
+
+
+async def test_shutdown_ends_streams_and_refuses_new_ones(engine: AsyncLLM, llm: LLM) -> None:
+    local = engine
+    received: list[StreamDelta] = []
+
+    async def consume() -> None:
+        async for d in local.stream("long", "Tell me everything about boots.", _greedy(500)):
+            received.append(d)
+
+    task = asyncio.create_task(consume())
+    await _wait_for(lambda: len(received) > 0)
+    await asyncio.to_thread(local.shutdown)
+    await asyncio.wait_for(task, 30)
+    assert received[-1].finish_reason == "abort"
+    assert llm.llm_engine.stats()["num_blocks_used"] == 0
+    with pytest.raises(EngineDeadError):
+        async for _ in local.stream("late", "hi", _greedy(2)):
+            pass
+
+
+async def test_many_streams_leaving_at_random_leave_no_blocks(tmp_path, make_tiny_checkpoint, tokenizer) -> None:
+    """500 concurrent streams on a tiny random Llama: consumers break, get cancelled, are aborted by the server
+    or read to the end; afterwards no block is in use."""
+    import random
+
+    folder = make_tiny_checkpoint(tmp_path / "tiny")
+    tokenizer.save_pretrained(folder)
+    local = AsyncLLM(str(folder), dtype="float32", block_size=2, num_gpu_blocks_override=64, max_num_seqs=16,
+                     max_model_len=64)
+    rng = random.Random(0)
+    outcomes: dict[str, str] = {}
+
+    async def consume(i: int) -> None:
+        rid = f"s{i}"
+        mode = rng.choice(["read", "break", "cancel", "server-abort"])
+        prompt = [rng.randrange(3, 96) for _ in range(rng.randint(1, 20))]
+        params = SamplingParams(temperature=1.0, seed=i, max_tokens=rng.randint(1, 12))
+        leave_after = rng.randint(1, 3)
+        seen = 0
+        async for delta in local.stream(rid, prompt, params):
+            seen += 1
+            if delta.finished:
+                outcomes[rid] = delta.finish_reason or "done"
+            elif seen == leave_after and mode == "break":
+                outcomes[rid] = "left"
+                break
+            elif seen == leave_after and mode == "server-abort":
+                local.abort(rid)
+            elif seen == leave_after and mode == "cancel":
+                # Delivered at the next await, inside the stream's __anext__, like a cancelled web request.
+                outcomes[rid] = "cancelled"
+                asyncio.current_task().cancel()
+
+    try:
+        results = await asyncio.gather(*(consume(i) for i in range(500)), return_exceptions=True)
+        assert all(r is None or isinstance(r, asyncio.CancelledError) for r in results)
+        assert len(outcomes) == 500
+        assert {"left", "cancelled", "abort", "length"} <= set(outcomes.values())
+        await _wait_for(lambda: _idle(local))
+        stats = local.stats()
+        assert stats["num_requests_added"] == 500 and stats["num_blocks_used"] == 0
+    finally:
+        local.shutdown()

@@ -1,0 +1,253 @@
+"""LLMEngine and LLM on the bundled model: request lifecycle, stop conditions, streaming, seeds, aborts."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from inference import LLM, RequestTooLongError, SamplingParams
+from inference.engine import LLMEngine
+
+GREEDY = dict(temperature=0.0)
+SHORT_ANSWER = [{"role": "user", "content": "What is 2+2? Answer with a number only."}]
+
+
+def _decode(tokenizer, ids: list[int]) -> str:
+    return tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def _assert_blocks_released(engine: LLMEngine) -> None:
+    stats = engine.stats()
+    assert stats["num_blocks_used"] == 0
+    assert stats["num_running"] == 0 and stats["num_waiting"] == 0
+    assert not engine.has_unfinished()
+
+
+def test_generate_keeps_input_order_for_text_and_token_prompts(llm: LLM, tokenizer) -> None:
+    texts = ["The best hiking boots for wet trails are", "Our summer dress collection"]
+    params = SamplingParams(max_tokens=6, ignore_eos=True, **GREEDY)
+    ids_prompt = tokenizer.encode(texts[1])
+    outs = llm.generate([texts[0], ids_prompt], params)
+    assert [o.prompt_token_ids for o in outs] == [tokenizer.encode(texts[0]), ids_prompt]
+    assert outs[0].prompt == texts[0] and outs[1].prompt is None
+    swapped = llm.generate([ids_prompt, texts[0]], params)
+    assert [o.outputs[0].token_ids for o in swapped] == [o.outputs[0].token_ids for o in reversed(outs)]
+    for out in outs:
+        completion = out.outputs[0]
+        assert out.finished and len(completion.token_ids) == 6 and completion.finish_reason == "length"
+        assert completion.text == _decode(tokenizer, completion.token_ids)
+    single = llm.generate(texts[0], params)  # one prompt, not in a list
+    assert len(single) == 1 and single[0].outputs[0].token_ids == outs[0].outputs[0].token_ids
+    assert llm.generate(ids_prompt, params)[0].outputs[0].token_ids == outs[1].outputs[0].token_ids
+
+
+def test_metrics_and_prefix_cache_hits(llm: LLM, tokenizer) -> None:
+    block = llm.llm_engine.config.block_size
+    prompt = "Trail runner, waterproof, size 42, breathable mesh, recycled sole. " * 6
+    params = SamplingParams(max_tokens=5, ignore_eos=True, **GREEDY)
+    first, second = llm.generate([prompt], params)[0], llm.generate([prompt], params)[0]
+    n_prompt = len(first.prompt_token_ids)
+    assert first.num_cached_tokens == 0 and first.metrics.num_cached_tokens == 0
+    # The second run finds every full block of the prompt, but always computes the last prompt token.
+    assert second.num_cached_tokens == (n_prompt - 1) // block * block > 0
+    assert second.outputs[0].token_ids == first.outputs[0].token_ids
+    m = first.metrics
+    assert m.time_to_first_token is not None and m.time_to_first_token > 0
+    assert m.time_per_output_token is not None and m.time_per_output_token > 0
+    assert m.arrival_time <= m.first_scheduled_time <= m.first_token_time <= m.last_token_time <= m.finished_time
+    assert first.usage is not None and first.usage.prompt_tokens == n_prompt
+    assert first.usage.completion_tokens == 5 and second.usage.cached_tokens == second.num_cached_tokens
+
+
+def test_eos_stops_and_ignore_eos_continues(llm: LLM) -> None:
+    eos = llm.llm_engine.eos_token_ids
+    out = llm.chat(SHORT_ANSWER, SamplingParams(max_tokens=40, **GREEDY))[0].outputs[0]
+    assert out.finish_reason == "stop" and out.stop_reason is None
+    assert out.token_ids[-1] in eos and "<|im_end|>" not in out.text
+    n = len(out.token_ids)
+    longer = llm.chat(SHORT_ANSWER, SamplingParams(max_tokens=n + 4, ignore_eos=True, **GREEDY))[0].outputs[0]
+    assert longer.finish_reason == "length" and len(longer.token_ids) == n + 4
+    assert longer.token_ids[:n] == out.token_ids  # same greedy path through the EOS, then onwards
+
+
+def test_min_tokens_suppresses_stop_tokens(llm: LLM) -> None:
+    base = llm.chat(SHORT_ANSWER, SamplingParams(max_tokens=12, ignore_eos=True, **GREEDY))[0].outputs[0]
+    first = base.token_ids[0]
+    stopped = llm.chat(SHORT_ANSWER, SamplingParams(max_tokens=12, stop_token_ids=[first], **GREEDY))[0].outputs[0]
+    assert stopped.token_ids == [first] and stopped.finish_reason == "stop" and stopped.stop_reason == first
+    assert stopped.text == ""  # a stop token's text is left out by default
+    held = llm.chat(SHORT_ANSWER, SamplingParams(max_tokens=12, min_tokens=4, stop_token_ids=[first],
+                                                 ignore_eos=True, **GREEDY))[0].outputs[0]
+    assert len(held.token_ids) >= 4
+    assert first not in held.token_ids[:4]
+    if first in held.token_ids:
+        assert held.token_ids[-1] == first and held.finish_reason == "stop"
+    # min_tokens also holds EOS back: the short answer normally ends after a few tokens.
+    eos_len = len(llm.chat(SHORT_ANSWER, SamplingParams(max_tokens=40, **GREEDY))[0].outputs[0].token_ids)
+    padded = llm.chat(SHORT_ANSWER, SamplingParams(max_tokens=40, min_tokens=eos_len + 3, **GREEDY))[0].outputs[0]
+    assert len(padded.token_ids) >= eos_len + 3
+    assert not set(padded.token_ids[: eos_len + 2]) & llm.llm_engine.eos_token_ids
+
+
+@pytest.mark.parametrize("include", [False, True])
+def test_stop_string_cuts_the_text_exactly(llm: LLM, include: bool) -> None:
+    prompt = "A short description of our best-selling leather backpack:"
+    full = llm.generate(prompt, SamplingParams(max_tokens=24, ignore_eos=True, **GREEDY))[0].outputs[0].text
+    words = full.split()
+    stop = words[len(words) // 2][:3]  # may end in the middle of a token
+    idx = full.index(stop)
+    out = llm.generate(prompt, SamplingParams(max_tokens=24, ignore_eos=True, stop=[stop],
+                                              include_stop_str_in_output=include, **GREEDY))[0].outputs[0]
+    assert out.finish_reason == "stop" and out.stop_reason == stop
+    assert out.text == full[: idx + len(stop) if include else idx]
+
+
+def test_step_deltas_join_to_the_final_text(llm: LLM, tokenizer) -> None:
+    engine = llm.llm_engine
+    params = {
+        "plain": SamplingParams(max_tokens=20, ignore_eos=True, **GREEDY),
+        "stopped": SamplingParams(max_tokens=20, ignore_eos=True, stop=["e"], **GREEDY),
+        "emoji": SamplingParams(max_tokens=20, ignore_eos=True, **GREEDY),
+    }
+    prompts = {"plain": "Gift ideas for a hiker:", "stopped": "Gift ideas for a hiker:",
+               "emoji": "Reply with three dessert emoji: 🍮🍰"}
+    for rid in params:
+        engine.add_request(rid, prompts[rid], params[rid])
+    text = {rid: "" for rid in params}
+    tokens: dict[str, list[int]] = {rid: [] for rid in params}
+    finals = {}
+    while engine.has_unfinished():
+        for out in engine.step():
+            assert len(out.outputs) <= 1
+            for c in out.outputs:
+                text[out.request_id] += c.text
+                tokens[out.request_id] += c.token_ids
+                assert "\ufffd" not in c.text or c.finish_reason is not None
+            if out.finished:
+                finals[out.request_id] = out
+    assert set(finals) == set(params)
+    assert text["plain"] == _decode(tokenizer, tokens["plain"])
+    assert text["emoji"] == _decode(tokenizer, tokens["emoji"])
+    full = text["plain"]
+    assert text["stopped"] == full[: full.index("e")]
+    assert finals["stopped"].outputs[0].stop_reason == "e"
+    _assert_blocks_released(engine)
+
+
+def test_seeded_sampling_is_reproducible_alone_and_in_a_batch(llm: LLM) -> None:
+    prompt = "Describe a cozy wool sweater:"
+    seeded = SamplingParams(temperature=1.0, top_p=0.9, seed=2024, max_tokens=12, ignore_eos=True)
+    alone = llm.generate(prompt, seeded)[0].outputs[0].token_ids
+    others = [SamplingParams(temperature=1.0, max_tokens=12, ignore_eos=True),
+              SamplingParams(temperature=0.7, seed=7, max_tokens=8, ignore_eos=True)]
+    batch = llm.generate(["Gift ideas for a cyclist:", prompt, "Socks"], [others[0], seeded, others[1]])
+    assert batch[1].outputs[0].token_ids == alone
+    again = llm.generate(prompt, seeded)[0].outputs[0].token_ids
+    assert again == alone
+    other_seed = SamplingParams(temperature=1.0, top_p=0.9, seed=2025, max_tokens=12, ignore_eos=True)
+    assert llm.generate(prompt, other_seed)[0].outputs[0].token_ids != alone
+
+
+def test_n_siblings_share_the_prompt_blocks(llm: LLM) -> None:
+    engine = llm.llm_engine
+    block = engine.config.block_size
+    prompt = "Write a product title for a stainless steel water bottle, 750 ml, keeps drinks cold. " * 3
+    hits_before = engine.stats()["prefix_cache_hit_tokens"]
+    out = llm.generate(prompt, SamplingParams(n=3, temperature=1.0, seed=11, max_tokens=8, ignore_eos=True))[0]
+    assert [c.index for c in out.outputs] == [0, 1, 2]
+    assert all(len(c.token_ids) == 8 and c.finish_reason == "length" for c in out.outputs)
+    assert len({tuple(c.token_ids) for c in out.outputs}) > 1  # distinct samples, not one repeated
+    full_blocks = (len(out.prompt_token_ids) - 1) // block
+    assert engine.stats()["prefix_cache_hit_tokens"] - hits_before >= 2 * full_blocks * block
+    assert out.usage is not None and out.usage.completion_tokens == 24
+    _assert_blocks_released(engine)
+
+
+def test_too_long_prompt_is_rejected_at_add_time(llm: LLM) -> None:
+    engine = llm.llm_engine
+    too_long = [100] * (engine.config.max_model_len + 1)
+    with pytest.raises(RequestTooLongError, match="at most"):
+        engine.add_request("too-long", too_long, SamplingParams())
+    with pytest.raises(ValueError, match="vocabulary"):
+        engine.add_request("bad-ids", [1, 2, 10**9], SamplingParams())
+    assert not engine.has_unfinished()
+    with pytest.raises(ValueError):
+        llm.generate(["fine", too_long], SamplingParams(max_tokens=2))
+    _assert_blocks_released(engine)
+
+
+def test_abort_frees_blocks_and_reports_abort(llm: LLM) -> None:
+    engine = llm.llm_engine
+    engine.add_request("to-abort", "Tell me about our return policy. " * 4, SamplingParams(max_tokens=50))
+    engine.add_request("keeps-going", "Hello", SamplingParams(max_tokens=3, ignore_eos=True, **GREEDY))
+    engine.step()
+    engine.step()
+    assert engine.stats()["num_blocks_used"] > 0
+    assert engine.abort("to-abort") and not engine.abort("to-abort")
+    finals = {}
+    while engine.has_unfinished():
+        for out in engine.step():
+            if out.finished:
+                finals[out.request_id] = out.outputs[0] if out.outputs else None
+    assert finals["to-abort"] is not None and finals["to-abort"].finish_reason == "abort"
+    assert finals["keeps-going"].finish_reason == "length"
+    _assert_blocks_released(engine)
+
+
+def _random_request_storm(model: str, num_requests: int, seed: int) -> None:
+    """Many tiny random requests through a small block pool (so preemptions happen) with random aborts."""
+    # Blocks of 2 tokens: a request grows by several blocks while decoding, more than the scheduler's headroom
+    # of one free block per running request, so some are preempted.
+    engine = LLM(model, dtype="float32", block_size=2, num_gpu_blocks_override=64, max_num_seqs=24,
+                 max_num_batched_tokens=64, max_model_len=64).llm_engine
+    rng = random.Random(seed)
+    vocab = min(engine.vocab_size, 5000)
+    pending = list(range(num_requests))
+    live: set[str] = set()
+    finished: dict[str, str] = {}
+    max_tokens: dict[str, int] = {}
+    produced: dict[str, int] = {}
+    while pending or engine.has_unfinished():
+        for _ in range(rng.randint(0, 12)):
+            if not pending:
+                break
+            rid = f"r{pending.pop()}"
+            max_tokens[rid] = rng.randint(1, 8)
+            prompt = [rng.randrange(3, vocab) for _ in range(rng.randint(1, 24))]
+            params = SamplingParams(max_tokens=max_tokens[rid], temperature=1.0, seed=rng.randrange(99))
+            engine.add_request(rid, prompt, params)
+            live.add(rid)
+        for rid in rng.sample(sorted(live), k=min(len(live), rng.randint(0, 2))):
+            engine.abort(rid)
+            live.discard(rid)
+        for out in engine.step():
+            produced[out.request_id] = produced.get(out.request_id, 0) + sum(len(c.token_ids) for c in out.outputs)
+            if out.finished:
+                assert out.request_id not in finished, "a request finished twice"
+                finished[out.request_id] = out.outputs[0].finish_reason if out.outputs else "abort"
+                live.discard(out.request_id)
+        stats = engine.stats()
+        assert stats["num_blocks_used"] <= stats["num_blocks_total"]
+    assert len(finished) == num_requests
+    for rid, reason in finished.items():
+        assert produced.get(rid, 0) <= max_tokens[rid]
+        if reason == "length":
+            assert produced[rid] == max_tokens[rid]
+    assert engine.stats()["num_preemptions"] > 0
+    assert engine.stats()["num_requests_aborted"] > 0
+    _assert_blocks_released(engine)
+
+
+def test_thousands_of_random_requests_with_random_aborts_leave_no_blocks(
+    tmp_path, make_tiny_checkpoint, tokenizer
+) -> None:
+    """The block accounting does not depend on the weights: a tiny random Llama keeps 3,000 requests cheap."""
+    folder = make_tiny_checkpoint(tmp_path / "tiny")
+    tokenizer.save_pretrained(folder)  # the engine needs one; the tiny vocabulary is a prefix of it
+    _random_request_storm(str(folder), num_requests=3000, seed=0)
+
+
+@pytest.mark.slow
+def test_random_requests_on_the_bundled_model_leave_no_blocks(model_path) -> None:
+    _random_request_storm(str(model_path), num_requests=500, seed=1)
