@@ -5,6 +5,8 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 # On a shared 2-core machine spinning OpenMP threads slow every engine step many times over.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+# Tests run the engine in several processes at once (pytest, daphne, workers): one thread each.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 bash scripts/setup.sh
 # The widget test drives Debian's Chromium (Playwright never downloads a browser here).
 if ! command -v chromium >/dev/null 2>&1; then
