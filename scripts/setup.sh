@@ -33,4 +33,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
 fi
 
 export HF_HUB_OFFLINE=1
+# The embedded defaults are a development setup: a generated key unless DEBUG=0 and SECRET_KEY are given.
+export DEBUG="${DEBUG:-1}"
 .venv/bin/python manage.py migrate --noinput -v 0
