@@ -142,6 +142,7 @@ def run(workload: Workload, settings: EngineSettings, progress: Any = None) -> d
         achieved_gflops=flops / 1e9 / driver.wall_s if driver.wall_s else None,
         num_preemptions=engine.scheduler.num_preemptions - preemptions_before,
         kv_blocks=engine.scheduler.kv.num_blocks,
+        steps=kv.step_summary(),
         kv_series=kv.series(),
         records=[r.as_dict() for r in driver.records],
     )

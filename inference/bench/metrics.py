@@ -77,6 +77,24 @@ class KVTrace:
     def max_running(self) -> int:
         return max((s.running for s in self.samples), default=0)
 
+    def step_summary(self) -> dict[str, Any]:
+        """Step durations by how many sequences ran: where a run's time went (decode width vs step cost)."""
+        buckets: dict[str, list[float]] = {}
+        for s in self.samples:
+            hi = 1
+            while hi < s.running:
+                hi *= 2
+            key = f"{hi // 2 + 1}-{hi}" if hi > 2 else str(s.running)
+            buckets.setdefault(key, []).append(s.dt)
+        total = sum(s.dt for s in self.samples)
+        return {
+            "num_steps": len(self.samples),
+            "mean_step_s": total / len(self.samples) if self.samples else None,
+            "mean_running": sum(s.running * s.dt for s in self.samples) / total if total else None,
+            "by_running": {k: {"steps": len(v), "mean_step_s": sum(v) / len(v), "total_s": sum(v)}
+                           for k, v in sorted(buckets.items(), key=lambda kv: int(kv[0].split("-")[-1]))},
+        }
+
     def series(self, max_points: int = 400) -> dict[str, list[float]]:
         """Time series for the plot, thinned to at most ``max_points`` samples (each bucket keeps its peak)."""
         samples = self.samples
