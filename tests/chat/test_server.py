@@ -67,7 +67,8 @@ async def test_chat_through_daphne(daphne_server, demo_store):
     # The log is written by a Celery task (eager here, in daphne's thread pool): give it a moment to show up.
     expected = [("user", "Do you sell rain jackets?"), ("assistant", answer.text)]
     deadline = time.monotonic() + 10
-    while (rows := await database_sync_to_async(logged)(ready["conversation"])) != expected:
+    # A fresh thread, so a fresh connection: never a snapshot an earlier test left open on the shared one.
+    while (rows := await database_sync_to_async(logged, thread_sensitive=False)(ready["conversation"])) != expected:
         assert time.monotonic() < deadline, rows
         await asyncio.sleep(0.2)
 
