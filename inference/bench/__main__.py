@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--hf-batch-size", type=int, default=16)
     s.add_argument("--vllm-python", help="python of vllm's venv (default $BENCH_VLLM_PYTHON or /work/peers/vllm)")
     s.add_argument("--vllm-kv-gib", type=int, default=1, help="vLLM's KV space on CPU, whole GiB (it takes no less)")
-    s.add_argument("--llama-cpp-python", help="python with llama-cpp-python (default $BENCH_LLAMA_CPP_PYTHON or this one)")
+    s.add_argument("--llama-cpp-python",
+                   help="python with llama-cpp-python (default $BENCH_LLAMA_CPP_PYTHON or this one)")
     s.add_argument("--peer-timeout", type=float, default=3600.0, help="seconds before a peer is stopped")
     ap.add_argument("--out", help="result JSON (default bench-results/<timestamp>.json); the PNG goes next to it")
     ap.add_argument("--no-plot", action="store_true")
@@ -233,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "systems": systems,
         "ratios": r,
-        "targets": report.targets(systems, r),
+        "targets": report.targets(systems, r, len(workload.sessions)),
         "series": {n: raw[n]["kv_series"] for n in SYSTEMS if raw[n] and raw[n].get("kv_series")},
         "records": {n: raw[n]["records"] for n in SYSTEMS if raw[n] and raw[n].get("records")},
     }

