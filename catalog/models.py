@@ -17,6 +17,10 @@ def new_cache_salt() -> str:
     return secrets.token_hex(16)
 
 
+def new_widget_key() -> str:
+    return f"pk_{secrets.token_urlsafe(18)}"
+
+
 class Store(models.Model):
     """One shop. Its cache salt keeps its KV-cache blocks apart from every other store's."""
 
@@ -26,6 +30,29 @@ class Store(models.Model):
     base_url = models.URLField(blank=True, help_text="Product links are built from this and the handle.")
     cache_salt = models.CharField(max_length=64, default=new_cache_salt, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    # --- what the owner controls (the studio edits these; the chat reads them) ---
+    greeting = models.TextField(blank=True, help_text="First line the widget shows; empty: the default greeting.")
+    no_match_reply = models.TextField(
+        blank=True, help_text="Fixed reply when the catalog has nothing for a request; empty: a reply built from "
+        "the store's product types."
+    )
+    handoff_reply = models.TextField(blank=True, help_text="Fixed reply when a shopper asks for a person.")
+    # {"timezone": "Europe/Berlin", "weekdays": [0, 1, 2, 3, 4], "open": "09:00", "close": "17:00"}
+    # (weekdays: Monday is 0); empty: agents are always reachable.
+    support_hours = models.JSONField(default=dict, blank=True)
+    # Chat decoding; null: the site-wide default from settings.CHAT.
+    answer_max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    repetition_penalty = models.FloatField(null=True, blank=True)
+    frequency_penalty = models.FloatField(null=True, blank=True)
+    presence_penalty = models.FloatField(null=True, blank=True)
+    # Origins ("https://shop.example.com") allowed to embed the widget, one per line.
+    widget_allowed_origins = models.TextField(blank=True)
+    # Public: it goes into the embed snippet on the store's pages.
+    widget_key = models.CharField(max_length=64, unique=True, default=new_widget_key, editable=False)
+    # Conversations older than this many days are deleted by the retention job; null: kept.
+    retention_days = models.PositiveIntegerField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.name

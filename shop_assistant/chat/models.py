@@ -12,6 +12,7 @@ import hashlib
 import secrets
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 
@@ -25,11 +26,22 @@ def new_resume_token() -> str:
 
 
 class Conversation(models.Model):
+    class Status(models.TextChoices):
+        BOT = "bot"  # the assistant answers
+        HANDOFF = "handoff"  # the shopper asked for a person; the assistant still answers until one takes over
+        AGENT = "agent"  # a person took over: the assistant stays silent
+        CLOSED = "closed"  # resolved
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="conversations")
     resume_token_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_activity_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.BOT, db_index=True)
+    assigned_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_conversations"
+    )
+    handoff_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-last_activity_at"]
