@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = REPO_ROOT.parent / "shared"
+SHOPIFY_SAMPLES_DIR = REPO_ROOT / "catalog" / "samples" / "shopify"
 
 
 def service_unavailable(what: str) -> None:
@@ -53,8 +53,8 @@ def postgres_url() -> str:
 
 @pytest.fixture(scope="session")
 def shopify_samples_dir() -> Path:
-    """The real Shopify exports in ../shared/data/shopify (never copied into the repo)."""
-    path = SHARED_DIR / "data" / "shopify"
+    """Shopify's public sample product exports, carried in the repository (see their readme.md)."""
+    path = SHOPIFY_SAMPLES_DIR
     if not path.is_dir():
         pytest.fail(f"sample exports not found at {path}", pytrace=False)
     return path
