@@ -11,7 +11,7 @@ RUN pip install --no-cache-dir -r requirements.txt \
 
 COPY . .
 # Convert the bundled GGUF at build time so containers start in seconds.
-RUN python -m inference.loader --prepare \
+RUN python -m inference.worker.loader --prepare \
  && DEBUG=1 python manage.py collectstatic --noinput -v 0
 
 RUN useradd --system --home /app shop && mkdir -p /app/var && chown -R shop /app/var /var/cache/shop-assistant

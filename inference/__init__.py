@@ -10,9 +10,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "EngineConfig": "inference.config",
-    "SamplingParams": "inference.sampling_params",
-    "LLM": "inference.engine",
+    "EngineConfig": "inference.core.config",
+    "SamplingParams": "inference.core.sampling_params",
+    "LLM": "inference.llm",
     "LLMEngine": "inference.engine",
     "AsyncLLM": "inference.async_engine",
     "RequestStream": "inference.async_engine",
@@ -22,18 +22,19 @@ _EXPORTS = {
     "RequestMetrics": "inference.outputs",
     "StreamDelta": "inference.outputs",
     "Usage": "inference.outputs",
-    "RequestTooLongError": "inference.scheduler",
+    "RequestTooLongError": "inference.core.scheduler",
 }
 
 __all__ = list(_EXPORTS)
 
 if TYPE_CHECKING:
     from inference.async_engine import AsyncLLM, EngineDeadError, RequestStream
-    from inference.config import EngineConfig
-    from inference.engine import LLM, LLMEngine
+    from inference.core.config import EngineConfig
+    from inference.engine import LLMEngine
+    from inference.llm import LLM
     from inference.outputs import CompletionOutput, RequestMetrics, RequestOutput, StreamDelta, Usage
-    from inference.sampling_params import SamplingParams
-    from inference.scheduler import RequestTooLongError
+    from inference.core.sampling_params import SamplingParams
+    from inference.core.scheduler import RequestTooLongError
 
 
 def __getattr__(name: str) -> Any:

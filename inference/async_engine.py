@@ -17,10 +17,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from inference.config import EngineConfig
+from inference.chat_template import encode_chat
+from inference.core.config import EngineConfig
+from inference.core.sampling_params import SamplingParams
 from inference.engine import LLMEngine, PromptType
-from inference.outputs import RequestOutput, StreamDelta
-from inference.sampling_params import SamplingParams
+from inference.outputs import RequestOutput, StreamDelta, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -129,12 +130,31 @@ class AsyncLLM:
     def from_engine(cls, engine: LLMEngine) -> AsyncLLM:
         return cls(engine=engine)
 
+    # -- what callers may read, any thread ----------------------------------------------------------------
+
     @property
     def tokenizer(self) -> Any:
+        """The model's tokenizer (Hugging Face), which carries its chat template. Not thread-safe: callers on
+        several threads serialise their use of it."""
         return self.engine.tokenizer
 
-    def get_tokenizer(self) -> Any:
-        return self.engine.tokenizer
+    @property
+    def max_model_len(self) -> int:
+        """Most tokens (prompt + answer) one request may reach: ``max_model_len``, or less when the whole KV
+        cache holds fewer."""
+        return self.engine.scheduler.max_seq_len
+
+    @property
+    def block_size(self) -> int:
+        return self.engine.config.block_size
+
+    @property
+    def model_name(self) -> str:
+        return self.engine.model_path
+
+    def encode_chat(self, conversation: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
+        """Prompt token ids of a conversation in the model's chat template."""
+        return encode_chat(self.engine.tokenizer, conversation, add_generation_prompt)
 
     # -- public API, any thread ---------------------------------------------------------------------------
 
@@ -143,14 +163,14 @@ class AsyncLLM:
         request_id: str | None,
         prompt: PromptType,
         params: SamplingParams | None = None,
-        conversation_id: str | None = None,
+        session_id: str | None = None,
         cache_salt: str | None = None,
     ) -> RequestStream:
         """``async for delta in engine.stream(...)``; a rejected request raises its ValueError on iteration."""
         rid = request_id if request_id is not None else f"async-{next(self._ids)}"
 
         def submit(sink: _Sink) -> None:
-            self._enqueue(lambda: self._add(sink, prompt, params, conversation_id, cache_salt))
+            self._enqueue(lambda: self._add(sink, prompt, params, session_id, cache_salt))
 
         return RequestStream(self, rid, submit)
 
@@ -163,6 +183,25 @@ class AsyncLLM:
     ) -> list[StreamDelta]:
         """Convenience: every delta of one request."""
         return [d async for d in self.stream(request_id, prompt, params, **kwargs)]
+
+    async def prefill(
+        self, prompt: PromptType, cache_salt: str | None = None, session_id: str | None = None
+    ) -> Usage:
+        """Compute a prompt's KV blocks into the prefix cache without sampling (pre-warming a system prompt
+        before the first shopper needs it). The usage's ``cached_tokens`` says how much was there already."""
+        deltas = await self.generate(
+            prompt, SamplingParams(max_tokens=0), session_id=session_id, cache_salt=cache_salt
+        )
+        usage = deltas[-1].usage
+        assert usage is not None  # the last delta of a finished request carries it
+        return usage
+
+    def end_session(self, session_id: str) -> None:
+        """A session (conversation) is over: see ``LLMEngine.end_session``."""
+        try:
+            self._enqueue(lambda: self.engine.end_session(session_id))
+        except EngineDeadError:
+            pass  # nothing is cached any more
 
     def abort(self, request_id: str) -> None:
         """Abort a request; its consumer (if any) gets a final delta with finish_reason "abort"."""
@@ -212,7 +251,7 @@ class AsyncLLM:
         sink: _Sink,
         prompt: PromptType,
         params: SamplingParams | None,
-        conversation_id: str | None,
+        session_id: str | None,
         cache_salt: str | None,
     ) -> None:
         if sink.cancelled:  # the consumer left before the engine saw the request
@@ -221,7 +260,7 @@ class AsyncLLM:
             sink.deliver(ValueError(f"request {sink.request_id!r} is already running"))
             return
         try:
-            self.engine.add_request(sink.request_id, prompt, params, conversation_id, cache_salt)
+            self.engine.add_request(sink.request_id, prompt, params, session_id, cache_salt)
         except Exception as exc:  # rejected: the consumer gets the error instead of a delta
             sink.deliver(exc)
             return

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from inference.sampling_params import SamplingParams
+from inference.core.sampling_params import SamplingParams
 
 # Prompt tokens kept as context for the first output token (vLLM uses 5 as well).
 _PROMPT_CONTEXT = 5

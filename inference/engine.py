@@ -1,4 +1,5 @@
-"""The engine loop: ``LLMEngine`` (add_request / step / abort) and the offline ``LLM`` API (generate, chat).
+"""The engine loop: ``LLMEngine`` (add_request / step / abort). The offline API is ``llm.LLM``, the
+asynchronous one ``async_engine.AsyncLLM``; both drive this class.
 
 One ``step()`` = schedule -> model forward -> sample -> update the scheduler -> detokenize and check stops.
 Sequences of ``n > 1`` requests are siblings sharing the prompt: the first one is prefilled alone and the
@@ -9,28 +10,21 @@ already cached instead of computing them n times.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
-from collections.abc import Sequence as SequenceT
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from inference.config import EngineConfig
+from inference.core.config import EngineConfig
+from inference.core.sampling_params import SamplingParams
+from inference.core.scheduler import Scheduler, SchedulerOutput
+from inference.core.sequence import FinishReason, Sequence, SequenceStatus
+from inference.core.stats import SchedulerStats
 from inference.detokenizer import IncrementalDetokenizer, fast_decoder
-from inference.outputs import CompletionOutput, FinishReason, RequestMetrics, RequestOutput, Usage
-from inference.sampler import Sampler
-from inference.sampling_params import SamplingParams
-from inference.scheduler import Scheduler, SchedulerOutput
-from inference.sequence import Sequence, SequenceStatus
+from inference.outputs import CompletionOutput, RequestMetrics, RequestOutput, Usage
+from inference.worker.sampler import Sampler
 
 PromptType = Union[str, list[int], dict[str, Any]]
-
-_STATUS = {
-    "stop": SequenceStatus.FINISHED_STOPPED,
-    "length": SequenceStatus.FINISHED_LENGTH,
-    "abort": SequenceStatus.FINISHED_ABORTED,
-    "error": SequenceStatus.FINISHED_ERROR,
-}
 
 
 @dataclass
@@ -72,8 +66,8 @@ class LLMEngine:
     """Synchronous engine. Not thread-safe: drive it from one thread (``AsyncLLM`` does that for you)."""
 
     def __init__(self, config: EngineConfig, model_path: str | None = None) -> None:
-        from inference import loader
-        from inference.model_runner import ModelRunner
+        from inference.worker import loader
+        from inference.worker.model_runner import ModelRunner  # deferred: importing it loads torch
 
         self.config = config
         path = model_path or str(loader.resolve_model(config.model))
@@ -96,6 +90,8 @@ class LLMEngine:
         self.num_requests_finished = 0
         self.num_requests_aborted = 0
         self.last_step_num_tokens = 0  # tokens the last step() computed; 0: nothing could be scheduled
+        # Called with each step's scheduler output before the model runs (the benchmark counts the work).
+        self.step_observers: list[Callable[[SchedulerOutput], None]] = []
 
     # -- requests -----------------------------------------------------------------------------------------
 
@@ -113,7 +109,7 @@ class LLMEngine:
         request_id: str,
         prompt: PromptType,
         params: SamplingParams | None = None,
-        conversation_id: str | None = None,
+        session_id: str | None = None,
         cache_salt: str | None = None,
         arrival_time: float | None = None,
     ) -> None:
@@ -133,7 +129,7 @@ class LLMEngine:
                 raise ValueError(f"request id {seq_id!r} clashes with a running request")
             # Siblings get distinct seeds, else a seeded n > 1 request would return n identical samples.
             p = params if params.seed is None or i == 0 else dataclasses.replace(params, seed=params.seed + i)
-            seq = Sequence(seq_id, ids, p, conversation_id=conversation_id, cache_salt=cache_salt, arrival_time=arrival)
+            seq = Sequence(seq_id, ids, p, session_id=session_id, cache_salt=cache_salt, arrival_time=arrival)
             completions.append(_Completion(i, seq, IncrementalDetokenizer(self._decoder, ids, p)))
         self.scheduler.add(completions[0].seq)  # raises before anything is registered
         request = _Request(request_id, text, ids, params, RequestMetrics(arrival_time=arrival), completions)
@@ -173,8 +169,10 @@ class LLMEngine:
         """Requests still running, or outputs that ``step()`` has not returned yet."""
         return bool(self._requests) or bool(self._outbox)
 
-    def get_num_unfinished(self) -> int:
-        return len(self._requests)
+    def end_session(self, session_id: str) -> None:
+        """The caller's session (a conversation) ended or went idle: its cached blocks stop outranking
+        one-off traffic (see ``core.block_pool``). A later request with the same id makes it live again."""
+        self.scheduler.kv.end_session(session_id)
 
     # -- one step -----------------------------------------------------------------------------------------
 
@@ -185,6 +183,8 @@ class LLMEngine:
         self.last_step_num_tokens = sched.num_batched_tokens
         if sched.is_empty:
             return outputs
+        for observe in self.step_observers:
+            observe(sched)
         now = time.monotonic()
         for item in sched.scheduled:
             request, _ = self._by_seq[item.seq.request_id]
@@ -192,13 +192,18 @@ class LLMEngine:
                 request.metrics.first_scheduled_time = now
                 request.metrics.num_cached_tokens = item.seq.num_cached_tokens
         sampled = self._sample(sched)
-        self.scheduler.update(sched, sampled)
+        finished = self.scheduler.update(sched, sampled)
         now = time.monotonic()
         touched: dict[str, _Request] = {}
         for seq_id in sampled:
             request, completion = self._by_seq[seq_id]
             self._on_token(request, completion, now)
             touched[request.request_id] = request
+        for seq in finished:
+            if seq.prefill_only:  # its prompt is in the cache; there is no token to report
+                request, completion = self._by_seq[seq.request_id]
+                self._finish_completion(request, completion, "length")
+                touched[request.request_id] = request
         for request in touched.values():
             outputs.append(self._make_output(request))
         return outputs
@@ -253,9 +258,9 @@ class LLMEngine:
     def _finish_completion(self, request: _Request, c: _Completion, reason: FinishReason) -> None:
         c.finish_reason = reason
         if not c.seq.status.is_finished:
-            self.scheduler.finish(c.seq.request_id, _STATUS[reason])  # frees its blocks now
+            self.scheduler.finish(c.seq.request_id, SequenceStatus.finished_by(reason))  # frees its blocks now
         # Also for a sibling never admitted, or one the scheduler already finished for its length.
-        c.seq.status = _STATUS[reason]
+        c.seq.status = SequenceStatus.finished_by(reason)
         if c.detok.stop_reason is None:
             c.detok.flush()
         self.sampler.free(c.seq.request_id)
@@ -292,10 +297,6 @@ class LLMEngine:
             usage=request.usage() if request.finished else None,
         )
 
-    def usage(self, request_id: str) -> Usage | None:
-        request = self._requests.get(request_id)
-        return request.usage() if request else None
-
     # -- reconfiguration ----------------------------------------------------------------------------------
 
     _RESETTABLE = frozenset(
@@ -326,6 +327,14 @@ class LLMEngine:
 
     # -- counters -----------------------------------------------------------------------------------------
 
+    def snapshot(self) -> SchedulerStats:
+        """The scheduler's and KV cache's counters now; cheap enough to take after every step."""
+        return self.scheduler.snapshot()
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached block (refused while requests hold blocks)."""
+        return self.scheduler.kv.reset_prefix_cache()
+
     def stats(self) -> dict[str, Any]:
         out = self.scheduler.stats()
         out.update(
@@ -335,104 +344,3 @@ class LLMEngine:
             num_requests_aborted=self.num_requests_aborted,
         )
         return out
-
-
-class LLM:
-    """Offline API, vLLM-shaped: ``LLM(model=None, **EngineConfig fields).generate(prompts, params)``."""
-
-    def __init__(self, model: str | None = None, **config: Any) -> None:
-        self.llm_engine = LLMEngine(EngineConfig(model=model, **config))
-        self._ids = itertools.count()
-
-    def get_tokenizer(self) -> Any:
-        return self.llm_engine.tokenizer
-
-    def reset(self, **scheduler_config: Any) -> None:
-        """See ``LLMEngine.reset``: new scheduling settings and an empty cache, same loaded model."""
-        self.llm_engine.reset(**scheduler_config)
-
-    def stats(self) -> dict[str, Any]:
-        return self.llm_engine.stats()
-
-    def generate(
-        self,
-        prompts: PromptType | SequenceT[PromptType],
-        sampling_params: SamplingParams | SequenceT[SamplingParams] | None = None,
-    ) -> list[RequestOutput]:
-        """One finished ``RequestOutput`` per prompt, in input order (cumulative text and token ids)."""
-        prompt_list = _as_prompt_list(prompts)
-        params_list = _as_params_list(sampling_params, len(prompt_list))
-        engine = self.llm_engine
-        ids = [f"llm-{next(self._ids)}" for _ in prompt_list]
-        try:
-            for request_id, prompt, params in zip(ids, prompt_list, params_list):
-                engine.add_request(request_id, prompt, params)
-        except Exception:
-            for request_id in ids:
-                engine.abort(request_id, report=False)
-            raise
-        results: dict[str, RequestOutput] = {}
-        while engine.has_unfinished():
-            for delta in engine.step():
-                _accumulate(results, delta)
-        return [results[request_id] for request_id in ids]
-
-    def chat(
-        self,
-        messages: list[dict[str, str]] | SequenceT[list[dict[str, str]]],
-        sampling_params: SamplingParams | SequenceT[SamplingParams] | None = None,
-    ) -> list[RequestOutput]:
-        """Apply the model's chat template (with the assistant's generation prompt) to each conversation."""
-        conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
-        prompts = [{"prompt_token_ids": self.encode_chat(conv)} for conv in conversations]
-        return self.generate(prompts, sampling_params)
-
-    def encode_chat(self, conversation: list[dict[str, str]]) -> list[int]:
-        return encode_chat(self.llm_engine.tokenizer, conversation)
-
-
-def encode_chat(tokenizer: Any, conversation: list[dict[str, str]]) -> list[int]:
-    text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
-    # The template already wrote every special token it wants.
-    return tokenizer.encode(text, add_special_tokens=False)
-
-
-def _accumulate(results: dict[str, RequestOutput], delta: RequestOutput) -> None:
-    current = results.get(delta.request_id)
-    if current is None:
-        current = results[delta.request_id] = dataclasses.replace(delta, outputs=[])
-    by_index = {c.index: c for c in current.outputs}
-    for c in delta.outputs:
-        acc = by_index.get(c.index)
-        if acc is None:
-            acc = by_index[c.index] = CompletionOutput(c.index, "", [])
-            current.outputs.append(acc)
-        acc.text += c.text
-        acc.token_ids.extend(c.token_ids)
-        if c.finish_reason is not None:
-            acc.finish_reason, acc.stop_reason = c.finish_reason, c.stop_reason
-    current.outputs.sort(key=lambda c: c.index)
-    current.finished = delta.finished
-    current.metrics = delta.metrics
-    current.num_cached_tokens = delta.num_cached_tokens
-    current.usage = delta.usage
-
-
-def _as_prompt_list(prompts: PromptType | SequenceT[PromptType]) -> list[PromptType]:
-    if isinstance(prompts, (str, dict)):
-        return [prompts]
-    prompts = list(prompts)
-    if prompts and all(isinstance(t, int) for t in prompts):
-        return [prompts]  # one prompt given as token ids
-    return prompts
-
-
-def _as_params_list(params: SamplingParams | SequenceT[SamplingParams] | None, n: int) -> list[SamplingParams]:
-    if params is None:
-        return [SamplingParams() for _ in range(n)]
-    if isinstance(params, SamplingParams):
-        return [params] * n
-    params = list(params)
-    if len(params) != n:
-        raise ValueError(f"got {len(params)} sampling params for {n} prompts")
-    return params

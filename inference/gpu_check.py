@@ -19,20 +19,22 @@ from pathlib import Path
 
 import torch
 
+from inference.core.utils import cdiv
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 3e-2}
 SHAPES = {"smollm2": (9, 3, 64), "llama8b": (32, 8, 128)}  # heads, kv heads, head dim
 
 
 def _layout(query_lens: list[int], context_lens: list[int], block_size: int, device: str, seed: int):
-    from inference.attention import AttentionMetadata
+    from inference.worker.attention import AttentionMetadata
 
     gen = torch.Generator().manual_seed(seed)
-    num_blocks = sum(-(-c // block_size) for c in context_lens) + 8
+    num_blocks = sum(cdiv(c, block_size) for c in context_lens) + 8
     perm = torch.randperm(num_blocks, generator=gen).tolist()
     tables, slots, qsl = [], [], [0]
     for q, c in zip(query_lens, context_lens):
-        need = -(-c // block_size)
+        need = cdiv(c, block_size)
         table, perm = perm[:need], perm[need:]
         tables.append(table)
         slots += [table[p // block_size] * block_size + p % block_size for p in range(c - q, c)]
@@ -62,8 +64,8 @@ def _time_ms(fn: Callable[[], object], repeat: int = 20) -> float:
 
 
 def check_kernels() -> bool:
-    from inference.attention import triton_kernels as tk
-    from inference.attention.torch_backend import TorchAttentionBackend
+    from inference.worker.attention import triton_kernels as tk
+    from inference.worker.attention.torch_backend import TorchAttentionBackend
 
     decode_lens = torch.randint(16, 2000, (64,), generator=torch.Generator().manual_seed(0)).tolist()
     cases = {
@@ -123,10 +125,10 @@ def run_pytest() -> bool:
 
 
 def measure_throughput() -> bool:
-    from inference.config import EngineConfig
-    from inference.model_runner import ModelRunner
-    from inference.scheduler import ScheduledSeq, SchedulerOutput
-    from inference.sequence import Sequence
+    from inference.core.config import EngineConfig
+    from inference.worker.model_runner import ModelRunner
+    from inference.core.scheduler import ScheduledSeq, SchedulerOutput
+    from inference.core.sequence import Sequence
 
     print("\n== Model runner on CUDA (bundled model, bf16, Triton) ==")
     print(f"{'mode':8} {'batch':>5} {'ctx':>5} {'step ms':>8} {'tokens/s':>9}")

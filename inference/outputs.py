@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
-FinishReason = Literal["stop", "length", "abort", "error"]
+from inference.core.sequence import FinishReason
 
 
 @dataclass
@@ -44,6 +43,15 @@ class RequestMetrics:
         if self.finished_time is None:
             return None
         return self.finished_time - self.arrival_time
+
+    def timing_ms(self) -> dict[str, float]:
+        """The engine's own view of the request in milliseconds (time to first token, queue, end to end)."""
+        values = {
+            "engine_ttft_ms": self.time_to_first_token,
+            "queue_ms": self.time_in_queue,
+            "e2e_ms": self.e2e_latency,
+        }
+        return {name: round(seconds * 1000, 1) for name, seconds in values.items() if seconds is not None}
 
 
 @dataclass
@@ -85,6 +93,13 @@ class Usage:
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+        }
 
 
 @dataclass

@@ -165,19 +165,29 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 
 # --- Engine (inference/) -------------------------------------------------------------------
-# Keys are inference.EngineConfig fields; None leaves the engine's default.
+# Keys are inference.EngineConfig fields. Only what the environment sets is passed: every default is the
+# engine's own (inference/core/config.py), so there is one set of defaults.
+def _env_float(name: str) -> float | None:
+    value = os.environ.get(name, "").strip()
+    return float(value) if value else None
+
+
+def _env_flag(name: str) -> bool | None:
+    return env_bool(name) if os.environ.get(name, "").strip() else None
+
+
 ENGINE = {
     "model": os.environ.get("ENGINE_MODEL") or None,
-    "device": os.environ.get("ENGINE_DEVICE", "cpu"),
-    "dtype": os.environ.get("ENGINE_DTYPE", "auto"),
-    "attention_backend": os.environ.get("ENGINE_ATTENTION_BACKEND", "auto"),
-    "kv_cache_memory": env_int("ENGINE_KV_CACHE_MEMORY", 512 * 1024 * 1024),
-    "gpu_memory_utilization": float(os.environ.get("ENGINE_GPU_MEMORY_UTILIZATION", "0.9")),
-    "max_model_len": env_int("ENGINE_MAX_MODEL_LEN", 2048),
-    "max_num_seqs": env_int("ENGINE_MAX_NUM_SEQS", 32),
-    "max_num_batched_tokens": env_int("ENGINE_MAX_NUM_BATCHED_TOKENS", 512),
-    "block_size": env_int("ENGINE_BLOCK_SIZE", 16),
-    "enable_prefix_caching": env_bool("ENGINE_ENABLE_PREFIX_CACHING", True),
+    "device": os.environ.get("ENGINE_DEVICE") or None,
+    "dtype": os.environ.get("ENGINE_DTYPE") or None,
+    "attention_backend": os.environ.get("ENGINE_ATTENTION_BACKEND") or None,
+    "kv_cache_memory": env_int("ENGINE_KV_CACHE_MEMORY", None),
+    "gpu_memory_utilization": _env_float("ENGINE_GPU_MEMORY_UTILIZATION"),
+    "max_model_len": env_int("ENGINE_MAX_MODEL_LEN", None),
+    "max_num_seqs": env_int("ENGINE_MAX_NUM_SEQS", None),
+    "max_num_batched_tokens": env_int("ENGINE_MAX_NUM_BATCHED_TOKENS", None),
+    "block_size": env_int("ENGINE_BLOCK_SIZE", None),
+    "enable_prefix_caching": _env_flag("ENGINE_ENABLE_PREFIX_CACHING"),
 }
 # Start the engine with the ASGI app (off in tests that don't chat, and in management commands).
 ENGINE_AUTOSTART = env_bool("ENGINE_AUTOSTART", True)

@@ -102,7 +102,7 @@ def test_engine_settings_are_engine_config_fields():
 
     from django.conf import settings
 
-    from inference.config import EngineConfig
+    from inference.core.config import EngineConfig
 
     names = {f.name for f in fields(EngineConfig)}
     assert set(settings.ENGINE) <= names

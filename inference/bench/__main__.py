@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-num-batched-tokens", type=int, default=512)
     s.add_argument("--max-model-len", type=int, default=2048)
     s.add_argument("--hf-batch-size", type=int, default=16)
-    s.add_argument("--vllm-python", help="python of vllm's venv (default $BENCH_VLLM_PYTHON or /work/peers/vllm)")
+    s.add_argument("--vllm-python", help="python of vllm's venv (default $BENCH_VLLM_PYTHON)")
     s.add_argument("--vllm-kv-gib", type=int, default=1, help="vLLM's KV space on CPU, whole GiB (it takes no less)")
     s.add_argument("--llama-cpp-python",
                    help="python with llama-cpp-python (default $BENCH_LLAMA_CPP_PYTHON or this one)")
@@ -98,7 +98,7 @@ def machine_info(device: str) -> dict[str, Any]:
 
 def block_bytes(model_dir: str, device: str, block_size: int) -> int:
     """Bytes of one KV block (K and V, all layers) in the engine's dtype on ``device`` (fp32 CPU, bf16 CUDA)."""
-    from inference.loader import load_model_config
+    from inference.worker.loader import load_model_config
 
     mc = load_model_config(model_dir)
     dtype_bytes = 2 if device.startswith("cuda") else 4
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         worker.main(args)
         return 0
 
-    from inference import loader
+    from inference.worker import loader
     from inference.bench.roofline import matmul_gflops
 
     try:

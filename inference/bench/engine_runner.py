@@ -29,28 +29,24 @@ class EngineSettings:
 
 
 class ComputeCounter:
-    """Counts what the model computes each step by wrapping ``scheduler.schedule`` (the engine has no hook).
+    """Counts what the model computes each step (an ``LLMEngine.step_observers`` hook).
 
     ``tokens``: tokens run through the model (prefill chunks, recomputation after preemption, decodes);
     ``attended``: sum over those tokens of the context each one attends to (for attention FLOPs);
     ``sampled``: tokens that went through the LM head.
     """
 
-    def __init__(self, scheduler: Any) -> None:
+    def __init__(self) -> None:
         self.tokens = 0
         self.attended = 0
         self.sampled = 0
-        self._schedule = scheduler.schedule
-        scheduler.schedule = self._counted
 
-    def _counted(self) -> Any:
-        out = self._schedule()
-        for item in out.scheduled:
+    def __call__(self, scheduler_output: Any) -> None:
+        for item in scheduler_output.scheduled:
             start, n = item.seq.num_computed_tokens, item.num_new_tokens
             self.tokens += n
             self.attended += n * start + n * (n + 1) // 2
             self.sampled += int(item.samples)
-        return out
 
 
 def model_flops(model_config: Any, tokens: int, attended: int, sampled: int) -> float:
@@ -76,13 +72,13 @@ def _warm_up(engine: Any, sampling_params_cls: Any) -> None:
     while engine.has_unfinished():
         engine.step()
     # The run starts with a cold prefix cache, as every other system does.
-    engine.scheduler.kv.reset_prefix_cache()
+    engine.reset_prefix_cache()
 
 
 def run(workload: Workload, settings: EngineSettings, progress: Any = None) -> dict[str, Any]:
-    from inference.config import EngineConfig
+    from inference.core.config import EngineConfig
     from inference.engine import LLMEngine
-    from inference.sampling_params import SamplingParams
+    from inference.core.sampling_params import SamplingParams
 
     config = EngineConfig(
         device=settings.device,
@@ -96,8 +92,9 @@ def run(workload: Workload, settings: EngineSettings, progress: Any = None) -> d
     )
     engine = LLMEngine(config)
     _warm_up(engine, SamplingParams)
-    counter = ComputeCounter(engine.scheduler)
-    preemptions_before = engine.scheduler.num_preemptions
+    counter = ComputeCounter()
+    engine.step_observers.append(counter)
+    preemptions_before = engine.snapshot().num_preemptions
     kv = KVTrace()
     driver = SessionDriver(workload)
     outputs: dict[str, list[int]] = {}
@@ -106,10 +103,10 @@ def run(workload: Workload, settings: EngineSettings, progress: Any = None) -> d
     while not driver.done:
         for r in driver.due():
             params = SamplingParams(temperature=0.0, max_tokens=r.max_tokens, ignore_eos=workload.ignore_eos)
-            # The session id as conversation id, as the app passes its chat ids: the engine keeps such blocks
-            # longer in the prefix cache, for the conversation's next turn.
+            # The session id as retention hint, as the app passes its conversation ids: the engine keeps such
+            # blocks longer in the prefix cache, for the conversation's next turn.
             engine.add_request(r.request_id, {"prompt_token_ids": r.prompt_token_ids}, params,
-                               conversation_id=r.session.session_id, arrival_time=r.arrival)
+                               session_id=r.session.session_id, arrival_time=r.arrival)
             outputs[r.request_id] = []
         if not engine.has_unfinished():
             driver.wait_for_arrival()
@@ -117,7 +114,7 @@ def run(workload: Workload, settings: EngineSettings, progress: Any = None) -> d
             continue
         deltas = engine.step()
         now = time.monotonic()
-        snap = engine.scheduler.snapshot()
+        snap = engine.snapshot()
         kv.add(KVSample(now - t0, now - last, snap.kv.num_slots_allocated, snap.kv.num_tokens_stored,
                         snap.kv.kv_cache_usage, snap.num_running, snap.num_waiting))
         last = now
@@ -140,8 +137,8 @@ def run(workload: Workload, settings: EngineSettings, progress: Any = None) -> d
         computed_tokens=counter.tokens,
         model_gflop=flops / 1e9,
         achieved_gflops=flops / 1e9 / driver.wall_s if driver.wall_s else None,
-        num_preemptions=engine.scheduler.num_preemptions - preemptions_before,
-        kv_blocks=engine.scheduler.kv.num_blocks,
+        num_preemptions=engine.snapshot().num_preemptions - preemptions_before,
+        kv_blocks=engine.snapshot().kv.num_blocks_total,
         steps=kv.step_summary(),
         kv_series=kv.series(),
         records=[r.as_dict() for r in driver.records],

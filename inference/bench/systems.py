@@ -33,7 +33,6 @@ SYSTEMS: dict[str, System] = {
         System("llama-cpp", "peer", "llama-cpp-python on the bundled GGUF, one request at a time"),
     )
 }
-DEFAULT_VLLM_PYTHON = "/work/peers/vllm/bin/python"
 
 
 def parse_systems(spec: str) -> list[str]:
@@ -45,12 +44,8 @@ def parse_systems(spec: str) -> list[str]:
 
 
 def vllm_python(flag: str | None) -> str | None:
-    """``--vllm-python``, else ``$BENCH_VLLM_PYTHON``, else the peers' default venv if it exists."""
-    if flag:
-        return flag
-    if os.environ.get("BENCH_VLLM_PYTHON"):
-        return os.environ["BENCH_VLLM_PYTHON"]
-    return DEFAULT_VLLM_PYTHON if Path(DEFAULT_VLLM_PYTHON).exists() else None
+    """``--vllm-python``, else ``$BENCH_VLLM_PYTHON`` (docs/benchmark.md says how to make that venv)."""
+    return flag or os.environ.get("BENCH_VLLM_PYTHON") or None
 
 
 def llama_cpp_python(flag: str | None) -> str:
@@ -61,7 +56,7 @@ def llama_cpp_python(flag: str | None) -> str:
 def missing_package(python: str | None, package: str) -> str | None:
     """Why ``package`` cannot run from ``python`` (None when it can); checks without importing it (fast)."""
     if not python:
-        return "not installed (no python configured)"
+        return "not installed (no python configured: --vllm-python or $BENCH_VLLM_PYTHON)"
     exe = python if os.path.sep in python else shutil.which(python)
     if not exe or not Path(exe).exists():
         return f"not installed ({python} does not exist)"

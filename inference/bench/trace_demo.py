@@ -12,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from inference.config import EngineConfig
-from inference.sampling_params import SamplingParams
-from inference.scheduler import Scheduler, StatsAccumulator
-from inference.sequence import Sequence
+from inference.core.config import EngineConfig
+from inference.core.sampling_params import SamplingParams
+from inference.core.scheduler import Scheduler
+from inference.core.stats import StatsAccumulator
+from inference.core.sequence import Sequence
 
 VOCAB = 49_152
 
@@ -26,7 +27,7 @@ class TraceRequest:
     prompt_token_ids: list[int]
     max_tokens: int
     arrival_step: int = 0
-    conversation_id: str | None = None
+    session_id: str | None = None
     cache_salt: str | None = None
 
 
@@ -61,7 +62,7 @@ def run_trace(
         while pending and pending[0].arrival_step <= step:
             r = pending.pop(0)
             seq = Sequence(r.request_id, r.prompt_token_ids, SamplingParams(max_tokens=r.max_tokens),
-                           conversation_id=r.conversation_id, cache_salt=r.cache_salt)
+                           session_id=r.session_id, cache_salt=r.cache_salt)
             sched.add(seq)
             live[r.request_id] = seq
         out = sched.schedule()
@@ -88,7 +89,7 @@ def shared_prompt_figure(num_sessions: int = 50, system_len: int = 300, burst: b
     system = [rng.randrange(VOCAB) for _ in range(system_len)]
     turn1 = [
         TraceRequest(f"s{i}-t1", system + [rng.randrange(VOCAB) for _ in range(rng.randint(10, 60))],
-                     max_tokens=rng.randint(20, 60), arrival_step=0 if burst else i, conversation_id=f"s{i}")
+                     max_tokens=rng.randint(20, 60), arrival_step=0 if burst else i, session_id=f"s{i}")
         for i in range(num_sessions)
     ]
     full_blocks = system_len // config.block_size
@@ -105,8 +106,8 @@ def shared_prompt_figure(num_sessions: int = 50, system_len: int = 300, burst: b
             return None
         # The user reads the answer for a few steps, then sends a new message on top of the history.
         message = [rng.randrange(VOCAB) for _ in range(20)]
-        return TraceRequest(seq.conversation_id + "-t2", seq.token_ids + message, max_tokens=20,
-                            arrival_step=step + 5, conversation_id=seq.conversation_id)
+        return TraceRequest(seq.session_id + "-t2", seq.token_ids + message, max_tokens=20,
+                            arrival_step=step + 5, session_id=seq.session_id)
 
     res = run_trace(config, 2048, turn1, on_step=record, follow_up=next_turn)
     shared_tokens = full_blocks * config.block_size

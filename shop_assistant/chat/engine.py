@@ -106,33 +106,3 @@ def shutdown() -> None:
         engine, _engine, _load_error = _engine, None, None
     if engine is not None:
         engine.shutdown()
-
-
-# --- what the chat needs from the engine ------------------------------------------------------------------
-
-
-def tokenizer_of(engine: AsyncLLM) -> Any:
-    """The engine's tokenizer, which carries the model's chat template."""
-    return engine.tokenizer
-
-
-def max_model_len_of(engine: AsyncLLM) -> int:
-    return int(engine.engine.config.max_model_len)
-
-
-def usage_dict(usage: Any) -> dict[str, int]:
-    return {
-        "prompt_tokens": int(usage.prompt_tokens),
-        "completion_tokens": int(usage.completion_tokens),
-        "cached_tokens": int(usage.cached_tokens),
-    }
-
-
-def timing_dict(metrics: Any) -> dict[str, float]:
-    """The engine's own view of a request, in milliseconds (diagnostics for the `end` frame and the load test)."""
-    values = {
-        "engine_ttft_ms": metrics.time_to_first_token,
-        "queue_ms": metrics.time_in_queue,
-        "e2e_ms": metrics.e2e_latency,
-    }
-    return {name: round(seconds * 1000, 1) for name, seconds in values.items() if seconds is not None}

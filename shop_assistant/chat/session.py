@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -39,6 +39,9 @@ from .recording import (
     resume_conversation,
 )
 from .retrieval import Retrieved, retrieve
+
+if TYPE_CHECKING:
+    from inference import AsyncLLM
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +158,7 @@ class ChatSession:
         self._tasks: set[asyncio.Task[None]] = set()  # every answer not finished, logging included
         self._generating = False  # from an accepted message until its `end` (or error) frame
         self._request_id: str | None = None
-        self._engine: Any = None
+        self._engine: AsyncLLM | None = None
         self._stop_requested = False
         self.closed = False
 
@@ -206,6 +209,10 @@ class ChatSession:
         self.closed = True
         self._stop_requested = True
         self._abort_request()
+        engine = engine_service.running_engine()
+        if engine is not None:
+            # Its cached turns stop outranking other traffic; a reconnect makes the session live again.
+            engine.end_session(str(self.conversation.id))
         for task in list(self._tasks):
             try:
                 await asyncio.wait_for(asyncio.shield(task), timeout=CLOSE_GRACE_SECONDS)
@@ -305,7 +312,7 @@ class ChatSession:
         if self._request_id is not None and self._engine is not None:
             self._engine.abort(self._request_id)
 
-    def _prepare(self, engine: Any, text: str) -> Prepared:
+    def _prepare(self, engine: AsyncLLM, text: str) -> Prepared:
         """Retrieval and prompt assembly (database, embeddings, tokenizer): runs on a worker thread."""
         from shop_assistant.prompts.services import published_prompt
 
@@ -314,11 +321,11 @@ class ChatSession:
         content = user_turn_content(text, retrieved.facts)
         with _tokenizer_lock:
             assembled = assemble(
-                engine_service.tokenizer_of(engine),
+                engine.tokenizer,
                 prompt.full_text(),
                 self.turns,
                 content,
-                max_model_len=engine_service.max_model_len_of(engine),
+                max_model_len=engine.max_model_len,
                 max_tokens=self.limits.max_tokens,
             )
         return Prepared(content, retrieved, assembled.token_ids, assembled.max_tokens)
@@ -390,7 +397,7 @@ class ChatSession:
                     str(message_id),
                     prepared.token_ids,
                     params,
-                    conversation_id=str(self.conversation.id),
+                    session_id=str(self.conversation.id),
                     cache_salt=self.store.cache_salt,
                 )
                 # aclosing: leaving the loop early (cancel, error) closes the stream now, which aborts the request.
@@ -402,9 +409,9 @@ class ChatSession:
                         if delta.finish_reason:
                             finish = delta.finish_reason
                         if delta.usage is not None:
-                            usage = engine_service.usage_dict(delta.usage)
+                            usage = delta.usage.as_dict()
                         if delta.metrics is not None:
-                            timing = engine_service.timing_dict(delta.metrics)
+                            timing = delta.metrics.timing_ms()
         except asyncio.CancelledError:
             finish = "abort"
             raise

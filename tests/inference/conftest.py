@@ -49,7 +49,7 @@ def test_device() -> str:
 
 @pytest.fixture(scope="session")
 def model_path() -> Path:
-    from inference.loader import resolve_model
+    from inference.worker.loader import resolve_model
 
     return resolve_model(None)
 
@@ -63,7 +63,7 @@ def hf_model(model_path: Path) -> Any:
 
 @pytest.fixture(scope="session")
 def tokenizer(model_path: Path) -> Any:
-    from inference.loader import load_tokenizer
+    from inference.worker.loader import load_tokenizer
 
     return load_tokenizer(model_path)
 
@@ -113,7 +113,7 @@ class StepHelper:
 
     def new_seq(self, request_id: str, token_ids: list[int], max_len: int | None = None) -> Any:
         """A Sequence with blocks for ``max_len`` tokens (default: its tokens plus 16)."""
-        from inference.sequence import Sequence
+        from inference.core.sequence import Sequence
 
         seq = Sequence(request_id, token_ids)
         total = max_len if max_len is not None else len(token_ids) + 16
@@ -124,7 +124,7 @@ class StepHelper:
     @staticmethod
     def step(runner: Any, items: list[tuple[Any, int]]) -> torch.Tensor:
         """Execute one step of ``(seq, num_new_tokens)`` items and advance the sequences; returns the logits."""
-        from inference.scheduler import ScheduledSeq, SchedulerOutput
+        from inference.core.scheduler import ScheduledSeq, SchedulerOutput
 
         logits = runner.execute(SchedulerOutput([ScheduledSeq(seq, n) for seq, n in items]))
         for seq, n in items:
@@ -160,7 +160,7 @@ def make_paged_layout(
 ) -> Any:
     """AttentionMetadata for sequences whose new tokens are the last ``query_lens[i]`` of ``context_lens[i]``,
     with blocks drawn at random (non-contiguous, shuffled) from a pool of ``num_blocks``."""
-    from inference.attention import AttentionMetadata
+    from inference.worker.attention import AttentionMetadata
 
     perm = torch.randperm(num_blocks, generator=generator).tolist()
     tables, slots, query_start = [], [], [0]

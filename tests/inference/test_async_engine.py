@@ -103,7 +103,7 @@ async def test_abort_from_another_thread_ends_the_stream(engine: AsyncLLM) -> No
 
 
 async def test_rejected_request_raises_on_iteration(engine: AsyncLLM) -> None:
-    too_long = [100] * (engine.engine.config.max_model_len + 1)
+    too_long = [100] * (engine.max_model_len + 1)
     with pytest.raises(RequestTooLongError):
         async for _ in engine.stream("too-long", too_long, _greedy(4)):
             pass
@@ -226,3 +226,32 @@ async def test_many_streams_leaving_at_random_leave_no_blocks(tmp_path, make_tin
         assert stats["num_requests_added"] == 500 and stats["num_blocks_used"] == 0
     finally:
         local.shutdown()
+
+
+# -- the facade the web app uses ---------------------------------------------------------------------------
+
+
+async def test_facade_exposes_limits_tokenizer_and_chat_encoding(engine: AsyncLLM) -> None:
+    assert engine.max_model_len == engine.engine.scheduler.max_seq_len <= engine.engine.config.max_model_len
+    assert engine.block_size == engine.engine.config.block_size
+    conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    ids = engine.encode_chat(conversation)
+    text = engine.tokenizer.decode(ids)
+    assert "Be brief." in text and text.rstrip().endswith("assistant")  # the generation prompt is there
+    history = engine.encode_chat(conversation, add_generation_prompt=False)
+    assert len(history) < len(ids) and ids[: len(history)] == history
+
+
+async def test_prefill_warms_the_prefix_for_the_next_request_of_the_same_salt_only(engine: AsyncLLM) -> None:
+    engine.engine.reset_prefix_cache()
+    bs = engine.block_size
+    prefix = list(range(2000, 2000 + 3 * bs + 5))  # 3 full blocks and a partial one
+    warm = await engine.prefill(prefix, cache_salt="store-a")
+    assert warm.prompt_tokens == len(prefix) and warm.completion_tokens == 0 and warm.cached_tokens == 0
+    await _wait_for(lambda: _idle(engine))
+    question = prefix + [7, 8, 9]
+    same = await engine.generate(question, _greedy(2), cache_salt="store-a")
+    assert same[-1].usage.cached_tokens == 3 * bs
+    other = await engine.generate(question, _greedy(2), cache_salt="store-b")
+    assert other[-1].usage.cached_tokens == 0
+    await _wait_for(lambda: _idle(engine))

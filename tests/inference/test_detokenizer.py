@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inference.detokenizer import IncrementalDetokenizer, fast_decoder
-from inference.sampling_params import SamplingParams
+from inference.core.sampling_params import SamplingParams
 
 TEXTS = [
     "Crème brûlée 🍮 with 🙂👍🏽 and a side of 日本語の文章です.",

@@ -251,3 +251,47 @@ def test_thousands_of_random_requests_with_random_aborts_leave_no_blocks(
 @pytest.mark.slow
 def test_random_requests_on_the_bundled_model_leave_no_blocks(model_path) -> None:
     _random_request_storm(str(model_path), num_requests=500, seed=1)
+
+
+def _run(engine: LLMEngine, request_id: str, ids: list[int], session_id: str | None = None) -> int:
+    """Run one greedy 1-token request to the end; its cached prompt tokens."""
+    engine.add_request(request_id, {"prompt_token_ids": ids}, SamplingParams(max_tokens=1, **GREEDY),
+                       session_id=session_id)
+    cached = None
+    while engine.has_unfinished():
+        for out in engine.step():
+            if out.finished:
+                cached = out.num_cached_tokens
+    assert cached is not None
+    return cached
+
+
+def test_an_ended_session_is_evicted_before_a_live_one(llm: LLM) -> None:
+    engine = llm.llm_engine
+    bs = engine.config.block_size
+    engine.reset(num_gpu_blocks_override=12)
+    try:
+        live, ended = list(range(3000, 3000 + 4 * bs + 1)), list(range(4000, 4000 + 4 * bs + 1))
+        _run(engine, "live", live, session_id="live")  # 4 full blocks cached, then freed: retained
+        _run(engine, "ended", ended, session_id="ended")
+        engine.end_session("ended")  # the conversation closed: its blocks become ordinary ones
+        _run(engine, "one-off", list(range(5000, 5000 + 5 * bs + 1)))  # needs 6 of the 12 blocks
+        assert _run(engine, "live-again", live + [1]) == 4 * bs  # the live conversation kept every block
+        assert _run(engine, "ended-again", ended + [1]) < 4 * bs  # the ended one paid for the one-off
+        _assert_blocks_released(engine)
+    finally:
+        engine.reset(num_gpu_blocks_override=None)
+
+
+def test_prefill_only_request_caches_the_prompt_and_samples_nothing(llm: LLM) -> None:
+    engine = llm.llm_engine
+    engine.reset_prefix_cache()
+    bs = engine.config.block_size
+    prompt = list(range(6000, 6000 + 2 * bs + 3))
+    (out,) = llm.generate({"prompt_token_ids": prompt}, SamplingParams(max_tokens=0))
+    assert out.finished and out.outputs[0].token_ids == [] and out.outputs[0].finish_reason == "length"
+    assert out.usage.completion_tokens == 0 and out.metrics.first_token_time is None
+    assert _run(engine, "after-prefill", prompt + [5]) == 2 * bs
+    _assert_blocks_released(engine)
+    with pytest.raises(ValueError):
+        SamplingParams(max_tokens=0, n=2)

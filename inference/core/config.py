@@ -1,0 +1,46 @@
+"""Engine configuration: the one set of engine defaults. Names follow vLLM's engine arguments where one exists.
+
+Callers (the web settings, the benchmark) pass only what they override; everything else comes from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from inference.core.utils import cdiv
+
+
+@dataclass
+class EngineConfig:
+    model: str | None = None  # None: the bundled SmolLM2-135M-Instruct GGUF
+    device: str = "cpu"
+    dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
+    attention_backend: Literal["auto", "torch", "triton"] = "auto"
+    block_size: int = 16
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 512
+    # Cap on one prefill chunk while other requests wait, so a long prompt can't hold back first tokens.
+    # None: max_num_batched_tokens // 4.
+    long_prefill_token_threshold: int | None = None
+    max_model_len: int = 2048
+    enable_prefix_caching: bool = True
+    kv_cache_memory: int = 512 * 2**20  # bytes of KV cache on CPU (CUDA sizes it from gpu_memory_utilization)
+    gpu_memory_utilization: float = 0.9
+    num_gpu_blocks_override: int | None = None  # exact block count (tests, bench)
+    kv_allocator: Literal["paged", "contiguous"] = "paged"
+    enforce_eager: bool = False  # True: no CUDA graphs
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1:
+            raise ValueError("block_size must be positive")
+        if self.max_num_seqs < 1:
+            raise ValueError("max_num_seqs must be positive")
+        if self.max_num_batched_tokens < 1:
+            raise ValueError("max_num_batched_tokens must be positive")
+        if self.kv_allocator not in ("paged", "contiguous"):
+            raise ValueError(f"kv_allocator must be 'paged' or 'contiguous', got {self.kv_allocator!r}")
+
+    @property
+    def max_blocks_per_seq(self) -> int:
+        return cdiv(self.max_model_len, self.block_size)

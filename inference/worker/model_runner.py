@@ -1,0 +1,169 @@
+"""Runs the model for one scheduler step: loads the weights, sizes and owns the KV cache, builds the step's
+inputs and, on CUDA, replays decode-only steps from graphs.
+
+Interface (see docs/engine-design.md, "Model runner")::
+
+    runner = ModelRunner(config)                     # loads weights, sizes and allocates the KV cache
+    runner.num_blocks                                # KV blocks to give the block pool
+    seqs = ModelRunner.sampling_sequences(output)    # which scheduled sequences sample, in order
+    logits = runner.execute(output)                  # [len(seqs), vocab] float32
+
+Both calls read ``seq.num_computed_tokens``, so they must come before ``scheduler.update``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from inference.core.config import EngineConfig
+from inference.core.utils import cdiv
+from inference.worker import kv_cache
+from inference.worker.attention import AttentionBackend, get_attention_backend
+from inference.worker.cuda_graphs import CudaGraphs
+from inference.worker.loader import load_weights, resolve_model
+from inference.worker.models import get_model_class
+from inference.worker.models.llama import LlamaForCausalLM, build_model
+from inference.worker.step_inputs import StepInputs, build_step_inputs, dummy_prefill_inputs
+
+if TYPE_CHECKING:
+    from inference.core.scheduler import ScheduledSeq, SchedulerOutput
+    from inference.core.sequence import Sequence
+
+_DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+}  # fmt: skip
+
+
+def resolve_dtype(name: str | torch.dtype, device: torch.device) -> torch.dtype:
+    """"auto" is fp32 on CPU (fastest and exact there) and bf16 on CUDA (fp16 where bf16 is missing)."""
+    if isinstance(name, torch.dtype):
+        return name
+    if name == "auto":
+        if device.type != "cuda":
+            return torch.float32
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; choose auto, float32, float16 or bfloat16") from None
+
+
+class ModelRunner:
+    def __init__(self, config: EngineConfig, model_source: str | os.PathLike[str] | None = None) -> None:
+        self.config = config
+        self.device = torch.device(config.device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.block_size = config.block_size
+        self.dtype = resolve_dtype(config.dtype, self.device)
+        start = time.perf_counter()
+        self.model_path: Path = resolve_model(model_source if model_source is not None else config.model)
+        self.model_config, weights = load_weights(self.model_path, self.dtype, self.device)
+        self._check_lengths()
+        self.backend: AttentionBackend = get_attention_backend(config.attention_backend, self.device)
+        get_model_class(self.model_config.architecture)  # clear error before building anything
+        self.model: LlamaForCausalLM = build_model(
+            self.model_config, weights, self.backend, config.max_model_len, self.dtype, self.device
+        )
+        del weights
+        self.load_seconds = time.perf_counter() - start
+        self.bytes_per_block = kv_cache.kv_cache_bytes_per_block(self.model_config, self.block_size, self.dtype)
+        self.num_blocks = self._determine_num_blocks()
+        self.kv_caches = kv_cache.allocate_kv_cache(
+            self.model, self.num_blocks, self.block_size, self.dtype, self.device
+        )
+        self.cuda_graphs: CudaGraphs | None = None
+        if self.device.type == "cuda" and not config.enforce_eager and self.backend.supports_cuda_graphs:
+            self.cuda_graphs = CudaGraphs(self.model, self.backend, config, self.dtype, self.device)
+            self.cuda_graphs.capture()
+
+    # ------------------------------------------------------------------ setup
+
+    def _check_lengths(self) -> None:
+        mc, max_len = self.model_config, self.config.max_model_len
+        if max_len > mc.max_position_embeddings:
+            raise ValueError(
+                f"max_model_len={max_len} exceeds the model's max_position_embeddings={mc.max_position_embeddings}"
+            )
+        if mc.sliding_window is not None and max_len > mc.sliding_window:
+            raise ValueError(
+                f"the model uses sliding-window attention ({mc.sliding_window} tokens), which this engine does not "
+                f"implement; set max_model_len <= {mc.sliding_window}"
+            )
+
+    def _determine_num_blocks(self) -> int:
+        config, per_block = self.config, self.bytes_per_block
+        if config.num_gpu_blocks_override is not None:
+            return kv_cache.num_blocks_for(config, per_block, 0, "num_gpu_blocks_override")
+        if self.device.type == "cuda":
+            what = f"gpu_memory_utilization={config.gpu_memory_utilization} leaves too little"
+            return kv_cache.num_blocks_for(config, per_block, self._profile_cuda_budget(), what)
+        budget = kv_cache.cpu_budget(config, per_block)
+        return kv_cache.num_blocks_for(config, per_block, budget, f"kv_cache_memory={budget} is too small")
+
+    @torch.inference_mode()
+    def _profile_cuda_budget(self) -> int:
+        """Bytes left for the KV cache after a worst-case step, from ``gpu_memory_utilization``."""
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(self.device)
+        num_tokens = min(self.config.max_num_batched_tokens, self.config.max_num_seqs * self.config.max_model_len)
+        seq_len = min(self.config.max_model_len, num_tokens)
+        lens = [seq_len] * (num_tokens // seq_len) + ([num_tokens % seq_len] if num_tokens % seq_len else [])
+        scratch_blocks = sum(cdiv(n, self.block_size) for n in lens)
+        kv_cache.allocate_kv_cache(self.model, scratch_blocks, self.block_size, self.dtype, self.device)
+        inputs = dummy_prefill_inputs(lens, self.block_size, self._tensor)
+        self.backend.prepare(inputs.meta, self.block_size)
+        hidden = self.model(inputs.input_ids, inputs.positions, inputs.meta)
+        self.model.compute_logits(hidden[: min(self.config.max_num_seqs, hidden.shape[0])]).float()
+        torch.cuda.synchronize(self.device)
+        peak = torch.cuda.max_memory_allocated(self.device)
+        kv_cache.release_kv_cache(self.model, self.device)
+        torch.cuda.empty_cache()
+        free, total = torch.cuda.mem_get_info(self.device)
+        used = total - free  # weights, CUDA context, other processes
+        # The activations' peak recurs every step: keep room for it beside the cache.
+        activations = peak - torch.cuda.memory_allocated(self.device) - scratch_blocks * self.bytes_per_block
+        return int(total * self.config.gpu_memory_utilization - used - max(activations, 0))
+
+    # ------------------------------------------------------------------ per step
+
+    @staticmethod
+    def sampling_sequences(scheduler_output: SchedulerOutput) -> list[Sequence]:
+        """The scheduled sequences that sample a token this step, in scheduler order: row ``i`` of
+        :meth:`execute`'s logits belongs to the ``i``-th of them."""
+        return [item.seq for item in scheduler_output.scheduled if item.samples]
+
+    def _tensor(self, data: list, dtype: torch.dtype) -> torch.Tensor:
+        t = torch.tensor(data, dtype=dtype)
+        if self.device.type == "cuda":
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t
+
+    def prepare_inputs(self, scheduled: list[ScheduledSeq]) -> StepInputs:
+        return build_step_inputs(scheduled, self.block_size, self._tensor)
+
+    @torch.inference_mode()
+    def execute(self, scheduler_output: SchedulerOutput) -> torch.Tensor:
+        """Run one step; logits ``[N, vocab]`` (float32) of the sequences :meth:`sampling_sequences` lists."""
+        scheduled = scheduler_output.scheduled
+        empty = torch.empty(0, self.model_config.vocab_size, device=self.device)
+        if not scheduled:
+            return empty
+        inputs = self.prepare_inputs(scheduled)
+        hidden = self._forward(inputs)
+        if inputs.logits_indices.numel() == 0:
+            return empty  # mid-prompt chunks (or prefill-only requests): the K/V writes are all this step needs
+        return self.model.compute_logits(hidden, inputs.logits_indices).float()
+
+    def _forward(self, inputs: StepInputs) -> torch.Tensor:
+        if self.cuda_graphs is not None and self.cuda_graphs.can_replay(inputs):
+            return self.cuda_graphs.replay(inputs)
+        self.backend.prepare(inputs.meta, self.block_size)
+        return self.model(inputs.input_ids, inputs.positions, inputs.meta)

@@ -1,0 +1,262 @@
+"""Logits processing and sampling for one engine step, vectorised over the batch.
+
+Semantics follow vLLM: penalties first (repetition over prompt + output, presence and frequency over output
+only), then greedy rows take one argmax, the others go through temperature, min-p, top-k and top-p and are
+sampled from the resulting distribution. A request with a seed draws from its own ``torch.Generator``, so its
+tokens do not depend on what else is in the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from inference.core.sampling_params import SamplingParams
+
+# Rows whose output is shorter than min_tokens must not pick one of these; -inf keeps them out even after
+# temperature, top-k or top-p.
+_NEG_INF = float("-inf")
+
+
+@dataclass
+class SamplingRequest:
+    """What the sampler needs to know about one row of the logits."""
+
+    params: SamplingParams
+    prompt_token_ids: Sequence[int]
+    output_token_ids: Sequence[int]
+    generator: torch.Generator | None = None
+
+
+@dataclass
+class SamplingMetadata:
+    """Per-row settings as tensors on the logits' device, built once per step."""
+
+    temperature: torch.Tensor  # [B], 1.0 for greedy rows so dividing is harmless
+    greedy: torch.Tensor  # [B] bool
+    all_greedy: bool
+    top_k: torch.Tensor | None  # [B] long, vocab size where disabled; None if no row uses it
+    top_p: torch.Tensor | None  # [B]; None if no row uses it
+    min_p: torch.Tensor | None  # [B]; None if no row uses it
+    presence: torch.Tensor | None  # [B]
+    frequency: torch.Tensor | None  # [B]
+    repetition: torch.Tensor | None  # [B]
+    output_counts: torch.Tensor | None  # [B, V] occurrences of each token in the output
+    prompt_mask: torch.Tensor | None  # [B, V] token occurs in the prompt
+    banned_rows: list[int]  # rows still under min_tokens...
+    banned_ids: list[list[int]]  # ...and the stop tokens each of them must not sample
+    generators: list[torch.Generator | None]
+
+
+def build_metadata(
+    requests: Sequence[SamplingRequest],
+    vocab_size: int,
+    device: torch.device | str,
+    eos_token_ids: Iterable[int] = (),
+) -> SamplingMetadata:
+    params = [r.params for r in requests]
+    greedy_list = [p.greedy for p in params]
+    temps = [1.0 if g else p.temperature for p, g in zip(params, greedy_list)]
+
+    def column(values: list[float], neutral: float) -> torch.Tensor | None:
+        if all(v == neutral for v in values):
+            return None
+        return torch.tensor(values, dtype=torch.float32, device=device)
+
+    sampled = [p for p, g in zip(params, greedy_list) if not g]
+    top_k = None
+    if any(0 < p.top_k < vocab_size for p in sampled):
+        top_k = torch.tensor(
+            [p.top_k if 0 < p.top_k < vocab_size else vocab_size for p in params], dtype=torch.long, device=device
+        )
+    presence = column([p.presence_penalty for p in params], 0.0)
+    frequency = column([p.frequency_penalty for p in params], 0.0)
+    repetition = column([p.repetition_penalty for p in params], 1.0)
+    output_counts = prompt_mask = None
+    if presence is not None or frequency is not None or repetition is not None:
+        output_counts = _token_counts([r.output_token_ids for r in requests], vocab_size, device)
+    if repetition is not None:
+        prompt_mask = _token_counts([r.prompt_token_ids for r in requests], vocab_size, device) > 0
+
+    eos = list(eos_token_ids)
+    banned_rows: list[int] = []
+    banned_ids: list[list[int]] = []
+    for i, r in enumerate(requests):
+        if len(r.output_token_ids) < r.params.min_tokens:
+            stops = list(r.params.stop_token_ids) + ([] if r.params.ignore_eos else eos)
+            stops = [t for t in stops if 0 <= t < vocab_size]
+            if stops:
+                banned_rows.append(i)
+                banned_ids.append(stops)
+
+    return SamplingMetadata(
+        temperature=torch.tensor(temps, dtype=torch.float32, device=device),
+        greedy=torch.tensor(greedy_list, dtype=torch.bool, device=device),
+        all_greedy=all(greedy_list),
+        top_k=top_k,
+        top_p=column([1.0 if g else p.top_p for p, g in zip(params, greedy_list)], 1.0),
+        min_p=column([0.0 if g else p.min_p for p, g in zip(params, greedy_list)], 0.0),
+        presence=presence,
+        frequency=frequency,
+        repetition=repetition,
+        output_counts=output_counts,
+        prompt_mask=prompt_mask,
+        banned_rows=banned_rows,
+        banned_ids=banned_ids,
+        generators=[r.generator for r in requests],
+    )
+
+
+def _token_counts(rows: Sequence[Sequence[int]], vocab_size: int, device: torch.device | str) -> torch.Tensor:
+    """[B, V] float counts; rows are padded with an extra out-of-vocab column that is dropped afterwards."""
+    width = max((len(r) for r in rows), default=0)
+    ids = torch.full((len(rows), max(width, 1)), vocab_size, dtype=torch.long)
+    for i, r in enumerate(rows):
+        if r:
+            ids[i, : len(r)] = torch.as_tensor(list(r), dtype=torch.long)
+    ids = ids.to(device)
+    counts = torch.zeros(len(rows), vocab_size + 1, dtype=torch.float32, device=device)
+    counts.scatter_add_(1, ids, torch.ones_like(ids, dtype=torch.float32))
+    return counts[:, :vocab_size]
+
+
+def apply_penalties(logits: torch.Tensor, md: SamplingMetadata) -> torch.Tensor:
+    """vLLM order: repetition (prompt + output), then frequency and presence (output only)."""
+    if md.repetition is not None:
+        assert md.output_counts is not None and md.prompt_mask is not None
+        seen = md.prompt_mask | (md.output_counts > 0)
+        r = md.repetition.unsqueeze(1)
+        penalised = torch.where(logits > 0, logits / r, logits * r)
+        logits = torch.where(seen, penalised, logits)
+    if md.frequency is not None:
+        assert md.output_counts is not None
+        logits = logits - md.frequency.unsqueeze(1) * md.output_counts
+    if md.presence is not None:
+        assert md.output_counts is not None
+        logits = logits - md.presence.unsqueeze(1) * (md.output_counts > 0).float()
+    return logits
+
+
+def apply_min_tokens(logits: torch.Tensor, md: SamplingMetadata) -> torch.Tensor:
+    if not md.banned_rows:
+        return logits
+    rows = [r for r, ids in zip(md.banned_rows, md.banned_ids) for _ in ids]
+    cols = [t for ids in md.banned_ids for t in ids]
+    logits[rows, cols] = _NEG_INF
+    return logits
+
+
+def apply_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
+    probs = torch.softmax(logits, dim=-1)
+    threshold = probs.amax(dim=-1, keepdim=True) * min_p.unsqueeze(1)
+    return logits.masked_fill(probs < threshold, _NEG_INF)
+
+
+def apply_top_k_top_p(logits: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None) -> torch.Tensor:
+    if top_k is not None:
+        k_max = int(top_k.max())
+        top_values = logits.topk(k_max, dim=-1).values
+        # k-th largest value per row; ties with it are kept, as in vLLM.
+        kth = top_values.gather(1, (top_k.clamp(max=k_max) - 1).unsqueeze(1))
+        logits = logits.masked_fill(logits < kth, _NEG_INF)
+    if top_p is not None:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        # Mass strictly before each token: a token is dropped once the ones above it already reach top_p,
+        # so the most likely token always survives.
+        before = probs.cumsum(dim=-1) - probs
+        drop_sorted = before >= top_p.unsqueeze(1)
+        drop = torch.zeros_like(drop_sorted).scatter(1, order, drop_sorted)
+        logits = logits.masked_fill(drop, _NEG_INF)
+    return logits
+
+
+def random_sample(
+    probs: torch.Tensor, generators: Sequence[torch.Generator | None], default: torch.Generator | None
+) -> torch.Tensor:
+    """Inverse-CDF sampling: one uniform draw per row, so a seeded row's stream advances by exactly one number
+    per step, whatever else is in the batch."""
+    u = torch.empty(probs.shape[0], 1, dtype=torch.float64, device=probs.device)
+    if all(g is None for g in generators):
+        u.uniform_(generator=default)
+    else:
+        for i, g in enumerate(generators):
+            u[i].uniform_(generator=g if g is not None else default)
+    cdf = probs.double().cumsum(dim=-1)
+    # First token whose cumulative mass exceeds u * total: a zero-probability token never has a cdf step,
+    # so it can never be picked.
+    tokens = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(1)
+    return tokens.clamp_(max=probs.shape[-1] - 1)
+
+
+def sample(
+    logits: torch.Tensor, md: SamplingMetadata, default_generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Token ids [B] for logits [B, V]; ``logits`` may be modified in place."""
+    logits = logits.float()
+    logits = apply_min_tokens(logits, md)
+    logits = apply_penalties(logits, md)
+    greedy_tokens = logits.argmax(dim=-1)
+    if md.all_greedy:
+        return greedy_tokens
+    logits = logits / md.temperature.unsqueeze(1)
+    if md.min_p is not None:
+        logits = apply_min_p(logits, md.min_p)
+    logits = apply_top_k_top_p(logits, md.top_k, md.top_p)
+    random_tokens = random_sample(torch.softmax(logits, dim=-1), md.generators, default_generator)
+    return torch.where(md.greedy, greedy_tokens, random_tokens)
+
+
+class Sampler:
+    """Samples a step's tokens; keeps one generator per seeded request (created on its first step, dropped by
+    ``free``) and one default generator, seeded from the engine seed, for the rest."""
+
+    def __init__(self, vocab_size: int, eos_token_ids: Iterable[int] = (), seed: int = 0) -> None:
+        self.vocab_size = vocab_size
+        self.eos_token_ids = sorted(set(eos_token_ids))
+        self.seed = seed
+        self._generators: dict[str, torch.Generator] = {}
+        self._default: dict[str, torch.Generator] = {}
+
+    def free(self, request_id: str) -> None:
+        """Forget a finished request's generator."""
+        self._generators.pop(request_id, None)
+
+    def _generator(self, request_id: str, seed: int | None, device: torch.device) -> torch.Generator | None:
+        if seed is None:
+            return None
+        gen = self._generators.get(request_id)
+        if gen is None:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(seed)
+            self._generators[request_id] = gen
+        return gen
+
+    def _default_generator(self, device: torch.device) -> torch.Generator:
+        key = str(device)
+        gen = self._default.get(key)
+        if gen is None:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(self.seed)
+            self._default[key] = gen
+        return gen
+
+    @torch.inference_mode()
+    def __call__(
+        self,
+        logits: torch.Tensor,
+        request_ids: Sequence[str],
+        params: Sequence[SamplingParams],
+        prompt_token_ids: Sequence[Sequence[int]],
+        output_token_ids: Sequence[Sequence[int]],
+    ) -> list[int]:
+        device = logits.device
+        requests = [
+            SamplingRequest(p, prompt, out, self._generator(rid, p.seed, device))
+            for rid, p, prompt, out in zip(request_ids, params, prompt_token_ids, output_token_ids)
+        ]
+        md = build_metadata(requests, logits.shape[-1], device, self.eos_token_ids)
+        default = None if md.all_greedy else self._default_generator(device)
+        return sample(logits, md, default).tolist()

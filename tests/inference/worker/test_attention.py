@@ -1,0 +1,121 @@
+"""The torch attention backend against a naive per-sequence, per-token reference on random paged layouts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inference.worker.attention import AttentionMetadata, get_attention_backend
+from inference.worker.attention.torch_backend import TorchAttentionBackend, _context_buckets
+
+
+def naive_paged_attention(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata, scale: float
+) -> torch.Tensor:
+    """Reads each key position through the block table one by one and attends in float64."""
+    block_size = k_cache.shape[1]
+    group = q.shape[1] // k_cache.shape[2]
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    qsl = meta.query_start_loc.tolist()
+    for s, ctx in enumerate(meta.context_lens.tolist()):
+        table = meta.block_tables[s].tolist()
+        q_len = qsl[s + 1] - qsl[s]
+        for j in range(q_len):
+            pos = ctx - q_len + j
+            keys = torch.stack([k_cache[table[p // block_size], p % block_size] for p in range(pos + 1)]).double()
+            values = torch.stack([v_cache[table[p // block_size], p % block_size] for p in range(pos + 1)]).double()
+            for h in range(q.shape[1]):
+                scores = keys[:, h // group] @ q[qsl[s] + j, h].double() * scale
+                out[qsl[s] + j, h] = scores.softmax(0) @ values[:, h // group]
+    return out
+
+
+def random_case(seed: int) -> dict:
+    gen = torch.Generator().manual_seed(seed)
+
+    def pick(options: list) -> object:
+        return options[int(torch.randint(len(options), (1,), generator=gen))]
+
+    num_seqs = int(torch.randint(1, 6, (1,), generator=gen))
+    query_lens, context_lens = [], []
+    for _ in range(num_seqs):
+        kind = pick(["decode", "fresh", "continuation"])
+        ctx = int(torch.randint(1, 40, (1,), generator=gen))
+        q_len = {"decode": 1, "fresh": ctx, "continuation": max(1, ctx // 2)}[kind]
+        query_lens.append(q_len)
+        context_lens.append(ctx)
+    heads, kv_heads = pick([(4, 4), (6, 2), (9, 3), (8, 1)])
+    return dict(query_lens=query_lens, context_lens=context_lens, block_size=pick([1, 3, 4, 16]),
+                heads=heads, kv_heads=kv_heads, head_dim=pick([8, 16, 64]), gen=gen)  # fmt: skip
+
+
+def run_case(case: dict, paged_layout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+    gen, bs = case["gen"], case["block_size"]
+    num_blocks = sum(-(-c // bs) for c in case["context_lens"]) + 5
+    meta = paged_layout(case["query_lens"], case["context_lens"], bs, num_blocks, gen)
+    num_tokens = sum(case["query_lens"])
+    kv_shape = (num_blocks, bs, case["kv_heads"], case["head_dim"])
+    k_cache, v_cache = torch.randn(kv_shape, generator=gen), torch.randn(kv_shape, generator=gen)
+    q = torch.randn(num_tokens, case["heads"], case["head_dim"], generator=gen)
+    k = torch.randn(num_tokens, case["kv_heads"], case["head_dim"], generator=gen)
+    v = torch.randn(num_tokens, case["kv_heads"], case["head_dim"], generator=gen)
+    return q, k, v, meta, {"k_cache": k_cache, "v_cache": v_cache}
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_torch_backend_matches_naive_reference(seed: int, paged_layout) -> None:
+    case = random_case(seed)
+    q, k, v, meta, caches = run_case(case, paged_layout)
+    k_cache, v_cache = caches["k_cache"], caches["v_cache"]
+    scale = case["head_dim"] ** -0.5
+    backend = TorchAttentionBackend()
+    backend.prepare(meta, case["block_size"])
+    out = backend.forward(q, k, v, k_cache, v_cache, meta, scale)
+
+    flat_k = k_cache.view(-1, case["kv_heads"], case["head_dim"])
+    flat_v = v_cache.view(-1, case["kv_heads"], case["head_dim"])
+    assert torch.equal(flat_k[meta.slot_mapping], k) and torch.equal(flat_v[meta.slot_mapping], v)
+    expected = naive_paged_attention(q, k_cache, v_cache, meta, scale)
+    torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "query_lens,context_lens",
+    [
+        ([5, 1, 9, 1, 3], [5, 12, 20, 3, 30]),  # decodes interleaved with chunks, not decodes-first
+        ([7, 3, 11], [7, 3, 11]),  # fresh prompts of different lengths (padded, no cache read)
+        ([1, 1, 1], [1, 17, 4]),  # decode-only, one of them the first token
+        ([16], [40]),  # one chunk after a long cached prefix
+        ([1] * 8, [3, 400, 5, 350, 7, 9, 380, 2]),  # decodes of very different lengths: split into groups
+        ([1, 30, 1, 1], [500, 30, 4, 480]),  # the same, mixed with a fresh prompt
+    ],
+)
+def test_explicit_layouts(query_lens, context_lens, paged_layout) -> None:
+    case = dict(query_lens=query_lens, context_lens=context_lens, block_size=4, heads=6, kv_heads=2,
+                head_dim=16, gen=torch.Generator().manual_seed(7))  # fmt: skip
+    q, k, v, meta, caches = run_case(case, paged_layout)
+    backend = TorchAttentionBackend()
+    backend.prepare(meta, 4)
+    out = backend.forward(q, k, v, caches["k_cache"], caches["v_cache"], meta, 0.25)
+    expected = naive_paged_attention(q, caches["k_cache"], caches["v_cache"], meta, 0.25)
+    torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_backend_selection(monkeypatch) -> None:
+    assert get_attention_backend("auto", "cpu").name == "torch"
+    assert get_attention_backend("torch", "cpu").name == "torch"
+    with pytest.raises(ValueError, match="unknown attention backend"):
+        get_attention_backend("flash", "cpu")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        get_attention_backend("triton", "cpu")
+
+
+def test_decodes_are_bucketed_by_context_length() -> None:
+    seqs = torch.arange(10)
+    uniform = torch.full((10,), 100)
+    assert [b.tolist() for b in _context_buckets(seqs, uniform, 16)] == [list(range(10))]
+    bimodal = torch.tensor([900, 20, 30, 880, 25, 10, 15, 890, 12, 40])
+    buckets = [sorted(b.tolist()) for b in _context_buckets(seqs, bimodal, 16)]
+    assert sorted(i for b in buckets for i in b) == list(range(10))  # a partition
+    assert [0, 3, 7] in buckets  # the long ones are padded together, apart from the short ones

@@ -1,0 +1,136 @@
+"""ModelRunner: the step tensors it builds, which rows sample, KV-cache sizing and its errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from inference.core.config import EngineConfig
+from inference.worker.loader import UnsupportedModelError
+from inference.core.scheduler import ScheduledSeq, SchedulerOutput
+from inference.core.sequence import Sequence
+from inference.worker.cuda_graphs import cuda_graph_batch_sizes
+from inference.worker.kv_cache import KVCacheTooSmallError, kv_cache_bytes_per_block
+from inference.worker.model_runner import ModelRunner, resolve_dtype
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory) -> Path:
+    from tests.inference.conftest import write_tiny_checkpoint
+
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "llama", "llama")
+
+
+def make_runner(path: Path, **overrides) -> ModelRunner:
+    options = dict(model=str(path), block_size=4, num_gpu_blocks_override=32, max_model_len=64)
+    return ModelRunner(EngineConfig(**{**options, **overrides}))
+
+
+def seq_with(request_id: str, tokens: list[int], computed: int, table: list[int]) -> Sequence:
+    seq = Sequence(request_id, tokens)
+    seq.num_computed_tokens = computed
+    seq.block_table = table
+    return seq
+
+
+def test_prepare_inputs_builds_the_flat_step(tiny_path: Path) -> None:
+    runner = make_runner(tiny_path)
+    a = seq_with("a", list(range(10, 21)), computed=3, table=[9, 2, 30])  # chunk 3..9 crosses two block edges
+    b = seq_with("b", list(range(40, 46)), computed=5, table=[7, 1, 5])  # decode at position 5, table longer
+    c = seq_with("c", list(range(60, 63)), computed=0, table=[4])  # whole prompt
+    scheduled = [ScheduledSeq(b, 1), ScheduledSeq(a, 6), ScheduledSeq(c, 3)]
+    inputs = runner.prepare_inputs(scheduled)
+
+    assert inputs.input_ids.tolist() == [45] + list(range(13, 19)) + [60, 61, 62]
+    assert inputs.positions.tolist() == [5, 3, 4, 5, 6, 7, 8, 0, 1, 2]
+    new_positions = ((b, [5]), (a, range(3, 9)), (c, range(3)))
+    expected_slots = [s.block_table[p // 4] * 4 + p % 4 for s, positions in new_positions for p in positions]
+    assert inputs.meta.slot_mapping.tolist() == expected_slots
+    assert inputs.meta.query_start_loc.tolist() == [0, 1, 7, 10]
+    assert inputs.meta.context_lens.tolist() == [6, 9, 3]
+    assert inputs.meta.block_tables.tolist() == [[7, 1, 5], [9, 2, 30], [4, 0, 0]]  # width: blocks of the longest
+    assert (inputs.meta.max_query_len, inputs.meta.max_context_len) == (6, 9)
+    # a stops mid-prompt (9 of 11 tokens), so only b and c sample.
+    assert inputs.logits_indices.tolist() == [0, 9]
+    assert ModelRunner.sampling_sequences(SchedulerOutput(scheduled)) == [b, c]
+
+
+def test_execute_edge_cases(tiny_path: Path) -> None:
+    runner = make_runner(tiny_path)
+    assert runner.execute(SchedulerOutput([])).shape == (0, 96)
+    seq = seq_with("a", list(range(12)), computed=0, table=[3, 8, 1])
+    assert runner.execute(SchedulerOutput([ScheduledSeq(seq, 5)])).shape == (0, 96)  # mid-prompt chunk
+    seq.num_computed_tokens = 5
+    logits = runner.execute(SchedulerOutput([ScheduledSeq(seq, 7)]))
+    assert logits.shape == (1, 96) and logits.dtype == torch.float32
+    assert runner.cuda_graphs is None  # CPU never captures CUDA graphs
+
+
+def test_kv_cache_shape_and_bytes_per_block(tiny_path: Path) -> None:
+    runner = make_runner(tiny_path)
+    k, v = runner.kv_caches[0]
+    assert k.shape == v.shape == (32, 4, 2, 16)
+    assert len(runner.kv_caches) == 2
+    total = sum(t.nbytes for pair in runner.kv_caches for t in pair)
+    assert runner.bytes_per_block == total // runner.num_blocks == 2 * 2 * 4 * 2 * 16 * 4
+
+
+def test_bundled_model_bytes_per_block(model_path: Path) -> None:
+    from inference.worker.loader import load_model_config
+
+    # 2 (K, V) x 30 layers x 16 tokens x 3 kv heads x 64 dims x 4 bytes
+    assert kv_cache_bytes_per_block(load_model_config(model_path), 16, torch.float32) == 737_280
+
+
+def test_kv_cache_memory_sets_the_block_count(tiny_path: Path) -> None:
+    per_block = 2 * 2 * 4 * 2 * 16 * 4
+    runner = make_runner(tiny_path, num_gpu_blocks_override=None, kv_cache_memory=per_block * 40 + 100)
+    assert runner.num_blocks == 40
+    assert runner.kv_caches[0][0].shape[0] == 40
+    runner = make_runner(tiny_path, num_gpu_blocks_override=7, kv_cache_memory=per_block * 40)
+    assert runner.num_blocks == 7  # the override wins
+
+
+def test_too_small_cache_says_what_would_fit(tiny_path: Path) -> None:
+    per_block = 2 * 2 * 4 * 2 * 16 * 4
+    with pytest.raises(KVCacheTooSmallError) as info:
+        make_runner(tiny_path, num_gpu_blocks_override=None, kv_cache_memory=per_block * 10)
+    message = str(info.value)
+    assert f"{per_block} bytes" in message and "needs 16 blocks" in message and str(16 * per_block) in message
+
+
+def test_length_limits_are_checked(tmp_path: Path, tiny_path: Path, make_tiny_checkpoint) -> None:
+    with pytest.raises(ValueError, match="max_position_embeddings=256"):
+        make_runner(tiny_path, max_model_len=512)
+    mistral = make_tiny_checkpoint(tmp_path / "mistral", "mistral", sliding_window=32)
+    with pytest.raises(ValueError, match="sliding-window"):
+        make_runner(mistral, max_model_len=64)
+
+
+def test_unknown_architecture_fails_before_loading(tmp_path: Path) -> None:
+    from transformers import GPT2Config
+
+    GPT2Config(architectures=["GPT2LMHeadModel"]).save_pretrained(tmp_path)
+    with pytest.raises(UnsupportedModelError, match="GPT2LMHeadModel"):
+        make_runner(tmp_path)
+
+
+def test_dtypes_and_graph_sizes() -> None:
+    cpu = torch.device("cpu")
+    assert resolve_dtype("auto", cpu) == torch.float32
+    assert resolve_dtype("bfloat16", cpu) == torch.bfloat16 and resolve_dtype("half", cpu) == torch.float16
+    with pytest.raises(ValueError, match="unknown dtype"):
+        resolve_dtype("int8", cpu)
+    assert cuda_graph_batch_sizes(48) == [1, 2, 4, 8, 16, 32, 48]
+    assert cuda_graph_batch_sizes(64) == [1, 2, 4, 8, 16, 32, 64]
+    assert cuda_graph_batch_sizes(1) == [1]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without a GPU")
+def test_gpu_check_fails_clearly_without_cuda(capsys) -> None:
+    from inference import gpu_check
+
+    assert gpu_check.main([]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err

@@ -1,0 +1,153 @@
+"""Sampler on hand-made logits: each processor's effect, and seeded reproducibility."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from inference.worker.sampler import (
+    Sampler,
+    SamplingRequest,
+    apply_min_p,
+    apply_min_tokens,
+    apply_penalties,
+    apply_top_k_top_p,
+    build_metadata,
+    sample,
+)
+from inference.core.sampling_params import SamplingParams
+
+V = 8
+EOS = 7
+
+
+def _md(params: list[SamplingParams], prompts=None, outputs=None, generators=None):
+    n = len(params)
+    prompts = prompts or [[] for _ in range(n)]
+    outputs = outputs or [[] for _ in range(n)]
+    generators = generators or [None] * n
+    reqs = [SamplingRequest(p, pr, o, g) for p, pr, o, g in zip(params, prompts, outputs, generators)]
+    return build_metadata(reqs, V, "cpu", eos_token_ids=[EOS])
+
+
+def test_greedy_rows_take_argmax_after_penalties() -> None:
+    logits = torch.tensor([[0.0, 3.0, 1.0, 0, 0, 0, 0, 0], [5.0, 4.0, 0, 0, 0, 0, 0, 0]])
+    md = _md([SamplingParams(temperature=0), SamplingParams(temperature=0, frequency_penalty=2.0)],
+             outputs=[[], [0]])
+    # Row 1: token 0 appears once in the output, 5 - 2 = 3 < 4, so token 1 wins.
+    assert sample(logits.clone(), md).tolist() == [1, 1]
+
+
+def test_repetition_penalty_over_prompt_and_output() -> None:
+    logits = torch.tensor([[2.0, -2.0, 2.0, -2.0, 2.0, 0, 0, 0]])
+    md = _md([SamplingParams(repetition_penalty=2.0)], prompts=[[0, 1]], outputs=[[2, 3, 3]])
+    out = apply_penalties(logits.clone(), md)
+    # Seen tokens: positive logits divided, negative multiplied; token 4 (unseen) untouched.
+    assert out[0, :5].tolist() == [1.0, -4.0, 1.0, -4.0, 2.0]
+
+
+def test_presence_and_frequency_count_output_tokens_only() -> None:
+    logits = torch.zeros(1, V)
+    md = _md([SamplingParams(presence_penalty=0.5, frequency_penalty=0.25)], prompts=[[4, 4, 5]],
+             outputs=[[1, 2, 2, 2]])
+    out = apply_penalties(logits.clone(), md)[0]
+    assert out[1].item() == pytest.approx(-(0.5 + 0.25 * 1))
+    assert out[2].item() == pytest.approx(-(0.5 + 0.25 * 3))
+    # Prompt-only tokens are not penalised by presence/frequency.
+    assert out[4].item() == 0.0 and out[5].item() == 0.0
+
+
+def test_negative_penalties_encourage() -> None:
+    md = _md([SamplingParams(presence_penalty=-1.0)], outputs=[[3]])
+    out = apply_penalties(torch.zeros(1, V), md)
+    assert out[0, 3].item() == 1.0
+
+
+def test_min_tokens_bans_eos_and_stop_tokens_until_reached() -> None:
+    params = SamplingParams(min_tokens=3, stop_token_ids=[5], max_tokens=10)
+    logits = torch.zeros(2, V)
+    md = _md([params, params], outputs=[[1, 2], [1, 2, 3]])
+    out = apply_min_tokens(logits.clone(), md)
+    assert math.isinf(out[0, EOS].item()) and math.isinf(out[0, 5].item())
+    assert torch.isfinite(out[1]).all()  # min_tokens reached: nothing banned
+    # ignore_eos: EOS is not a stop token, so only the explicit stop token is banned.
+    md = _md([SamplingParams(min_tokens=3, stop_token_ids=[5], ignore_eos=True)], outputs=[[]])
+    out = apply_min_tokens(torch.zeros(1, V), md)
+    assert torch.isfinite(out[0, EOS]) and math.isinf(out[0, 5].item())
+
+
+def test_min_tokens_overrides_a_greedy_eos() -> None:
+    logits = torch.zeros(1, V)
+    logits[0, EOS] = 10.0
+    logits[0, 2] = 1.0
+    md = _md([SamplingParams(temperature=0, min_tokens=1)])
+    assert sample(logits, md).tolist() == [2]
+
+
+def test_top_k_keeps_k_best_per_row() -> None:
+    logits = torch.tensor([[0.0, 1, 2, 3, 4, 5, 6, 7], [7.0, 6, 5, 4, 3, 2, 1, 0]])
+    out = apply_top_k_top_p(logits.clone(), torch.tensor([2, 8]), None)
+    assert torch.isfinite(out[0]).tolist() == [False] * 6 + [True, True]
+    assert torch.isfinite(out[1]).all()
+
+
+@pytest.mark.parametrize("top_p,kept", [(0.45, 1), (0.7, 2), (0.85, 3), (1.0, 4)])
+def test_top_p_keeps_smallest_set_reaching_p(top_p: float, kept: int) -> None:
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    out = apply_top_k_top_p(probs.log(), None, torch.tensor([top_p]))
+    assert torch.isfinite(out[0]).sum().item() == kept
+    assert torch.isfinite(out[0, :kept]).all()
+
+
+def test_min_p_scales_with_the_top_probability() -> None:
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    out = apply_min_p(probs.log(), torch.tensor([0.2]))  # threshold 0.1
+    assert torch.isfinite(out[0]).tolist() == [True, True, True, False]
+
+
+def test_random_sampling_follows_the_distribution() -> None:
+    probs = torch.tensor([0.6, 0.3, 0.1, 0, 0, 0, 0, 0])
+    n = 4000
+    logits = probs.clamp_min(1e-30).log().expand(n, V).clone()
+    gen = torch.Generator().manual_seed(1)
+    md = _md([SamplingParams(temperature=1.0)] * n)
+    counts = torch.bincount(sample(logits, md, gen), minlength=V).float() / n
+    assert torch.allclose(counts, probs, atol=0.03)
+
+
+def test_low_temperature_concentrates_and_top_k_restricts() -> None:
+    logits = torch.tensor([[1.0, 0.9, 0.8, 0.7, 0.0, 0, 0, 0]]).expand(500, V).clone()
+    gen = torch.Generator().manual_seed(0)
+    cold = sample(logits.clone(), _md([SamplingParams(temperature=0.01)] * 500), gen)
+    assert (cold == 0).float().mean() > 0.99
+    k2 = sample(logits.clone(), _md([SamplingParams(temperature=1.0, top_k=2)] * 500), gen)
+    assert set(k2.tolist()) == {0, 1}
+
+
+def _run(sampler: Sampler, rows: list[tuple[str, SamplingParams, torch.Tensor]], steps: int) -> dict[str, list[int]]:
+    outs: dict[str, list[int]] = {rid: [] for rid, _, _ in rows}
+    for step in range(steps):
+        logits = torch.stack([row_logits[step] for _, _, row_logits in rows])
+        toks = sampler(logits, [r for r, _, _ in rows], [p for _, p, _ in rows], [[1, 2]] * len(rows),
+                       [outs[r] for r, _, _ in rows])
+        for (rid, _, _), t in zip(rows, toks):
+            outs[rid].append(t)
+    return outs
+
+
+def test_seeded_request_is_reproducible_alone_or_in_a_batch() -> None:
+    torch.manual_seed(0)
+    steps = 20
+    mine = torch.randn(steps, V)
+    others = [torch.randn(steps, V) for _ in range(3)]
+    seeded = SamplingParams(temperature=1.0, top_p=0.95, seed=1234)
+    alone = _run(Sampler(V, [EOS], seed=0), [("a", seeded, mine)], steps)["a"]
+    batch_rows = [("x", SamplingParams(temperature=0.8), others[0]), ("a", seeded, mine),
+                  ("y", SamplingParams(temperature=1.0, seed=9), others[1]),
+                  ("z", SamplingParams(temperature=0), others[2])]
+    batched = _run(Sampler(V, [EOS], seed=42), batch_rows, steps)["a"]
+    assert alone == batched
+    other_seed = _run(Sampler(V, [EOS]), [("a", SamplingParams(temperature=1.0, top_p=0.95, seed=99), mine)], steps)
+    assert other_seed["a"] != alone  # 20 draws over ~8 tokens: a collision is vanishingly unlikely

@@ -1,0 +1,173 @@
+"""The shape of the codebase: it stands alone, the engine's layers hold, and no modules import each other."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+PACKAGES = ("inference", "shop_assistant", "catalog")
+
+
+def _module_files(root: Path) -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for path in (root / pkg).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            name = ".".join(path.relative_to(root).with_suffix("").parts)
+            mods[name.removesuffix(".__init__")] = path
+    return mods
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every module this one imports, at any depth of its code, except under ``if TYPE_CHECKING``."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(sub)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for sub in ast.walk(node)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                package = package[: len(package) - node.level + 1]
+                base = ".".join(package + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    mods = _module_files(root)
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        edges = set()
+        for target in _imports(name, path):
+            while target and target not in mods:
+                target = target.rpartition(".")[0]
+            # A module may use its own package (the lazy exports of a package's __init__ are not edges).
+            if target and target != name and not name.startswith(target + "."):
+                edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    assert import_cycles(import_graph(REPO_ROOT)) == []
+
+
+def test_engine_layers_point_one_way():
+    """core (no torch) <- worker (runs the model) <- engine, llm, async_engine <- bench; nothing of the web."""
+    graph = import_graph(REPO_ROOT)
+    for name, edges in graph.items():
+        if name.startswith("inference.core"):
+            assert not {e for e in edges if e.startswith("inference.") and not e.startswith("inference.core")}, name
+        if name.startswith("inference.worker"):
+            assert not {
+                e for e in edges if e.startswith("inference.") and e.split(".")[1] not in {"core", "worker"}
+            }, name
+        if name.startswith("inference"):
+            assert not {e for e in edges if e.split(".")[0] in {"shop_assistant", "catalog"}}, name
+
+
+def test_engine_core_runs_without_torch():
+    code = (
+        "import sys; sys.modules['torch'] = None\n"  # any import of torch now fails
+        "from inference.core.scheduler import Scheduler\n"
+        "from inference.core.config import EngineConfig\n"
+        "from inference.core.sequence import Sequence\n"
+        "s = Scheduler(EngineConfig(max_model_len=64), num_blocks=8)\n"
+        "s.add(Sequence('r', [1, 2, 3]))\n"
+        "print(s.schedule().num_batched_tokens)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "3"
+
+
+def test_a_clone_of_the_repository_stands_alone(tmp_path):
+    """What a new user clones must hold everything its tests and demo read: no tracked file points outside."""
+    if not (REPO_ROOT / ".git").exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI runs in a git clone; this checkout has no .git")
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-local", str(REPO_ROOT), str(clone)], check=True, timeout=120)
+    files = subprocess.run(["git", "ls-files"], cwd=clone, capture_output=True, text=True, check=True)
+    outside = ("../" + "shared", "/work" + "/", str(REPO_ROOT.parent) + "/")
+    offenders = []
+    for rel in files.stdout.splitlines():
+        path = clone / rel
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, IsADirectoryError):
+            continue
+        offenders += [f"{rel}: {marker}" for marker in outside if marker in text]
+    assert offenders == []
+    samples = clone / "catalog" / "samples" / "shopify"
+    assert sorted(p.name for p in samples.iterdir()) == [
+        "apparel.csv", "home-and-garden.csv", "jewelery.csv", "readme.md"
+    ]
