@@ -8,24 +8,12 @@ concurrency) and counts the tokens the model computed (for the roofline).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from inference.bench.driver import SessionDriver
 from inference.bench.metrics import KVSample, KVTrace, summarize
 from inference.bench.workload import Workload
-
-
-@dataclass
-class EngineSettings:
-    allocator: str = "paged"  # "paged" | "contiguous"
-    prefix_caching: bool = True
-    kv_blocks: int = 728
-    device: str = "cpu"
-    block_size: int = 16
-    max_num_seqs: int = 64
-    max_num_batched_tokens: int = 512
-    max_model_len: int = 2048
+from inference.core.config import EngineConfig
 
 
 class ComputeCounter:
@@ -75,21 +63,10 @@ def _warm_up(engine: Any, sampling_params_cls: Any) -> None:
     engine.reset_prefix_cache()
 
 
-def run(workload: Workload, settings: EngineSettings, progress: Any = None) -> dict[str, Any]:
-    from inference.core.config import EngineConfig
-    from inference.engine import LLMEngine
+def run(workload: Workload, config: EngineConfig, progress: Any = None) -> dict[str, Any]:
     from inference.core.sampling_params import SamplingParams
+    from inference.engine import LLMEngine
 
-    config = EngineConfig(
-        device=settings.device,
-        block_size=settings.block_size,
-        max_num_seqs=settings.max_num_seqs,
-        max_num_batched_tokens=settings.max_num_batched_tokens,
-        max_model_len=settings.max_model_len,
-        enable_prefix_caching=settings.prefix_caching,
-        num_gpu_blocks_override=settings.kv_blocks,
-        kv_allocator=settings.allocator,  # type: ignore[arg-type]
-    )
     engine = LLMEngine(config)
     _warm_up(engine, SamplingParams)
     counter = ComputeCounter()
@@ -131,7 +108,7 @@ def run(workload: Workload, settings: EngineSettings, progress: Any = None) -> d
                 if progress is not None:
                     progress.update(1)
 
-    result = summarize(driver.records, driver.wall_s, kv, has_prefix_cache=settings.prefix_caching)
+    result = summarize(driver.records, driver.wall_s, kv, has_prefix_cache=config.enable_prefix_caching)
     flops = model_flops(engine.model_config, counter.tokens, counter.attended, counter.sampled)
     result.update(
         computed_tokens=counter.tokens,

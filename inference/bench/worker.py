@@ -16,6 +16,7 @@ from typing import Any
 
 from inference.bench import workload as workload_mod
 from inference.bench.systems import SYSTEMS, llama_cpp_python, vllm_python
+from inference.core.config import EngineConfig
 
 OWN_RSS_METHOD = "peak RSS of the system's own worker process (getrusage ru_maxrss): weights and KV cache included"
 
@@ -43,19 +44,19 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
         if system.family == "hf":
             result = hf_static.run(workload, args.model_dir, args.device, args.hf_batch_size, bar)
         else:
-            settings = engine_runner.EngineSettings(
-                allocator="contiguous" if name == "contiguous" else "paged",
+            config = EngineConfig(
+                kv_allocator="contiguous" if name == "contiguous" else "paged",
                 # Only "paged" shares prefixes: contiguous is the pre-PagedAttention baseline, whose per-request
                 # reservations share nothing (and paged-no-prefix vs contiguous isolates the allocation policy).
-                prefix_caching=name == "paged",
-                kv_blocks=args.kv_blocks,
+                enable_prefix_caching=name == "paged",
+                num_gpu_blocks_override=args.kv_blocks,
                 device=args.device,
                 block_size=args.block_size,
                 max_num_seqs=args.max_num_seqs,
                 max_num_batched_tokens=args.max_num_batched_tokens,
                 max_model_len=args.max_model_len,
             )
-            result = engine_runner.run(workload, settings, bar)
+            result = engine_runner.run(workload, config, bar)
     finally:
         bar.close()
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

@@ -249,12 +249,16 @@ def run_daphne(log_dir: Path, port: int | None = None, **env: str) -> Iterator[S
         _wait_http(server)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
 
 
 @contextlib.contextmanager
@@ -271,12 +275,7 @@ def run_worker(log_dir: Path, redis_url: str) -> Iterator[subprocess.Popen]:
     try:
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
 
 
 @pytest.fixture(scope="session")
