@@ -203,3 +203,26 @@ def test_greedy_parity_twenty_prompts_up_to_1500_tokens(parity_llm: LLM, referen
     assert [len(p) for p in prompts] == lengths
     tiny = -(-(1500 + NEW_TOKENS) // BLOCK) + 8
     _run_all_configs(parity_llm, reference, tokenizer, prompts, tiny, alone=list(range(len(prompts))))
+
+
+def test_greedy_parity_with_a_shared_system_prompt(
+    parity_llm: LLM, reference: Reference, tokenizer: Any, monkeypatch
+) -> None:
+    """Sessions of one store: a common prompt of whole blocks, then each its own question. Their decodes
+    attend over the shared blocks through the cascade (one product for all), still token for token."""
+    from inference.worker.attention import torch_backend
+
+    calls = []
+    real = torch_backend._attend_prefix
+    monkeypatch.setattr(torch_backend, "_attend_prefix", lambda *a: calls.append(1) or real(*a))
+    stream = _token_stream(tokenizer, 2000)
+    system = stream[: 10 * BLOCK]
+    prompts = [system + stream[400 + 53 * i : 400 + 53 * i + 20 + 9 * i] for i in range(6)]
+    parity_llm.reset(enable_prefix_caching=True, max_num_batched_tokens=2048)
+    parity_llm.generate(prompts[:1], _greedy())  # the first session computes the system prompt
+    outputs = parity_llm.generate(prompts, _greedy())
+    for i, (p, out) in enumerate(zip(prompts, outputs)):
+        assert out.num_cached_tokens >= len(system)
+        reference.check(p, out.outputs[0].token_ids, f"shared system prompt #{i}")
+    assert calls, "the decodes never took the cascade path"
+    assert reference.ties <= max(1, reference.checked // 100)

@@ -7,6 +7,12 @@ group's K/V into a padded ``[S, max_ctx]`` view with one ``index_select`` per te
 every layer) and runs ``scaled_dot_product_attention``: no Python loop over sequences or tokens inside a layer.
 Decode groups fold the query heads that share a KV head into query rows of that head, so each K/V row is
 read once per KV head.
+
+Cascade attention for decodes: when the decoding sequences start with the same physical blocks (the store's
+system prompt, shared through the prefix cache), attention over that prefix is one dense product for all of
+them, read once per layer instead of gathered once per sequence; each sequence then attends over its own
+suffix, and the two partial results are merged through their log-sum-exp (vLLM's cascade attention, FlashInfer's
+cascade inference, Hydragen).
 """
 
 from __future__ import annotations
@@ -35,16 +41,28 @@ class _Group:
     dest_tokens: torch.Tensor | None
     # The sequences only see this step's tokens (fresh prompts in one chunk): K/V need no gather.
     fresh: bool
+    # Cascade decodes: this group's rows in the shared-prefix result (None: no shared prefix).
+    prefix_rows: slice | None = None
     # Gather destinations, allocated by the first layer and reused by the others: fresh buffers every
     # layer would cost page faults on each multi-megabyte allocation.
     k_buf: torch.Tensor | None = None
     v_buf: torch.Tensor | None = None
+    additive_mask: torch.Tensor | None = None  # the mask as 0 / -inf in the model dtype, for the LSE kernel
+
+
+@dataclass
+class _Prefix:
+    """The blocks every decoding sequence starts with, and the decode tokens that attend over them."""
+
+    block_ids: torch.Tensor  # [P] int64
+    query_index: torch.Tensor  # [N] flat token index of each decode, in the order of the groups' prefix_rows
 
 
 @dataclass
 class _State:
     groups: list[_Group]
     num_tokens: int
+    prefix: _Prefix | None = None
 
 
 def _build_group(
@@ -55,14 +73,17 @@ def _build_group(
     block_tables: torch.Tensor,
     block_size: int,
     num_tokens: int,
+    skip_blocks: int = 0,
 ) -> _Group:
+    """``skip_blocks``: leading blocks attended elsewhere (the shared prefix); the group sees the rest."""
     device = query_start.device
-    qs, ql, cl = query_start[seq_idx], query_lens[seq_idx], context_lens[seq_idx]
+    qs, ql = query_start[seq_idx], query_lens[seq_idx]
+    cl = context_lens[seq_idx] - skip_blocks * block_size
     num_seqs = seq_idx.numel()
     max_q = int(ql.max())
     max_ctx = int(cl.max())
     num_blocks = cdiv(max_ctx, block_size)
-    block_ids = block_tables[seq_idx, :num_blocks].reshape(-1).long()
+    block_ids = block_tables[seq_idx, skip_blocks : skip_blocks + num_blocks].reshape(-1).long()
     slots = num_blocks * block_size
 
     offs = torch.arange(max_q, device=device)
@@ -73,8 +94,8 @@ def _build_group(
     mask = (keys[None, None, :] <= q_pos[:, :, None]) & (keys[None, None, :] < cl[:, None, None])
     mask = mask.unsqueeze(1)
 
-    fresh = bool((cl == ql).all())
-    in_order = num_seqs * max_q == num_tokens and bool(valid_q.all())
+    fresh = bool((cl == ql).all()) and not skip_blocks
+    in_order = num_seqs * max_q == num_tokens and bool(valid_q.all()) and not skip_blocks
     if in_order and num_seqs > 1:
         in_order = bool((seq_idx == torch.arange(num_seqs, device=device)).all())
     if in_order:
@@ -84,6 +105,23 @@ def _build_group(
         return _Group(num_seqs, max_q, slots, block_ids, mask, token_idx, None, token_idx, fresh)
     valid_rows = valid_q.reshape(-1).nonzero().squeeze(1)
     return _Group(num_seqs, max_q, slots, block_ids, mask, token_idx, valid_rows, token_idx[valid_rows], fresh)
+
+
+# Shortest shared prefix worth a cascade, in tokens: below it the extra products cost more than they save.
+CASCADE_MIN_TOKENS = 64
+
+
+def _shared_prefix_blocks(
+    seq_idx: torch.Tensor, context_lens: torch.Tensor, block_tables: torch.Tensor, block_size: int
+) -> int:
+    """Leading blocks that every sequence of ``seq_idx`` has in common (same physical block), each sequence
+    keeping at least its last token outside them."""
+    if seq_idx.numel() < 2:
+        return 0
+    limit = int((context_lens[seq_idx] - 1).min()) // block_size
+    tables = block_tables[seq_idx, :limit]
+    same = (tables == tables[:1]).all(0)
+    return int(same.int().cumprod(0).sum()) if limit else 0
 
 
 # Cost of one more group, in gathered key slots: a group adds about five ops per layer, which take about as
@@ -140,10 +178,24 @@ class TorchAttentionBackend(AttentionBackend):
             # to its length.
             is_decode = query_lens == 1
             decodes, chunks = all_seqs[is_decode], all_seqs[~is_decode]
-        buckets = _context_buckets(decodes, context_lens, block_size) if decodes.numel() else []
+        shared = _shared_prefix_blocks(decodes, context_lens, meta.block_tables, block_size)
+        if shared * block_size < CASCADE_MIN_TOKENS:
+            shared = 0
+        suffix_lens = context_lens - shared * block_size
+        buckets = _context_buckets(decodes, suffix_lens, block_size) if decodes.numel() else []
+        groups = [_build_group(idx, *args, skip_blocks=shared) for idx in buckets]
+        prefix = None
+        if shared:
+            start = 0
+            for group in groups:
+                group.prefix_rows = slice(start, start + group.num_seqs)
+                start += group.num_seqs
+            order = torch.cat(buckets)
+            block_ids = meta.block_tables[order[0], :shared].long()
+            prefix = _Prefix(block_ids, query_start[order])
         if chunks.numel():
-            buckets.append(chunks)
-        meta.state = _State([_build_group(idx, *args) for idx in buckets], num_tokens)
+            groups.append(_build_group(chunks, *args))
+        meta.state = _State(groups, num_tokens, prefix)
 
     def forward(
         self,
@@ -160,11 +212,16 @@ class TorchAttentionBackend(AttentionBackend):
         if len(state.groups) == 1 and state.groups[0].query_index is None:
             return _attend(state.groups[0], q, k, v, k_cache, v_cache, scale)
         out = torch.empty_like(q)
+        prefix = _attend_prefix(state.prefix, q, k_cache, v_cache, scale) if state.prefix else None
         for group in state.groups:
             qg = q.index_select(0, group.query_index)
             kg = k.index_select(0, group.query_index) if group.fresh else k
             vg = v.index_select(0, group.query_index) if group.fresh else v
-            o = _attend(group, qg, kg, vg, k_cache, v_cache, scale)
+            if group.prefix_rows is not None and prefix is not None:
+                o, lse = _attend(group, qg, kg, vg, k_cache, v_cache, scale, with_lse=True)
+                o = _merge(prefix[0][group.prefix_rows], prefix[1][group.prefix_rows], o, lse)
+            else:
+                o = _attend(group, qg, kg, vg, k_cache, v_cache, scale)
             if group.valid_rows is not None:
                 o = o.index_select(0, group.valid_rows)
             out.index_copy_(0, group.dest_tokens, o)
@@ -180,6 +237,46 @@ def write_kv_cache(
     v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, v)
 
 
+def _attend_with_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """SDPA that also returns each row's log-sum-exp ([B, H, L] float32), for merging partial attentions.
+
+    The CPU flash kernel behind ``scaled_dot_product_attention`` computes it anyway; ``mask`` is additive."""
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, 0.0, False, attn_mask=mask, scale=scale
+    )
+    return out, lse
+
+
+def _attend_prefix(
+    prefix: _Prefix, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every decode's attention over the shared blocks: ``([N, H, D], lse [N, H])``.
+
+    One product per KV head over all decodes' query heads: the prefix is read once, not once per sequence."""
+    num_heads, head_dim = q.shape[1], q.shape[2]
+    num_kv_heads = k_cache.shape[2]
+    group = num_heads // num_kv_heads
+    n = prefix.query_index.numel()
+    qp = q.index_select(0, prefix.query_index).view(n, num_kv_heads, group, head_dim)
+    qp = qp.permute(1, 0, 2, 3).reshape(1, num_kv_heads, n * group, head_dim)
+    kp = k_cache.index_select(0, prefix.block_ids).view(-1, num_kv_heads, head_dim).transpose(0, 1).unsqueeze(0)
+    vp = v_cache.index_select(0, prefix.block_ids).view(-1, num_kv_heads, head_dim).transpose(0, 1).unsqueeze(0)
+    out, lse = _attend_with_lse(qp, kp, vp, None, scale)
+    out = out.view(num_kv_heads, n, group, head_dim).permute(1, 0, 2, 3).reshape(n, num_heads, head_dim)
+    lse = lse.view(num_kv_heads, n, group).permute(1, 0, 2).reshape(n, num_heads)
+    return out, lse
+
+
+def _merge(o1: torch.Tensor, lse1: torch.Tensor, o2: torch.Tensor, lse2: torch.Tensor) -> torch.Tensor:
+    """Softmax attention over the union of two key sets, from each set's normalised output and log-sum-exp."""
+    lse = torch.logaddexp(lse1, lse2)
+    w1 = torch.exp(lse1 - lse).unsqueeze(-1).to(o1.dtype)
+    w2 = torch.exp(lse2 - lse).unsqueeze(-1).to(o2.dtype)
+    return o1 * w1 + o2 * w2
+
+
 def _attend(
     g: _Group,
     q: torch.Tensor,  # [S * max_q, H, D], padded queries in sequence-major order
@@ -188,7 +285,8 @@ def _attend(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     scale: float,
-) -> torch.Tensor:  # [S * max_q, H, D]
+    with_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # [S * max_q, H, D] (and lse [S * max_q, H])
     num_heads, head_dim = q.shape[1], q.shape[2]
     num_kv_heads = k_cache.shape[2]
     if g.max_query_len == 1:
@@ -213,6 +311,11 @@ def _attend(
         vp = g.v_buf.view(g.num_seqs, g.num_ctx_slots, num_kv_heads, head_dim).transpose(1, 2)
         mask = g.mask
     if g.max_query_len == 1:
+        if with_lse:
+            if g.additive_mask is None:
+                g.additive_mask = torch.zeros(mask.shape, dtype=q.dtype).masked_fill_(~mask, float("-inf"))
+            out, lse = _attend_with_lse(qp, kp, vp, g.additive_mask, scale)
+            return out.reshape(-1, num_heads, head_dim), lse.reshape(-1, num_heads)
         out = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, scale=scale)
         return out.reshape(-1, num_heads, head_dim)
     out = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, scale=scale, enable_gqa=num_heads != num_kv_heads)

@@ -119,3 +119,61 @@ def test_decodes_are_bucketed_by_context_length() -> None:
     buckets = [sorted(b.tolist()) for b in _context_buckets(seqs, bimodal, 16)]
     assert sorted(i for b in buckets for i in b) == list(range(10))  # a partition
     assert [0, 3, 7] in buckets  # the long ones are padded together, apart from the short ones
+
+
+def shared_prefix_layout(prefix_blocks: int, own_lens: list[int], block_size: int, gen: torch.Generator):
+    """Decodes whose block tables start with the same ``prefix_blocks`` physical blocks (a shared system
+    prompt), then blocks of their own; plus one prefill chunk that does not share them."""
+    num_blocks = prefix_blocks + sum(-(-n // block_size) for n in own_lens) + 8
+    perm = torch.randperm(num_blocks, generator=gen).tolist()
+    shared, perm = perm[:prefix_blocks], perm[prefix_blocks:]
+    tables, slots, context_lens, query_start = [], [], [], [0]
+    for own in own_lens:
+        ctx = prefix_blocks * block_size + own
+        need = -(-ctx // block_size) - prefix_blocks
+        table, perm = shared + perm[:need], perm[need:]
+        tables.append(table)
+        slots.append(table[(ctx - 1) // block_size] * block_size + (ctx - 1) % block_size)
+        context_lens.append(ctx)
+        query_start.append(query_start[-1] + 1)
+    chunk = perm[:2]  # a 5-token chunk continuing a 3-token context, in blocks of its own
+    tables.append(chunk)
+    slots += [chunk[p // block_size] * block_size + p % block_size for p in range(3, 8)]
+    context_lens.append(8)
+    query_start.append(query_start[-1] + 5)
+    width = max(len(t) for t in tables)
+    meta = AttentionMetadata(
+        slot_mapping=torch.tensor(slots, dtype=torch.int64),
+        block_tables=torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32),
+        context_lens=torch.tensor(context_lens, dtype=torch.int32),
+        query_start_loc=torch.tensor(query_start, dtype=torch.int32),
+        max_query_len=5,
+        max_context_len=max(context_lens),
+    )
+    return meta, num_blocks
+
+
+@pytest.mark.parametrize("own_lens", [[1, 5, 40, 3], [16, 17, 1], [200, 2, 90, 7, 31]])
+def test_cascade_over_a_shared_prefix_matches_the_reference(own_lens, monkeypatch) -> None:
+    from inference.worker.attention import torch_backend
+
+    gen, bs, heads, kv_heads, dim = torch.Generator().manual_seed(len(own_lens)), 4, 9, 3, 16
+    meta, num_blocks = shared_prefix_layout(20, own_lens, bs, gen)
+    k_cache = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen)
+    v_cache = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen)
+    num_tokens = meta.slot_mapping.numel()
+    q = torch.randn(num_tokens, heads, dim, generator=gen)
+    k = torch.randn(num_tokens, kv_heads, dim, generator=gen)
+    v = torch.randn(num_tokens, kv_heads, dim, generator=gen)
+    backend = TorchAttentionBackend()
+    backend.prepare(meta, bs)
+    assert meta.state.prefix is not None and meta.state.prefix.block_ids.numel() == 20  # the cascade is used
+    out = backend.forward(q, k, v, k_cache, v_cache, meta, 0.25)
+    expected = naive_paged_attention(q, k_cache, v_cache, meta, 0.25)
+    torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+
+    monkeypatch.setattr(torch_backend, "CASCADE_MIN_TOKENS", 10**9)  # the same step without the cascade
+    backend.prepare(meta, bs)
+    assert meta.state.prefix is None
+    plain = backend.forward(q, k, v, k_cache, v_cache, meta, 0.25)
+    torch.testing.assert_close(out, plain, atol=1e-5, rtol=1e-5)
