@@ -59,6 +59,10 @@ def _origin(line: str) -> str:
 
 
 class StoreSettingsForm(forms.ModelForm):
+    base_url = forms.URLField(
+        required=False, assume_scheme="https", label="Base URL",
+        help_text="Product links are built from this and the product's handle.",
+    )
     support_timezone = forms.CharField(required=False, label="Time zone", initial="UTC")
     support_weekdays = forms.TypedMultipleChoiceField(
         choices=WEEKDAYS, coerce=int, required=False, widget=forms.CheckboxSelectMultiple, label="Days"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -76,8 +77,23 @@ def prewarm(store: Store, prompt_version: PromptVersion) -> PrewarmResult:
     return asyncio.run(aprewarm(store, prompt_version))
 
 
+# A publish right after the server starts may come while the model is still loading: wait that long for it.
+ENGINE_WAIT_SECONDS = 300.0
+
+
+def _wait_for_engine(timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while (engine := engine_service.running_engine()) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return engine
+
+
 def _run(version_id: int) -> None:
     try:
+        # Never load the model from here: only warm an engine that serves chats in this process.
+        if _wait_for_engine(ENGINE_WAIT_SECONDS) is None:
+            logger.info("no engine running in this process; prompt version %s not pre-warmed", version_id)
+            return
         version = PromptVersion.objects.select_related("store").get(pk=version_id)
         if version.status != PromptVersion.Status.PUBLISHED:
             return  # replaced again before we got to it: warming it would only evict useful blocks
