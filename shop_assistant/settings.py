@@ -136,7 +136,8 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 WHITENOISE_USE_FINDERS = DEBUG
 WHITENOISE_AUTOREFRESH = DEBUG
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/studio/"
 
 # --- Redis: channel layer and Celery broker --------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")

@@ -3,5 +3,7 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("studio/", include("shop_assistant.prompts.urls")),
     path("", include("shop_assistant.chat.urls")),
 ]

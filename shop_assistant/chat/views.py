@@ -16,6 +16,11 @@ def _http_url(url: str) -> str:
     return url if url.lower().startswith(("http://", "https://")) else ""
 
 
+def _image_url(url: str) -> str:
+    """An http(s) image, or one this site serves itself (a path: the demo store ships its pictures)."""
+    return url if url.startswith("/") and not url.startswith("//") and "\\" not in url else _http_url(url)
+
+
 def storefront_products(store: Store, limit: int = 48) -> list[dict[str, Any]]:
     """The store's active products as the page shows them: price, stock and image straight from catalog rows."""
     products = (
@@ -43,7 +48,7 @@ def storefront_products(store: Store, limit: int = 48) -> list[dict[str, Any]]:
                 "price_varies": len(set(prices)) > 1,
                 "currency": variants[0].currency if variants else store.currency,
                 "in_stock": any(v.in_stock for v in variants),
-                "image": _http_url(image),
+                "image": _image_url(image),
                 "image_alt": images[0].alt_text if images else product.title,
             }
         )

@@ -22,6 +22,14 @@ class PromptVersion(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # A rollback publishes an earlier version's text again as a new version; this points at that version.
+    restored_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # What the last pre-warm after publishing left in the engine's prefix cache (diagnostics for the studio).
+    prewarmed_tokens = models.PositiveIntegerField(null=True, blank=True)
+    prewarmed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["store", "-version"]
@@ -40,3 +48,17 @@ class PromptVersion(models.Model):
         if not self.policies.strip():
             return self.system_prompt.strip()
         return f"{self.system_prompt.strip()}\n\nStore policies:\n{self.policies.strip()}"
+
+
+class SampleQuestion(models.Model):
+    """A question the studio's preview asks of a draft and of the published version, side by side."""
+
+    store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="sample_questions")
+    text = models.CharField(max_length=500)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["store", "position", "id"]
+
+    def __str__(self) -> str:
+        return self.text

@@ -1,0 +1,20 @@
+from django.urls import path
+
+from . import views
+
+app_name = "studio"
+
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("<slug:slug>/", views.store_home, name="store"),
+    path("<slug:slug>/drafts/new", views.new_draft, name="new_draft"),
+    path("<slug:slug>/drafts/<int:version_id>/", views.draft, name="draft"),
+    path("<slug:slug>/versions/<int:version_id>/", views.version_detail, name="version"),
+    path("<slug:slug>/versions/<int:version_id>/publish", views.publish, name="publish"),
+    path("<slug:slug>/versions/<int:version_id>/rollback", views.rollback, name="rollback"),
+    path("<slug:slug>/versions/<int:version_id>/discard", views.discard, name="discard"),
+    path("<slug:slug>/questions", views.save_questions, name="questions"),
+    path("<slug:slug>/tokens", views.count_tokens, name="tokens"),
+    path("<slug:slug>/preview", views.preview, name="preview"),
+    path("<slug:slug>/settings", views.store_settings, name="settings"),
+]

@@ -1,0 +1,293 @@
+"""The owner's studio: pages and actions. Thin: versioning lives in ``services``, costs in ``budget``, the preview
+in ``preview``. Every page and action is for owners of the store only (403 for everyone else, anonymous too)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from functools import wraps
+
+from asgiref.sync import sync_to_async
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from catalog.models import Store
+from shop_assistant.console.roles import Role, can_work_on, stores_for
+
+from . import budget, services
+from .forms import DEFAULT_SAMPLE_QUESTIONS, DraftForm, SampleQuestionsForm, StoreSettingsForm
+from .models import PromptVersion, SampleQuestion
+from .prewarm import prewarm_in_background
+from .preview import preview_events
+
+
+def forbidden(request: HttpRequest) -> HttpResponse:
+    return render(request, "studio/forbidden.html", status=403)
+
+
+def owner_store(request: HttpRequest, slug: str) -> Store:
+    """The store named by ``slug`` if the user owns it; 403 otherwise (also for a store that does not exist, so
+    the studio does not tell strangers which stores exist)."""
+    store = Store.objects.filter(slug=slug).first()
+    if store is None or not can_work_on(request.user, store, Role.OWNER):
+        raise PermissionDenied
+    return store
+
+
+def owners_only(view):
+    """Resolve ``slug`` to the owned store and pass it as ``store``; render the 403 page for anyone else."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, slug: str, *args, **kwargs) -> HttpResponse:
+        try:
+            store = owner_store(request, slug)
+        except PermissionDenied:
+            return forbidden(request)
+        return view(request, store, *args, **kwargs)
+
+    return wrapper
+
+
+def sample_questions(store: Store) -> list[str]:
+    return list(store.sample_questions.values_list("text", flat=True)) or list(DEFAULT_SAMPLE_QUESTIONS)
+
+
+def _versions(store: Store):
+    return PromptVersion.objects.filter(store=store).select_related("created_by", "published_by", "restored_from")
+
+
+# --- pages ------------------------------------------------------------------------------------------------
+
+
+@require_GET
+def index(request: HttpRequest) -> HttpResponse:
+    stores = list(stores_for(request.user, Role.OWNER).order_by("name"))
+    if not stores:
+        return forbidden(request)
+    if len(stores) == 1:
+        return redirect("studio:store", slug=stores[0].slug)
+    return render(request, "studio/index.html", {"stores": stores})
+
+
+@require_GET
+@owners_only
+def store_home(request: HttpRequest, store: Store) -> HttpResponse:
+    versions = list(_versions(store))
+    published = next((v for v in versions if v.status == PromptVersion.Status.PUBLISHED), None)
+    return render(
+        request,
+        "studio/store.html",
+        {
+            "store": store,
+            "published": published,
+            "published_budget": budget.prompt_budget(published.full_text()) if published else None,
+            "drafts": [v for v in versions if v.status == PromptVersion.Status.DRAFT],
+            "history": [v for v in versions if v.status != PromptVersion.Status.DRAFT],
+            "questions_form": SampleQuestionsForm(initial={"questions": "\n".join(sample_questions(store))}),
+        },
+    )
+
+
+@require_POST
+@owners_only
+def new_draft(request: HttpRequest, store: Store) -> HttpResponse:
+    source_id = request.POST.get("from")
+    source = (
+        get_object_or_404(PromptVersion, store=store, pk=source_id) if source_id else services.published_prompt(store)
+    )
+    if source is None:
+        source = services.ensure_default_prompt(store)
+    draft = services.create_draft(
+        store, source.system_prompt, source.policies, user=request.user, note=f"from v{source.version}"
+    )
+    return redirect("studio:draft", slug=store.slug, version_id=draft.pk)
+
+
+@owners_only
+def draft(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
+    version = get_object_or_404(PromptVersion, store=store, pk=version_id)
+    if version.status != PromptVersion.Status.DRAFT:
+        return redirect("studio:version", slug=store.slug, version_id=version.pk)
+    form = DraftForm(request.POST or None, instance=version)
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                services.update_draft(
+                    version, form.cleaned_data["system_prompt"], form.cleaned_data["policies"], form.cleaned_data["note"]
+                )
+            except services.PromptError as exc:
+                messages.error(request, str(exc))
+            else:
+                if "publish" in request.POST:
+                    return publish(request, store.slug, version.pk)
+                messages.success(request, f"Draft v{version.version} saved.")
+                return redirect("studio:draft", slug=store.slug, version_id=version.pk)
+        version.refresh_from_db()
+    published = services.published_prompt(store)
+    return render(
+        request,
+        "studio/draft.html",
+        {
+            "store": store,
+            "version": version,
+            "form": form,
+            "published": published,
+            "budget": budget.prompt_budget(version.full_text()),
+            "published_budget": budget.prompt_budget(published.full_text()) if published else None,
+            "diff": budget.line_diff(published.full_text() if published else "", version.full_text()),
+            "questions": sample_questions(store),
+        },
+    )
+
+
+@require_GET
+@owners_only
+def version_detail(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
+    version = get_object_or_404(_versions(store), pk=version_id)
+    previous = _versions(store).filter(version__lt=version.version).exclude(status=PromptVersion.Status.DRAFT).first()
+    return render(
+        request,
+        "studio/version.html",
+        {
+            "store": store,
+            "version": version,
+            "previous": previous,
+            "budget": budget.prompt_budget(version.full_text()),
+            "diff": budget.line_diff(previous.full_text() if previous else "", version.full_text()),
+        },
+    )
+
+
+def _expected_published(request: HttpRequest) -> int | None:
+    raw = request.POST.get("expected_published", "")
+    return int(raw) if raw.isdigit() else None
+
+
+@require_POST
+@owners_only
+def publish(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
+    version = get_object_or_404(PromptVersion, store=store, pk=version_id)
+    try:
+        published = services.publish(version, user=request.user, expected_published=_expected_published(request))
+    except services.PromptError as exc:
+        messages.error(request, str(exc))
+        return redirect("studio:draft", slug=store.slug, version_id=version.pk)
+    prewarm_in_background(published)  # after the commit, on a thread: publishing does not wait for it
+    messages.success(request, f"Published v{published.version}; shoppers get it from their next message.")
+    return redirect("studio:store", slug=store.slug)
+
+
+@require_POST
+@owners_only
+def rollback(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
+    target = get_object_or_404(PromptVersion, store=store, pk=version_id)
+    try:
+        published = services.rollback(target, user=request.user, expected_published=_expected_published(request))
+    except services.PromptError as exc:
+        messages.error(request, str(exc))
+    else:
+        prewarm_in_background(published)
+        messages.success(request, f"Rolled back: v{published.version} publishes the text of v{target.version}.")
+    return redirect("studio:store", slug=store.slug)
+
+
+@require_POST
+@owners_only
+def discard(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
+    version = get_object_or_404(PromptVersion, store=store, pk=version_id)
+    try:
+        services.discard_draft(version)
+    except services.PromptError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Draft v{version.version} discarded.")
+    return redirect("studio:store", slug=store.slug)
+
+
+@require_POST
+@owners_only
+def save_questions(request: HttpRequest, store: Store) -> HttpResponse:
+    form = SampleQuestionsForm(request.POST)
+    if form.is_valid():
+        SampleQuestion.objects.filter(store=store).delete()
+        SampleQuestion.objects.bulk_create(
+            SampleQuestion(store=store, text=text, position=i) for i, text in enumerate(form.cleaned_data["questions"])
+        )
+        messages.success(request, "Sample questions saved.")
+    else:
+        messages.error(request, " ".join(form.errors.get("questions", ["Check the questions."])))
+    return redirect(request.POST.get("next") if request.POST.get("next", "").startswith("/studio/") else
+                    reverse("studio:store", kwargs={"slug": store.slug}))
+
+
+@require_POST
+@owners_only
+def count_tokens(request: HttpRequest, store: Store) -> JsonResponse:
+    """Live token count while the owner types (the draft is not saved)."""
+    text = PromptVersion(system_prompt=request.POST.get("system_prompt", ""), policies=request.POST.get("policies", ""))
+    result = budget.prompt_budget(text.full_text())
+    if result is None:
+        return JsonResponse({"ready": False})
+    return JsonResponse(
+        {
+            "ready": True,
+            "tokens": result.tokens,
+            "blocks": result.blocks,
+            "full_blocks": result.full_blocks,
+            "block_size": result.block_size,
+            "max_model_len": result.max_model_len,
+            "room": result.room,
+            "too_long": result.too_long,
+        }
+    )
+
+
+@owners_only
+def store_settings(request: HttpRequest, store: Store) -> HttpResponse:
+    form = StoreSettingsForm(request.POST or None, instance=store)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, "Settings saved.")
+        return redirect("studio:settings", slug=store.slug)
+    script = request.build_absolute_uri(static("widget/widget.js"))
+    snippet = f'<script src="{script}" data-store="{store.slug}" data-key="{store.widget_key}" async></script>'
+    return render(request, "studio/settings.html", {"store": store, "form": form, "snippet": snippet})
+
+
+# --- preview stream ---------------------------------------------------------------------------------------
+
+
+def _preview_target(request: HttpRequest, slug: str) -> tuple[Store, PromptVersion, str]:
+    store = owner_store(request, slug)
+    version = PromptVersion.objects.filter(store=store, pk=request.POST.get("version", "")).first() if request.POST.get(
+        "version", ""
+    ).isdigit() else None
+    question = request.POST.get("question", "").strip()
+    if version is None or not question or len(question) > 2000:
+        raise ValueError("name a version of this store and a question")
+    return store, version, question
+
+
+async def _sse(events: AsyncIterator[dict]) -> AsyncIterator[bytes]:
+    async for event in events:
+        yield f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+
+
+@require_POST
+async def preview(request: HttpRequest, slug: str) -> HttpResponse:
+    """Server-sent events of one preview answer (POST: it runs the model, and carries the CSRF token)."""
+    try:
+        store, version, question = await sync_to_async(_preview_target)(request, slug)
+    except PermissionDenied:
+        return await sync_to_async(forbidden)(request)
+    except ValueError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    response = StreamingHttpResponse(_sse(preview_events(store, version, question)), content_type="text/event-stream")
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"  # nginx: pass events on as they come
+    return response

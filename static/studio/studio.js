@@ -1,0 +1,170 @@
+/* The studio's small bits of behaviour: live token count, the streaming preview, copying the embed snippet.
+ * Text from the server or the model only ever reaches the page as text nodes (textContent), never as HTML. */
+(function () {
+  "use strict";
+
+  function csrfToken() {
+    var input = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function post(url, fields) {
+    var body = new URLSearchParams(fields);
+    return fetch(url, {
+      method: "POST",
+      body: body,
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken() },
+    });
+  }
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function safeHttpUrl(raw) {
+    try {
+      var url = new URL(raw, document.baseURI);
+      if (url.protocol === "http:" || url.protocol === "https:") return url.href;
+    } catch (e) { /* not a URL */ }
+    return null;
+  }
+
+  // --- live token count ------------------------------------------------------------------------------
+  var form = document.getElementById("draft-form");
+  if (form) {
+    var timer = null;
+    var budget = form.querySelector("[data-budget]");
+    var update = function () {
+      post(form.dataset.tokensUrl, {
+        system_prompt: form.elements.system_prompt.value,
+        policies: form.elements.policies.value,
+      }).then(function (r) { return r.json(); }).then(function (data) {
+        if (!data.ready || !budget.querySelector("[data-tokens]")) return;
+        budget.querySelector("[data-tokens]").textContent = data.tokens;
+        budget.querySelector("[data-blocks]").textContent = data.blocks;
+        budget.querySelector("[data-full-blocks]").textContent = data.full_blocks;
+        budget.querySelector("[data-percent]").textContent = Math.round(100 * data.tokens / data.max_model_len);
+        budget.querySelector("[data-room]").textContent = data.room;
+        budget.querySelector("[data-warning]").hidden = !data.too_long;
+        budget.classList.toggle("too-long", data.too_long);
+      }).catch(function () { /* the count is a convenience; saving still works */ });
+    };
+    form.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(update, 400);
+    });
+  }
+
+  // --- preview -----------------------------------------------------------------------------------------
+  function placeholderImage(img) {
+    img.addEventListener("error", function () { img.removeAttribute("src"); img.classList.add("broken"); });
+  }
+
+  function renderCards(list, items) {
+    list.textContent = "";
+    (items || []).forEach(function (item) {
+      var li = el("li", "card-item");
+      var image = item.image ? safeHttpUrl(item.image) : null;
+      var img = el("img", "card-image" + (image ? "" : " broken"));
+      img.alt = "";
+      img.width = 48;
+      img.height = 48;
+      placeholderImage(img);
+      if (image) img.src = image;
+      li.appendChild(img);
+      var body = el("div", "card-body");
+      var href = item.url ? safeHttpUrl(item.url) : null;
+      var title = el(href ? "a" : "span", "card-title", item.title || item.sku || "");
+      if (href) { title.href = href; title.target = "_blank"; title.rel = "noopener noreferrer"; }
+      body.appendChild(title);
+      body.appendChild(el("span", "card-price", (item.price || "") + " " + (item.currency || "")));
+      body.appendChild(el("span", "stock " + (item.in_stock ? "in" : "out"), item.in_stock ? "In stock" : "Out of stock"));
+      li.appendChild(body);
+      list.appendChild(li);
+    });
+  }
+
+  function handle(cell, event) {
+    if (event.type === "products") {
+      renderCards(cell.querySelector(".cards"), event.items);
+    } else if (event.type === "token") {
+      cell.querySelector(".text").textContent += event.text;
+    } else if (event.type === "end") {
+      var u = event.usage || {};
+      cell.querySelector(".stats").textContent =
+        u.prompt_tokens + " prompt tokens, " + u.cached_tokens + " cached · " + u.completion_tokens +
+        " generated · first token " + (event.first_token_ms === null ? "—" : event.first_token_ms + " ms") +
+        " · " + event.finish_reason;
+      cell.dataset.cachedTokens = u.cached_tokens;
+      cell.removeAttribute("aria-busy");
+      cell.classList.add("done");
+    } else if (event.type === "error") {
+      cell.querySelector(".text").textContent = "";
+      cell.querySelector(".stats").textContent = event.message;
+      cell.removeAttribute("aria-busy");
+      cell.classList.add("done", "failed");
+    }
+  }
+
+  async function runOne(url, cell, version, question) {
+    cell.setAttribute("aria-busy", "true");
+    cell.classList.remove("done", "failed");
+    cell.querySelector(".text").textContent = "";
+    cell.querySelector(".cards").textContent = "";
+    cell.querySelector(".stats").textContent = "…";
+    if (!version) {
+      handle(cell, { type: "error", message: "nothing published" });
+      return;
+    }
+    try {
+      var response = await post(url, { version: version, question: question });
+      if (!response.ok || !response.body) {
+        handle(cell, { type: "error", message: "preview failed (" + response.status + ")" });
+        return;
+      }
+      var reader = response.body.getReader();
+      var decoder = new TextDecoder();
+      var buffer = "";
+      for (;;) {
+        var chunk = await reader.read();
+        if (chunk.done) break;
+        buffer += decoder.decode(chunk.value, { stream: true });
+        var parts = buffer.split("\n\n");
+        buffer = parts.pop();
+        parts.forEach(function (part) {
+          if (part.indexOf("data: ") === 0) handle(cell, JSON.parse(part.slice(6)));
+        });
+      }
+    } catch (e) {
+      handle(cell, { type: "error", message: "preview failed: " + e });
+    }
+  }
+
+  var preview = document.getElementById("preview");
+  var runButton = document.getElementById("run-preview");
+  if (preview && runButton) {
+    runButton.addEventListener("click", function () {
+      runButton.disabled = true;
+      var runs = [];
+      preview.querySelectorAll("tr[data-question]").forEach(function (row) {
+        var question = row.dataset.question;
+        runs.push(runOne(preview.dataset.url, row.querySelector('[data-side="draft"]'), preview.dataset.draft, question));
+        runs.push(runOne(preview.dataset.url, row.querySelector('[data-side="published"]'), preview.dataset.published, question));
+      });
+      Promise.all(runs).then(function () { runButton.disabled = false; });
+    });
+  }
+
+  // --- copy the embed snippet ----------------------------------------------------------------------------
+  document.querySelectorAll("[data-copy]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var text = document.querySelector(button.dataset.copy).textContent;
+      navigator.clipboard.writeText(text).then(function () { button.textContent = "Copied"; },
+        function () { button.textContent = "Select and copy the text above"; });
+    });
+  });
+})();

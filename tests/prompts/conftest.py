@@ -1,0 +1,44 @@
+"""Fixtures for the studio tests: the chat's engine, demo store and daphne fixtures, and users with roles."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+# The chat's fixtures, shared rather than copied: the engine is process-wide, so both directories use one.
+from tests.chat.conftest import (  # noqa: F401
+    asgi_app,
+    chat_engine,
+    chat_settings,
+    daphne_server,
+    demo_store,
+    ws,
+)
+
+PASSWORD = "studio-test-password"
+
+
+def make_user(username: str, store=None, role: str | None = None):
+    from shop_assistant.console.models import StoreMembership
+
+    user = get_user_model().objects.create_user(username, f"{username}@example.com", PASSWORD)
+    if store is not None and role:
+        StoreMembership.objects.create(user=user, store=store, role=role)
+    return user
+
+
+@pytest.fixture
+def store(db):
+    from catalog.models import Store
+
+    return Store.objects.create(slug="corner", name="Corner Shop")
+
+
+@pytest.fixture
+def owner(store):
+    return make_user("olivia", store, "owner")
+
+
+@pytest.fixture
+def agent(store):
+    return make_user("adam", store, "agent")
