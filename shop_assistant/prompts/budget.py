@@ -52,8 +52,7 @@ class Budget:
 def engine_limits(engine: Any | None) -> tuple[int, int]:
     """(block_size, max_model_len) of the running engine, else from settings.ENGINE."""
     if engine is not None:
-        config = engine.engine.config
-        return int(config.block_size), int(config.max_model_len)
+        return engine.block_size, engine.max_model_len
     return int(settings.ENGINE.get("block_size") or 16), int(settings.ENGINE.get("max_model_len") or 2048)
 
 
@@ -65,7 +64,7 @@ def prompt_budget(system_text: str, engine: Any | None = None) -> Budget | None:
     if engine is None:
         return None
     block_size, max_model_len = engine_limits(engine)
-    tokens = len(system_prefix_ids(engine_service.tokenizer_of(engine), system_text))
+    tokens = len(system_prefix_ids(engine, system_text))
     return Budget(tokens=tokens, block_size=block_size, max_model_len=max_model_len)
 
 

@@ -55,11 +55,11 @@ def prepare(engine: Any, store: Store, version: PromptVersion, question: str) ->
     max_tokens, _ = decoding(store)
     with _tokenizer_lock:
         assembled = assemble(
-            engine_service.tokenizer_of(engine),
+            engine.tokenizer,
             version.full_text(),
             [],
             user_turn_content(question, retrieved.facts),
-            max_model_len=engine_service.max_model_len_of(engine),
+            max_model_len=engine.max_model_len,
             max_tokens=max_tokens,
         )
     return Prepared(retrieved, assembled.token_ids, assembled.max_tokens)
@@ -100,5 +100,5 @@ async def preview_events(store: Store, version: PromptVersion, question: str) ->
             if delta.finish_reason:
                 finish = delta.finish_reason
             if delta.usage is not None:
-                usage = engine_service.usage_dict(delta.usage)
+                usage = delta.usage.as_dict()
     yield {"type": "end", "finish_reason": finish, "usage": usage, "first_token_ms": first_token_ms}

@@ -2,9 +2,8 @@
 
 The prefix is rendered exactly as the chat renders the start of every conversation (the system message through
 the model's chat template, under the store's cache salt), so the blocks it leaves in the engine's prefix cache
-are the ones a shopper's first turn looks up. Until the engine has a native "prefill without sampling" call, the
-prefix goes through the ordinary request path with ``max_tokens=1``; only full blocks are cached, so a prompt of
-``n`` tokens warms ``n // block_size * block_size`` of them.
+are the ones a shopper's first turn looks up. The engine prefills it without sampling (``AsyncLLM.prefill``);
+only full blocks are cached, so a prompt of ``n`` tokens warms ``n // block_size * block_size`` of them.
 """
 
 from __future__ import annotations
@@ -13,9 +12,8 @@ import asyncio
 import logging
 import threading
 import time
-import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
@@ -23,10 +21,12 @@ from django.utils import timezone
 
 from catalog.models import Store
 from shop_assistant.chat import engine as engine_service
-from shop_assistant.chat.prompting import render
 from shop_assistant.chat.session import _tokenizer_lock
 
 from .models import PromptVersion
+
+if TYPE_CHECKING:
+    from inference import AsyncLLM
 
 logger = logging.getLogger(__name__)
 
@@ -41,34 +41,19 @@ class PrewarmResult:
     warm_tokens: int  # full blocks of the prefix that are now in the prefix cache
 
 
-def system_prefix_ids(tokenizer: Any, system_text: str) -> list[int]:
+def system_prefix_ids(engine: AsyncLLM, system_text: str) -> list[int]:
     """The tokens every conversation of the store starts with: the system message alone, as the chat renders it."""
     with _tokenizer_lock:
-        return render(tokenizer, [{"role": "system", "content": system_text}], add_generation_prompt=False)
+        return engine.encode_chat([{"role": "system", "content": system_text}], add_generation_prompt=False)
 
 
-def block_size_of(engine: Any) -> int:
-    return int(engine.engine.config.block_size)
-
-
-async def aprewarm(store: Store, prompt_version: PromptVersion, engine: Any = None) -> PrewarmResult:
-    """``prewarm`` from async code (the engine streams to the caller's event loop)."""
-    from inference import SamplingParams
-
+async def aprewarm(store: Store, prompt_version: PromptVersion, engine: AsyncLLM | None = None) -> PrewarmResult:
+    """``prewarm`` from async code."""
     engine = engine or await engine_service.aget_engine()
-    ids = await asyncio.to_thread(system_prefix_ids, engine_service.tokenizer_of(engine), prompt_version.full_text())
-    cached = 0
-    stream = engine.stream(
-        f"prewarm-{store.pk}-{prompt_version.pk}-{uuid.uuid4().hex[:8]}",
-        ids,
-        SamplingParams(max_tokens=1, temperature=0.0),
-        cache_salt=store.cache_salt,
-    )
-    async for delta in stream:
-        if delta.usage is not None:
-            cached = int(delta.usage.cached_tokens)
-    block = block_size_of(engine)
-    return PrewarmResult(prompt_tokens=len(ids), cached_tokens=cached, warm_tokens=len(ids) // block * block)
+    ids = await asyncio.to_thread(system_prefix_ids, engine, prompt_version.full_text())
+    usage = await engine.prefill(ids, cache_salt=store.cache_salt)
+    block = engine.block_size
+    return PrewarmResult(prompt_tokens=len(ids), cached_tokens=usage.cached_tokens, warm_tokens=len(ids) // block * block)
 
 
 def prewarm(store: Store, prompt_version: PromptVersion) -> PrewarmResult:

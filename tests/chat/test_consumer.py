@@ -234,7 +234,7 @@ async def test_a_prompt_longer_than_the_model_reads_is_refused(ws, demo_store, s
     await client.send({"type": "message", "text": "boots " * 2000})
     frame = await client.receive()
     assert frame["type"] == "error" and frame["code"] == "prompt_too_long"
-    assert frame["limit"] == chat_engine.engine.config.max_model_len
+    assert frame["limit"] == chat_engine.max_model_len
     answer = await client.ask("OK, short one then: any socks?")
     assert answer.end["finish_reason"] in {"stop", "length"}
     await client.close()
@@ -245,7 +245,7 @@ async def test_long_history_is_trimmed_oldest_first(ws, demo_store, settings, ch
     settings.CHAT = {**settings.CHAT, "max_message_chars": 5000}
     client = await ws("/ws/chat/?store=demo")
     ready = client.ready
-    limit = chat_engine.engine.config.max_model_len
+    limit = chat_engine.max_model_len
     prompt_tokens = []
     for i in range(5):
         answer = await client.ask(f"Question {i}: " + "I like long walks in the mountains. " * 12)

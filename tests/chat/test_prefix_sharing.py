@@ -23,7 +23,7 @@ async def test_second_session_reuses_the_system_prompt_blocks(ws, chat_engine):
     other_store, other_system = await database_sync_to_async(make_store)("twin-b")
     assert system == other_system and first_store.cache_salt != other_store.cache_salt
 
-    block_size = chat_engine.engine.config.block_size
+    block_size = chat_engine.block_size
     shared = system_prompt_tokens(chat_engine.tokenizer, system) // block_size * block_size
     assert shared >= 4 * block_size
 

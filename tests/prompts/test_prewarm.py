@@ -16,7 +16,7 @@ from shop_assistant.chat.prompting import assemble, user_turn_content
 from shop_assistant.chat.session import ChatSession
 from shop_assistant.prompts import services
 from shop_assistant.prompts.defaults import DEFAULT_POLICIES, DEFAULT_SYSTEM_PROMPT
-from shop_assistant.prompts.prewarm import aprewarm, block_size_of, prewarm, system_prefix_ids
+from shop_assistant.prompts.prewarm import aprewarm, prewarm, system_prefix_ids
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("chat_settings")]
 
@@ -44,8 +44,8 @@ async def test_prewarm_caches_the_full_blocks_for_the_stores_salt_only(transacti
     store = await database_sync_to_async(Store.objects.create)(slug="warm", name="Warm Outfitters")
     version = await database_sync_to_async(publish_unique)(store, uuid.uuid4().hex)
     text = version.full_text()
-    block = block_size_of(chat_engine)
-    prefix = len(system_prefix_ids(chat_engine.tokenizer, text))
+    block = chat_engine.block_size
+    prefix = len(system_prefix_ids(chat_engine, text))
     full = prefix // block * block
     assert full >= 4 * block
 
@@ -88,12 +88,12 @@ RUNS = 5
 
 async def test_first_shopper_after_publish_ttft_with_and_without_prewarm(transactional_db, chat_engine, record_property):
     store = await database_sync_to_async(Store.objects.create)(slug="ttft", name="Timing Outfitters")
-    block = block_size_of(chat_engine)
+    block = chat_engine.block_size
     timings: dict[str, list[float]] = {"prewarmed": [], "cold": []}
     for run in range(RUNS):
         for mode in ("cold", "prewarmed") if run % 2 else ("prewarmed", "cold"):
             version = await database_sync_to_async(publish_unique)(store, f"{mode}-{run}-{uuid.uuid4().hex}")
-            full = len(system_prefix_ids(chat_engine.tokenizer, version.full_text())) // block * block
+            full = len(system_prefix_ids(chat_engine, version.full_text())) // block * block
             if mode == "prewarmed":
                 await aprewarm(store, version, chat_engine)
             ms, usage = await first_token_ms(store)

@@ -244,8 +244,8 @@ def test_token_count_blocks_and_too_long_warning(store, versions, owner, chat_en
     _, published, draft = versions
     client = Client()
     client.force_login(owner)
-    tokens = len(system_prefix_ids(chat_engine.tokenizer, draft.full_text()))
-    block = chat_engine.engine.config.block_size
+    tokens = len(system_prefix_ids(chat_engine, draft.full_text()))
+    block = chat_engine.block_size
     page = client.get(f"/studio/corner/drafts/{draft.pk}/").content.decode()
     assert f"<span data-tokens>{tokens}</span> tokens" in page
     assert f"<span data-blocks>{-(-tokens // block)}</span> KV blocks of {block}" in page
@@ -254,7 +254,7 @@ def test_token_count_blocks_and_too_long_warning(store, versions, owner, chat_en
     counted = client.post("/studio/corner/tokens", {"system_prompt": "word " * 600, "policies": ""}).json()
     assert counted["ready"] and counted["tokens"] > 600 and counted["too_long"]
     assert counted["full_blocks"] == counted["tokens"] // block
-    assert counted["room"] == chat_engine.engine.config.max_model_len - counted["tokens"]
+    assert counted["room"] == chat_engine.max_model_len - counted["tokens"]
 
 
 async def read_events(response) -> list[dict]:
@@ -280,7 +280,7 @@ async def test_preview_streams_draft_and_published_under_their_salts(transaction
     assert cache_salt_for(store, published) == store.cache_salt
     client = AsyncClient()
     await client.aforce_login(owner)
-    block = chat_engine.engine.config.block_size
+    block = chat_engine.block_size
 
     async def preview(version):
         response = await client.post("/studio/preview/preview", {"version": version.pk, "question": "Hello!"})
@@ -291,7 +291,7 @@ async def test_preview_streams_draft_and_published_under_their_salts(transaction
     assert first[-1]["type"] == "end" and any(e["type"] == "token" for e in first)
     assert first[-1]["usage"]["cached_tokens"] == 0
     second = await preview(draft)  # the draft's own salt now holds its prefix
-    full = len(system_prefix_ids(chat_engine.tokenizer, draft.full_text())) // block * block
+    full = len(system_prefix_ids(chat_engine, draft.full_text())) // block * block
     assert second[-1]["usage"]["cached_tokens"] >= full
     text = "".join(e["text"] for e in second if e["type"] == "token")
     assert text == "".join(e["text"] for e in first if e["type"] == "token")  # temperature 0
