@@ -3,5 +3,7 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("console/", include("shop_assistant.console.urls")),
     path("", include("shop_assistant.chat.urls")),
 ]
