@@ -137,7 +137,8 @@ WHITENOISE_USE_FINDERS = DEBUG
 WHITENOISE_AUTOREFRESH = DEBUG
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "/studio/"
+LOGIN_REDIRECT_URL = "/console/"  # agents and owners alike; the console links owners to the studio
+LOGOUT_REDIRECT_URL = "login"
 
 # --- Redis: channel layer and Celery broker --------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -164,6 +165,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Fail fast when the broker is down so callers can fall back instead of hanging a websocket.
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+# celery -A shop_assistant beat: delete conversations older than their store's retention_days, every night.
+CELERY_BEAT_SCHEDULE = {
+    "console-retention": {"task": "console.apply_retention", "schedule": 24 * 3600.0},
+}
 
 # --- Engine (inference/) -------------------------------------------------------------------
 # Keys are inference.EngineConfig fields. Only what the environment sets is passed: every default is the

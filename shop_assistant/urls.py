@@ -5,5 +5,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("studio/", include("shop_assistant.prompts.urls")),
+    path("console/", include("shop_assistant.console.urls")),
     path("", include("shop_assistant.chat.urls")),
 ]

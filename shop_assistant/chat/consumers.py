@@ -8,6 +8,8 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from shop_assistant.console import events as console_events
+
 from .session import ChatSession, Frame, group_name
 
 # Application close code (4000-4999) for "no such store": the widget shows it instead of reconnecting forever.
@@ -22,6 +24,7 @@ def _query(scope: dict[str, Any]) -> dict[str, str]:
 class ChatConsumer(AsyncWebsocketConsumer):
     session: ChatSession | None = None
     group: str | None = None
+    feed: console_events.ConversationFeed | None = None  # copies answer frames to the console
 
     async def connect(self) -> None:
         query = _query(self.scope)
@@ -38,13 +41,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         self.group = group_name(self.session.conversation.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        self.feed = console_events.ConversationFeed(self.session.conversation.id)
         await self.send_frame(self.session.ready_frame())
+        await console_events.connection_opened(self.session, self.send_frame, new=not self.session.history)
 
     async def disconnect(self, code: int) -> None:
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.session is not None:
             await self.session.close()
+        if self.feed is not None:
+            await self.feed.aclose()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.session is not None:
@@ -52,6 +59,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def send_frame(self, frame: Frame) -> None:
         await self.send(text_data=json.dumps(frame, ensure_ascii=False))
+        if self.feed is not None:
+            self.feed.push(frame)
 
     async def send_to_group(self, event: Frame) -> None:
         if self.group is not None:
@@ -65,3 +74,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def chat_shopper_typing(self, event: Frame) -> None:
         """For the agent console; the shopper's own connections have nothing to show."""
+
+    async def chat_agent_typing(self, event: Frame) -> None:
+        await self.send_frame({"type": "agent_typing", "agent": str(event.get("agent", ""))})
+
+    async def chat_agent_joined(self, event: Frame) -> None:
+        await self.send_frame({"type": "agent_joined", "agent": str(event.get("agent", ""))})
+
+    async def chat_agent_left(self, event: Frame) -> None:
+        await self.send_frame({"type": "agent_left", "agent": str(event.get("agent", ""))})
+
+    async def conversation_frame(self, event: Frame) -> None:
+        """A copy of a chat frame for the console (see console.events); the shopper already has it."""

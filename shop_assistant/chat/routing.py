@@ -16,6 +16,7 @@ from django.urls import path
 
 from . import engine
 from .consumers import ChatConsumer
+from shop_assistant.console.routing import websocket_urlpatterns as console_websocket_urlpatterns
 
 
 def allowed_origins() -> list[str]:
@@ -27,6 +28,7 @@ def allowed_origins() -> list[str]:
 
 websocket_urlpatterns: list = [
     path("ws/chat/", ChatConsumer.as_asgi()),
+    *console_websocket_urlpatterns,
 ]
 
 websocket_application = OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)), allowed_origins())

@@ -277,6 +277,10 @@ class ChatSession:
                 f"at most {self.limits.messages_per_minute} messages a minute; try again in {retry_after:.0f} s",
                 retry_after=retry_after,
             )
+        from shop_assistant.console.events import hold_for_agent
+
+        if await hold_for_agent(self, text):  # a person has taken the conversation: the bot stays silent
+            return
         self._stop_requested = False
         self._generating = True
         task = asyncio.create_task(self._answer(text, timezone.now()), name=f"chat-answer-{self.conversation.id}")

@@ -21,3 +21,113 @@ class StoreMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} {self.role} of {self.store}"
+
+
+class Label(models.Model):
+    """A tag agents put on conversations ("refund", "vip"); one set per store."""
+
+    store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="labels")
+    name = models.CharField(max_length=50)
+    conversations = models.ManyToManyField("chat.Conversation", related_name="labels", blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["store", "name"], name="label_unique_per_store")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CannedReply(models.Model):
+    """A prepared answer an agent inserts with its shortcut."""
+
+    store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="canned_replies")
+    shortcut = models.SlugField(max_length=50)
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["shortcut"]
+        verbose_name_plural = "canned replies"
+        constraints = [models.UniqueConstraint(fields=["store", "shortcut"], name="canned_reply_unique_per_store")]
+
+    def __str__(self) -> str:
+        return f"/{self.shortcut}"
+
+
+class Note(models.Model):
+    """An internal note on a conversation: staff only, never sent to the shopper or the model."""
+
+    conversation = models.ForeignKey("chat.Conversation", on_delete=models.CASCADE, related_name="notes")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+
+class Action(models.Model):
+    """Who did what to a conversation, and when (take over, hand back, close, reply, note, label, export)."""
+
+    class Kind(models.TextChoices):
+        TAKE_OVER = "take_over"
+        HAND_BACK = "hand_back"
+        CLOSE = "close"
+        REOPEN = "reopen"
+        REPLY = "reply"
+        NOTE = "note"
+        LABEL = "label"
+        UNLABEL = "unlabel"
+        EXPORT = "export"
+
+    conversation = models.ForeignKey(
+        "chat.Conversation", null=True, on_delete=models.CASCADE, related_name="console_actions"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+
+class ReadMark(models.Model):
+    """How far a staff member has read a conversation: messages after it are unread."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey("chat.Conversation", on_delete=models.CASCADE, related_name="read_marks")
+    read_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "conversation"], name="one_read_mark")]
+
+
+class TranscriptExport(models.Model):
+    """A transcript export running as a Celery task; the page polls its progress, then downloads ``content``."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    class Format(models.TextChoices):
+        CSV = "csv"
+        JSON = "json"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    store = models.ForeignKey("catalog.Store", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    format = models.CharField(max_length=4, choices=Format.choices, default=Format.CSV)
+    date_from = models.DateField(null=True, blank=True)
+    date_to = models.DateField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    content = models.TextField(blank=True)  # the file; exports are transcripts of text, small enough for a row
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    @property
+    def progress(self) -> float:
+        return 1.0 if self.status == self.Status.DONE else (self.done / self.total if self.total else 0.0)

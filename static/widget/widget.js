@@ -195,9 +195,10 @@
     className: "sa-log", role: "log", "aria-live": "polite", "aria-relevant": "additions", "aria-label": "Conversation",
     tabindex: "0",
   });
+  var typingLabel = el("span", { className: "sa-visually-hidden", text: "Assistant is typing" });
   var typing = el("div", { className: "sa-typing", hidden: true }, [
     el("span", { className: "sa-dots", "aria-hidden": "true" }, [el("span"), el("span"), el("span")]),
-    el("span", { className: "sa-visually-hidden", text: "Assistant is typing" }),
+    typingLabel,
   ]);
   var errorBox = el("p", { className: "sa-error", role: "alert", hidden: true });
   var input = el("textarea", {
@@ -227,6 +228,8 @@
   var pendingUser = null; // the user bubble whose answer has not started yet
   var lastTypingNotice = 0;
   var renderQueued = false;
+  var agentName = null; // a person from the store has the conversation (agent_joined .. agent_left)
+  var agentTypingTimer = null;
 
   function loadSaved() {
     try { return JSON.parse(localStorage.getItem(storageKey) || "null") || {}; } catch (e) { return {}; }
@@ -256,6 +259,11 @@
     if (extra && extra.products && extra.products.length) bubble.appendChild(productCards(extra.products));
     scrollToEnd();
     return bubble;
+  }
+
+  function addNotice(text) {
+    log.appendChild(el("p", { className: "sa-notice", text: text }));
+    scrollToEnd();
   }
 
   function setGenerating(on) {
@@ -298,6 +306,7 @@
         showError("");
         generating = null;
         pendingUser = null;
+        agentName = null; // an agent_joined frame follows when a person has the conversation
         setGenerating(false);
         log.textContent = "";
         (frame.history || []).forEach(function (item) {
@@ -310,6 +319,7 @@
         generating.bubble.setAttribute("aria-busy", "true");
         generating.bubble.setAttribute("data-message-id", frame.message_id);
         setGenerating(true);
+        typingLabel.textContent = "Assistant is typing";
         typing.hidden = false;
         break;
       case "products":
@@ -333,7 +343,30 @@
         }
         break;
       case "agent_message":
+        typing.hidden = true;
         addBubble("agent", frame.text || "", { agent: frame.agent });
+        break;
+      // A person from the store joins or leaves (docs/chat-protocol.md, "A person in the conversation").
+      case "agent_joined":
+        agentName = frame.agent || "An agent";
+        setStatus("Chatting with " + agentName);
+        addNotice(agentName + " joined the chat");
+        break;
+      case "agent_left":
+        if (agentName) addNotice((frame.agent || agentName) + " left the chat; the assistant is back");
+        agentName = null;
+        setStatus("Online");
+        break;
+      case "agent_typing":
+        if (!generating) {
+          typingLabel.textContent = (frame.agent || "An agent") + " is typing";
+          typing.hidden = false;
+          clearTimeout(agentTypingTimer);
+          agentTypingTimer = setTimeout(function () {
+            typing.hidden = true;
+            typingLabel.textContent = "Assistant is typing";
+          }, 3000);
+        }
         break;
       case "error":
         showError(frame.message || "Something went wrong.");
@@ -400,6 +433,10 @@
     }
     showError("");
     input.value = "";
+    if (agentName) { // a person answers, in their own time: no answer to wait for
+      addBubble("user", text);
+      return;
+    }
     pendingUser = addBubble("user", text);
     typing.hidden = false;
     setGenerating(true);

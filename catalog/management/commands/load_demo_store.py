@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import os
+
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from catalog.demo import DEFAULT_STAFF_PASSWORD, STAFF_USERNAME, load_demo_store
+
+# Console accounts of the demo store besides the superuser: (username, e-mail, first name, role).
+DEMO_STAFF = [
+    ("agent", "agent@demo-outfitters.example", "Dana", "agent"),
+    ("owner", "owner@demo-outfitters.example", "Olivia", "owner"),
+]
+
+
+def add_demo_staff(store, password: str) -> list[str]:
+    from shop_assistant.console.staff import add_staff
+
+    changes = []
+    for username, email, first_name, role in DEMO_STAFF:
+        result = add_staff(store, email, role, username=username, password=password, first_name=first_name)
+        if result.created or result.role_changed:
+            changes.append(f'{role} "{username}" of the demo store')
+    return changes
 
 
 class Command(BaseCommand):
@@ -19,6 +38,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         result = load_demo_store(embed=not options["no_embed"])
+        result.changes += add_demo_staff(result.store, os.environ.get("DEMO_STAFF_PASSWORD") or DEFAULT_STAFF_PASSWORD)
         if not result.changed and options["verbosity"] < 2:
             return
         for change in result.changes or ["nothing to do: the demo store is up to date"]:
@@ -28,6 +48,9 @@ class Command(BaseCommand):
             password = "the password in DEMO_STAFF_PASSWORD" if result.password_from_env else DEFAULT_STAFF_PASSWORD
             login += f" with {password}"
         self.stdout.write(self.style.SUCCESS(login + "."))
+        self.stdout.write(
+            "Support console: http://127.0.0.1:8000/console/ as 'agent' (Dana) or 'owner' (Olivia), same password."
+        )
         if result.user_created and not result.password_from_env and not settings.DEBUG:
             self.stderr.write(
                 self.style.WARNING(

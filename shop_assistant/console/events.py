@@ -1,0 +1,194 @@
+"""What the console sees live: the chat's side of it.
+
+Every connection showing a conversation (the shopper's tabs and agents' consoles) is in the conversation's
+channel-layer group (``chat.session.group_name``); every console of a store is in the store's group
+(``store_group``). With the Redis layer these groups span processes, so an agent on one daphne watches a shopper
+on another.
+
+The chat calls in here with a few short lines (``consumers.py`` and ``session.py``); the logic stays here.
+
+Events sent to a conversation's group (the shopper's consumer ignores ``conversation.frame``):
+
+- ``conversation.frame``: ``{"frame": {...}}``, a copy of a chat frame (``message`` from the shopper, ``start``,
+  ``products``, ``token``, ``end``); token frames carry ``t``, the wall-clock time (epoch seconds) the first
+  token of the batch left the engine, for latency measurements;
+- ``chat.agent_joined`` / ``chat.agent_left`` / ``chat.agent_typing`` (``agent``: a display name), from the
+  console to the shopper's widget.
+
+Events sent to a store's group: ``console.inbox`` with ``kind`` (started, message, handoff, assigned, handed_back,
+closed) and ``conversation``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+
+from shop_assistant.chat.models import Conversation
+from shop_assistant.chat.prompting import Turn, user_turn_content
+from shop_assistant.chat.recording import MessageRecord, record_message
+from shop_assistant.chat.session import group_name
+
+logger = logging.getLogger(__name__)
+
+Frame = dict[str, Any]
+
+# The answer frames the console mirrors (errors and `ready` are the shopper's own business).
+MIRRORED = frozenset({"start", "products", "token", "end"})
+
+
+def store_group(store_id: int) -> str:
+    return f"console.store.{store_id}"
+
+
+async def _group_send(group: str, event: Frame) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        await layer.group_send(group, event)
+    except Exception:  # a full channel or a Redis hiccup must never break the shopper's chat
+        logger.warning("console event to %s dropped", group, exc_info=True)
+
+
+async def inbox_event(store_id: int, kind: str, conversation_id: uuid.UUID | str, **extra: Any) -> None:
+    await _group_send(
+        store_group(store_id),
+        {"type": "console.inbox", "kind": kind, "conversation": str(conversation_id), **extra},
+    )
+
+
+class ConversationFeed:
+    """Copies one connection's answer frames to the conversation's group, off the shopper's path.
+
+    ``push`` never waits: frames go on a queue that one task drains, so a slow channel layer delays only the
+    console. Tokens waiting together in the queue go out as one frame (the batch keeps the first one's time),
+    which bounds the number of Redis round trips per answer when the machine is busy.
+    """
+
+    def __init__(self, conversation_id: uuid.UUID | str) -> None:
+        self.conversation = str(conversation_id)
+        self.group = group_name(conversation_id)
+        self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    def push(self, frame: Frame) -> None:
+        if frame.get("type") not in MIRRORED:
+            return
+        if frame["type"] == "token":
+            frame = {**frame, "t": time.time()}
+        self._queue.put_nowait(frame)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._pump(), name=f"console-feed-{self.group}")
+
+    async def _pump(self) -> None:
+        while True:
+            frames = [await self._queue.get()]
+            while not self._queue.empty():
+                frames.append(self._queue.get_nowait())
+            stop = None in frames
+            for frame in _merge_tokens([f for f in frames if f is not None]):
+                await _group_send(
+                    self.group, {"type": "conversation.frame", "conversation": self.conversation, "frame": frame}
+                )
+            if stop:
+                return
+
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """Send what is queued, then stop."""
+        if self._task is None:
+            return
+        self._queue.put_nowait(None)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def _merge_tokens(frames: list[Frame]) -> list[Frame]:
+    merged: list[Frame] = []
+    for frame in frames:
+        last = merged[-1] if merged else None
+        if (
+            last is not None
+            and frame["type"] == "token"
+            and last["type"] == "token"
+            and last["message_id"] == frame["message_id"]
+        ):
+            merged[-1] = {**last, "text": last["text"] + frame["text"]}
+        else:
+            merged.append(frame)
+    return merged
+
+
+# --- hooks the chat calls ---------------------------------------------------------------------------------
+
+
+def _status(conversation_id: uuid.UUID) -> tuple[str, str]:
+    row = (
+        Conversation.objects.filter(pk=conversation_id)
+        .select_related("assigned_to")
+        .only("status", "assigned_to")
+        .first()
+    )
+    if row is None:
+        return Conversation.Status.BOT, ""
+    return row.status, (agent_display_name(row.assigned_to) if row.assigned_to else "")
+
+
+def agent_display_name(user: Any) -> str:
+    """What the shopper sees: the first name, else the user name (the part before @ of an e-mail)."""
+    return (getattr(user, "first_name", "") or user.get_username().split("@")[0]).strip()
+
+
+async def connection_opened(session: Any, send: Any, new: bool) -> None:
+    """A shopper's connection is ready: tell the inbox about a new conversation, and the widget who is there."""
+    conversation = session.conversation
+    if new:
+        await inbox_event(session.store.pk, "started", conversation.id)
+    status, agent = await database_sync_to_async(_status)(conversation.id)
+    if status == Conversation.Status.AGENT:
+        await send({"type": "agent_joined", "agent": agent})
+
+
+async def hold_for_agent(session: Any, text: str) -> bool:
+    """A shopper's (valid) message: show it to the console; True when a person has the conversation, and then
+    the bot stays silent: the message is logged and kept in the transcript the bot will see after a hand back."""
+    conversation = session.conversation
+    status, _ = await database_sync_to_async(_status)(conversation.id)
+    held = status == Conversation.Status.AGENT
+    await _group_send(
+        group_name(conversation.id),
+        {
+            "type": "conversation.frame",
+            "conversation": str(conversation.id),
+            "frame": {"type": "message", "role": "user", "text": text, "held": held},
+        },
+    )
+    await inbox_event(session.store.pk, "message", conversation.id)
+    if held:
+        content = user_turn_content(text, "")
+        session.turns.append(Turn("user", content))
+        record = MessageRecord(conversation.id, "user", text, model_text=content)
+        await database_sync_to_async(record_message, thread_sensitive=False)(record)
+    return held
+
+
+async def announce_handoff(conversation: Conversation) -> None:
+    """Call after recording a handoff request (status "handoff"): every console of the store hears it now.
+    The inbox reads handoffs from the database as well, so a missed event only delays the alert."""
+    await inbox_event(
+        conversation.store_id,
+        "handoff",
+        conversation.id,
+        requested_at=conversation.handoff_requested_at.isoformat() if conversation.handoff_requested_at else None,
+    )

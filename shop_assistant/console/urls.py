@@ -1,0 +1,22 @@
+from django.urls import path
+
+from . import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.inbox_page, name="inbox"),
+    path("c/<uuid:pk>/", views.conversation_page, name="conversation"),
+    path("c/<uuid:pk>/take", views.take_over, name="take_over"),
+    path("c/<uuid:pk>/hand-back", views.hand_back, name="hand_back"),
+    path("c/<uuid:pk>/close", views.close, name="close"),
+    path("c/<uuid:pk>/reopen", views.reopen, name="reopen"),
+    path("c/<uuid:pk>/reply", views.reply, name="reply"),
+    path("c/<uuid:pk>/note", views.add_note, name="note"),
+    path("c/<uuid:pk>/label", views.label, name="label"),
+    path("c/<uuid:pk>/read", views.mark_read, name="read"),
+    path("c/<uuid:pk>/export.<str:fmt>", views.export_conversation, name="export_conversation"),
+    path("exports/", views.start_export, name="start_export"),
+    path("exports/<int:pk>/", views.export_progress, name="export_progress"),
+    path("exports/<int:pk>/download", views.export_download, name="export_download"),
+]

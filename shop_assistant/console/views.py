@@ -1,0 +1,233 @@
+"""Console pages and actions. Thin: rules in ``roles``, actions in ``services``, the inbox in ``inbox``.
+
+Every page answers 403 to anonymous users and to users without a store membership; a conversation of a store
+the user does not work for is 403 as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils.dateparse import parse_date
+from django.views.decorators.http import require_GET, require_POST
+
+from shop_assistant.chat.models import Conversation, Message
+
+from . import inbox, services, transcripts
+from .events import agent_display_name
+from .models import Action, CannedReply, Label, Note, TranscriptExport
+from .roles import can_work_on, is_staff_member, stores_for
+from .tasks import export_transcripts
+
+View = Callable[..., HttpResponse]
+
+
+def _forbidden(request: HttpRequest) -> HttpResponse:
+    return render(request, "console/forbidden.html", status=403)
+
+
+def staff_only(view: View) -> View:
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not is_staff_member(request.user):
+            return _forbidden(request)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def conversation_view(view: View) -> View:
+    """Staff only, and only conversations of the user's stores; the view gets the conversation."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, pk: uuid.UUID, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not is_staff_member(request.user):
+            return _forbidden(request)
+        conversation = get_object_or_404(Conversation.objects.select_related("store", "assigned_to"), pk=pk)
+        if not can_work_on(request.user, conversation.store_id):
+            return _forbidden(request)
+        return view(request, conversation, *args, **kwargs)
+
+    return wrapper
+
+
+def _action(run: Callable[[], Any]) -> JsonResponse:
+    try:
+        result = run()
+    except services.ConsoleError as error:
+        return JsonResponse({"ok": False, "error": str(error)}, status=409)
+    payload: dict[str, Any] = {"ok": True}
+    if isinstance(result, Conversation):
+        payload["status"] = result.status
+        payload["assigned_to"] = agent_display_name(result.assigned_to) if result.assigned_to else ""
+    return JsonResponse(payload)
+
+
+# --- pages ---------------------------------------------------------------------------------------------------
+
+
+@require_GET
+@staff_only
+def inbox_page(request: HttpRequest) -> HttpResponse:
+    filters = inbox.Filters.from_query(request.GET)
+    context = {
+        "sections": inbox.sections(request.user, filters),
+        "filters": filters,
+        "stores": stores_for(request.user).order_by("name"),
+        "statuses": Conversation.Status.choices,
+    }
+    template = "console/_inbox_sections.html" if request.GET.get("partial") else "console/inbox.html"
+    return render(request, template, context)
+
+
+@require_GET
+@conversation_view
+def conversation_page(request: HttpRequest, conversation: Conversation) -> HttpResponse:
+    services.mark_read(request.user, conversation.pk)
+    context = {
+        "conversation": conversation,
+        "messages": Message.objects.filter(conversation=conversation).order_by("created_at", "id"),
+        "notes": Note.objects.filter(conversation=conversation).select_related("author"),
+        "actions": Action.objects.filter(conversation=conversation).select_related("user"),
+        "labels": Label.objects.filter(store=conversation.store),
+        "my_labels": set(conversation.labels.values_list("pk", flat=True)),
+        "canned": CannedReply.objects.filter(store=conversation.store),
+        "mine": conversation.status == Conversation.Status.AGENT and conversation.assigned_to_id == request.user.pk,
+        "me": agent_display_name(request.user),
+    }
+    return render(request, "console/conversation.html", context)
+
+
+# --- actions (JSON, CSRF-protected POSTs from console.js or plain forms) --------------------------------------
+
+
+@require_POST
+@conversation_view
+def take_over(request: HttpRequest, conversation: Conversation) -> JsonResponse:
+    return _action(lambda: services.take_over(request.user, conversation.pk))
+
+
+@require_POST
+@conversation_view
+def hand_back(request: HttpRequest, conversation: Conversation) -> JsonResponse:
+    return _action(lambda: services.hand_back(request.user, conversation.pk))
+
+
+@require_POST
+@conversation_view
+def close(request: HttpRequest, conversation: Conversation) -> JsonResponse:
+    return _action(lambda: services.close(request.user, conversation.pk))
+
+
+@require_POST
+@conversation_view
+def reopen(request: HttpRequest, conversation: Conversation) -> JsonResponse:
+    return _action(lambda: services.reopen(request.user, conversation.pk))
+
+
+@require_POST
+@conversation_view
+def reply(request: HttpRequest, conversation: Conversation) -> JsonResponse:
+    return _action(lambda: services.reply(request.user, conversation.pk, request.POST.get("text", "")))
+
+
+@require_POST
+@conversation_view
+def add_note(request: HttpRequest, conversation: Conversation) -> JsonResponse:
+    try:
+        note = services.add_note(request.user, conversation.pk, request.POST.get("text", ""))
+    except services.ConsoleError as error:
+        return JsonResponse({"ok": False, "error": str(error)}, status=409)
+    return JsonResponse(
+        {"ok": True, "note": {"text": note.text, "author": agent_display_name(request.user),
+                              "created_at": note.created_at.isoformat()}}
+    )
+
+
+@require_POST
+@conversation_view
+def label(request: HttpRequest, conversation: Conversation) -> JsonResponse:
+    on = request.POST.get("on", "1") == "1"
+    return _action(lambda: services.set_label(request.user, conversation.pk, request.POST.get("name", ""), on))
+
+
+@require_POST
+@conversation_view
+def mark_read(request: HttpRequest, conversation: Conversation) -> JsonResponse:
+    services.mark_read(request.user, conversation.pk)
+    return JsonResponse({"ok": True})
+
+
+# --- transcripts -----------------------------------------------------------------------------------------------
+
+
+def _attachment(content: str, fmt: str, name: str) -> HttpResponse:
+    content_type = "application/json" if fmt == "json" else "text/csv; charset=utf-8"
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
+    return response
+
+
+@require_GET
+@conversation_view
+def export_conversation(request: HttpRequest, conversation: Conversation, fmt: str) -> HttpResponse:
+    if fmt not in TranscriptExport.Format.values:
+        raise Http404("format must be csv or json")
+    content = transcripts.render(Conversation.objects.filter(pk=conversation.pk).select_related("store"), fmt)
+    Action.objects.create(conversation=conversation, user=request.user, kind=Action.Kind.EXPORT, detail={"format": fmt})
+    return _attachment(content, fmt, f"conversation-{conversation.pk}")
+
+
+@require_POST
+@staff_only
+def start_export(request: HttpRequest) -> JsonResponse:
+    store = request.POST.get("store", "")
+    fmt = request.POST.get("format", "csv")
+    if fmt not in TranscriptExport.Format.values:
+        return JsonResponse({"ok": False, "error": "format must be csv or json"}, status=400)
+    if store and not (store.isdigit() and can_work_on(request.user, int(store))):
+        return _forbidden(request)
+    export = TranscriptExport.objects.create(
+        user=request.user,
+        store_id=int(store) if store else None,
+        format=fmt,
+        date_from=parse_date(request.POST.get("from", "") or "") or None,
+        date_to=parse_date(request.POST.get("to", "") or "") or None,
+    )
+    Action.objects.create(user=request.user, kind=Action.Kind.EXPORT, detail={"export": export.pk, "format": fmt})
+    export_transcripts.delay(export.pk)
+    return JsonResponse({"ok": True, "id": export.pk, "progress_url": f"/console/exports/{export.pk}/"})
+
+
+def _own_export(request: HttpRequest, pk: int) -> TranscriptExport:
+    return get_object_or_404(TranscriptExport, pk=pk, user=request.user)
+
+
+@require_GET
+@staff_only
+def export_progress(request: HttpRequest, pk: int) -> JsonResponse:
+    export = _own_export(request, pk)
+    return JsonResponse(
+        {
+            "status": export.status,
+            "done": export.done,
+            "total": export.total,
+            "progress": round(export.progress, 3),
+            "download_url": f"/console/exports/{export.pk}/download" if export.status == "done" else None,
+            "error": export.error,
+        }
+    )
+
+
+@require_GET
+@staff_only
+def export_download(request: HttpRequest, pk: int) -> HttpResponse:
+    export = _own_export(request, pk)
+    if export.status != TranscriptExport.Status.DONE:
+        return JsonResponse({"ok": False, "error": "not ready"}, status=409)
+    return _attachment(export.content, export.format, f"transcripts-{export.pk}")
