@@ -43,6 +43,13 @@ async def test_owner_edits_previews_publishes_and_the_next_shopper_gets_it_warm(
     timeout = FRAME_TIMEOUT * 1000
     await database_sync_to_async(make_user)("owner-olga", demo_store, "owner")
     base = daphne_server.http
+    # The studio counts tokens with the engine's tokenizer: let the model finish loading first.
+    await page.goto(f"{base}/healthz")
+    for _ in range(FRAME_TIMEOUT * 2):
+        if '"ready"' in await page.content():
+            break
+        await page.wait_for_timeout(500)
+        await page.reload()
 
     # Log in through Django's login page; it lands in the studio of the owner's one store.
     await page.goto(f"{base}/studio/")
