@@ -221,8 +221,7 @@ def save_questions(request: HttpRequest, store: Store) -> HttpResponse:
         messages.success(request, "Sample questions saved.")
     else:
         messages.error(request, " ".join(form.errors.get("questions", ["Check the questions."])))
-    return redirect(request.POST.get("next") if request.POST.get("next", "").startswith("/studio/") else
-                    reverse("studio:store", kwargs={"slug": store.slug}))
+    return redirect(f"{reverse('studio:store', kwargs={'slug': store.slug})}#questions")
 
 
 @require_POST
@@ -264,9 +263,8 @@ def store_settings(request: HttpRequest, store: Store) -> HttpResponse:
 
 def _preview_target(request: HttpRequest, slug: str) -> tuple[Store, PromptVersion, str]:
     store = owner_store(request, slug)
-    version = PromptVersion.objects.filter(store=store, pk=request.POST.get("version", "")).first() if request.POST.get(
-        "version", ""
-    ).isdigit() else None
+    version_id = request.POST.get("version", "")
+    version = PromptVersion.objects.filter(store=store, pk=version_id).first() if version_id.isdigit() else None
     question = request.POST.get("question", "").strip()
     if version is None or not question or len(question) > 2000:
         raise ValueError("name a version of this store and a question")

@@ -43,7 +43,11 @@
         system_prompt: form.elements.system_prompt.value,
         policies: form.elements.policies.value,
       }).then(function (r) { return r.json(); }).then(function (data) {
-        if (!data.ready || !budget.querySelector("[data-tokens]")) return;
+        if (!data.ready) return;
+        budget.querySelector("[data-loading]").hidden = true;
+        budget.querySelector("[data-counts]").hidden = false;
+        budget.querySelector("[data-block-size]").textContent = data.block_size;
+        budget.querySelector("[data-max-len]").textContent = data.max_model_len;
         budget.querySelector("[data-tokens]").textContent = data.tokens;
         budget.querySelector("[data-blocks]").textContent = data.blocks;
         budget.querySelector("[data-full-blocks]").textContent = data.full_blocks;
@@ -57,6 +61,8 @@
       clearTimeout(timer);
       timer = setTimeout(update, 400);
     });
+    // Opened while the model was still loading: count as soon as it is there.
+    if (!budget.querySelector("[data-loading]").hidden) update();
   }
 
   // --- preview -----------------------------------------------------------------------------------------

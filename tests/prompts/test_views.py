@@ -248,7 +248,7 @@ def test_token_count_blocks_and_too_long_warning(store, versions, owner, chat_en
     block = chat_engine.block_size
     page = client.get(f"/studio/corner/drafts/{draft.pk}/").content.decode()
     assert f"<span data-tokens>{tokens}</span> tokens" in page
-    assert f"<span data-blocks>{-(-tokens // block)}</span> KV blocks of {block}" in page
+    assert f"<span data-blocks>{-(-tokens // block)}</span> KV blocks of <span data-block-size>{block}</span>" in page
     assert "data-warning hidden" in page
 
     counted = client.post("/studio/corner/tokens", {"system_prompt": "word " * 600, "policies": ""}).json()
