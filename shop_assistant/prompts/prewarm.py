@@ -47,11 +47,20 @@ def system_prefix_ids(engine: AsyncLLM, system_text: str) -> list[int]:
         return engine.encode_chat([{"role": "system", "content": system_text}], add_generation_prompt=False)
 
 
+def published_prompt_session(store: Store) -> str:
+    """The engine session that keeps a store's published system prompt ahead of one-off traffic (previews)."""
+    return f"published-prompt:{store.pk}"
+
+
 async def aprewarm(store: Store, prompt_version: PromptVersion, engine: AsyncLLM | None = None) -> PrewarmResult:
     """``prewarm`` from async code."""
     engine = engine or await engine_service.aget_engine()
     ids = await asyncio.to_thread(system_prefix_ids, engine, prompt_version.full_text())
-    usage = await engine.prefill(ids, cache_salt=store.cache_salt)
+    session = published_prompt_session(store)
+    # The previous version's blocks become ordinary evictable ones; blocks the two versions share are taken
+    # back by the prefill below, which keeps the new prefix as a live session's.
+    engine.end_session(session)
+    usage = await engine.prefill(ids, cache_salt=store.cache_salt, session_id=session)
     block = engine.block_size
     return PrewarmResult(prompt_tokens=len(ids), cached_tokens=usage.cached_tokens, warm_tokens=len(ids) // block * block)
 
