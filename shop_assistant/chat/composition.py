@@ -1,0 +1,109 @@
+"""What an answer is made of, decided before the model runs.
+
+The facts a shopper relies on never depend on the small model getting them right:
+
+- product cards are catalog rows; policy questions carry the store document's answering sentences as quotes;
+- a request the catalog has nothing for gets the store's fixed no-match reply, with no cards and no model text;
+- a shopper asking for a person gets the fixed handoff reply (and the request is recorded);
+- "are you a bot?" gets a fixed, honest reply: the assistant never claims to be human.
+
+Only what is left (product and policy answers, small talk) is written by the model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from catalog.models import Store
+
+from . import handoff
+from .retrieval import Retrieved
+
+MODEL = "model"
+NO_MATCH = "no_match"
+HANDOFF = "handoff"
+IDENTITY = "identity"
+
+IDENTITY_REPLY = (
+    "I'm {store}'s virtual shopping assistant, a computer program, not a person. I can help you find products "
+    "and answer questions about the store; ask for a human agent at any time."
+)
+NO_MATCH_FALLBACK = "Sorry, I couldn't find that in our catalog."
+
+# Words that carry no request: a message made only of these is small talk for the model, not a catalog miss.
+_SMALL_TALK = frozenset(
+    """hello hi hey hiya howdy thanks thank thx cheers ok okay great good nice cool bye goodbye morning afternoon
+    evening day what can help how are doing well fine yes no sure please you your there assistant question
+    questions something anything else more tell me about who with""".split()
+)
+_IDENTITY = re.compile(
+    r"\bare you (?:a |an |the )?(?:real |actual )?(?:human|person|bot|robot|machine|ai|computer|real)\b"
+    r"|\b(?:am i|is this) (?:talking|speaking|chatting) (?:to|with) (?:a |an )?(?:human|person|bot|robot|machine|ai)\b",
+    re.IGNORECASE,
+)
+_REQUEST_NOISE = frozenset(
+    """do does did you have has sell selling carry carrying stock offer got any a an the some i i'm im am looking
+    for want wanted to buy need get find searching search is are there your in of please can could would
+    like me my show we us""".split()
+)
+_PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|between|and|up|to|at|most|least)\b")
+
+
+@dataclass
+class Composition:
+    kind: str  # MODEL, NO_MATCH, HANDOFF or IDENTITY
+    facts: str = ""
+    cards: list[dict[str, Any]] = field(default_factory=list)
+    quotes: list[dict[str, str]] = field(default_factory=list)
+    reply: str = ""  # the fixed text of NO_MATCH, HANDOFF and IDENTITY
+
+    @property
+    def fixed(self) -> bool:
+        return self.kind != MODEL
+
+
+def is_small_talk(text: str) -> bool:
+    words = re.findall(r"[a-z']+", text.lower())
+    return all(word in _SMALL_TALK or word in _REQUEST_NOISE for word in words)
+
+
+def requested_thing(text: str) -> str:
+    """The shopper's words for what they asked for ("laptops"), or "" when it cannot be told apart."""
+    cleaned = re.sub(r"[$€£]?\d+(?:[.,]\d+)?", " ", text.lower())
+    cleaned = _PRICE_WORDS.sub(" ", cleaned)
+    words = [word for word in re.findall(r"[a-z][a-z'-]*", cleaned) if word not in _REQUEST_NOISE]
+    return " ".join(words) if 1 <= len(words) <= 4 else ""
+
+
+def no_match_reply(store: Store, text: str) -> str:
+    """The store's own no-match reply, or one built from what it sells."""
+    if store.no_match_reply.strip():
+        return store.no_match_reply.strip()
+    from catalog.grounding import product_types
+
+    thing = requested_thing(text)
+    opening = f"Sorry, we don't carry {thing}." if thing else NO_MATCH_FALLBACK
+    types = product_types(store)
+    if not types:
+        return f"{opening} Try other words, or ask for a person."
+    listing = ", ".join(types[:-1]) + f" and {types[-1]}" if len(types) > 1 else types[0]
+    return f"{opening} At {store.name} we sell {listing}. Try other words, or ask for a person."
+
+
+def compose(store: Store, text: str, retrieve: Any) -> Composition:
+    """Decide how to answer ``text``; ``retrieve(store, text)`` is only called when the catalog matters.
+
+    Blocking (database, embeddings): runs on a worker thread.
+    """
+    if _IDENTITY.search(text):
+        return Composition(IDENTITY, reply=IDENTITY_REPLY.format(store=store.name))
+    if handoff.asks_for_person(text):
+        return Composition(HANDOFF, reply=handoff.reply_for(store))
+    retrieved: Retrieved = retrieve(store, text)
+    if retrieved.found:
+        return Composition(MODEL, facts=retrieved.facts, cards=retrieved.cards, quotes=retrieved.quotes)
+    if is_small_talk(text):
+        return Composition(MODEL, facts="")
+    return Composition(NO_MATCH, reply=no_match_reply(store, text))
