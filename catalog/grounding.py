@@ -189,7 +189,7 @@ def _means_it(hit: SearchHit) -> bool:
     return hit.product.embedding is None or hit.semantic >= MIN_SEMANTIC
 
 
-def product_types(store: Store, limit: int = 6) -> list[str]:
+def product_types(store: Store, limit: int = 8) -> list[str]:
     """What the store sells, most common first: product types, or tags where the catalog has no types."""
     counts: dict[str, int] = {}
     rows = Product.objects.filter(store=store, status=Product.Status.ACTIVE).values_list("product_type", "tags")

@@ -36,7 +36,8 @@ NO_MATCH_FALLBACK = "Sorry, I couldn't find that in our catalog."
 _SMALL_TALK = frozenset(
     """hello hi hey hiya howdy thanks thank thx cheers ok okay great good nice cool bye goodbye morning afternoon
     evening day what can help how are doing well fine yes no sure please you your there assistant question
-    questions something anything else more tell me about who with""".split()
+    questions something anything else more tell me about who with still there that that's it it's this is was
+    very so much awesome perfect lovely all""".split()
 )
 _IDENTITY = re.compile(
     r"\bare you (?:a |an |the )?(?:real |actual )?(?:human|person|bot|robot|machine|ai|computer|real)\b"
@@ -47,6 +48,15 @@ _REQUEST_NOISE = frozenset(
     """do does did you have has sell selling carry carrying stock offer got any a an the some i i'm im am looking
     for want wanted to buy need get find searching search is are there your in of please can could would
     like me my show we us""".split()
+)
+# A message asking the catalog for something: when nothing matches, it gets the no-match reply. Anything else
+# the catalog has nothing for ("I like long walks") is left to the model, told that nothing matched.
+_REQUEST = re.compile(
+    r"\b(?:do|does|did|can|could) (?:you|they|u) (?:have|sell|carry|stock|offer|make|ship)\b|\blooking for\b"
+    r"|\bi(?:'d| would)? (?:need|want|like) (?:a|an|some|to buy|to get|to order)\b|\b(?:buy|purchase|order)\b"
+    r"|\bsearching for\b|\brecommend\b|\bshow me\b|\bwhere can i (?:get|find|buy)\b|\bany\b.*\?"
+    r"|\bis there (?:a|an|any)\b|\bhave you got\b",
+    re.IGNORECASE,
 )
 _PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|between|and|up|to|at|most|least)\b")
 
@@ -62,6 +72,11 @@ class Composition:
     @property
     def fixed(self) -> bool:
         return self.kind != MODEL
+
+
+def asks_the_catalog(text: str) -> bool:
+    """A request for a product: explicit ("do you sell ...", "I'm looking for ...") or a bare noun ("laptops?")."""
+    return bool(_REQUEST.search(text)) or (len(text.split()) <= 4 and bool(requested_thing(text)))
 
 
 def is_small_talk(text: str) -> bool:
@@ -92,18 +107,21 @@ def no_match_reply(store: Store, text: str) -> str:
     return f"{opening} At {store.name} we sell {listing}. Try other words, or ask for a person."
 
 
-def compose(store: Store, text: str, retrieve: Any) -> Composition:
+def compose(store: Store, text: str, retrieve: Any, previous: str = "") -> Composition:
     """Decide how to answer ``text``; ``retrieve(store, text)`` is only called when the catalog matters.
 
-    Blocking (database, embeddings): runs on a worker thread.
+    ``previous`` is the shopper's message before this one: a follow-up that finds nothing on its own ("anything
+    under 50 dollars?") is searched again together with it. Blocking (database, embeddings): a worker thread.
     """
     if _IDENTITY.search(text):
         return Composition(IDENTITY, reply=IDENTITY_REPLY.format(store=store.name))
     if handoff.asks_for_person(text):
         return Composition(HANDOFF, reply=handoff.reply_for(store))
     retrieved: Retrieved = retrieve(store, text)
+    if not retrieved.found and previous.strip() and len(text.split()) <= 8:
+        retrieved = retrieve(store, f"{previous.strip()} {text}")
     if retrieved.found:
         return Composition(MODEL, facts=retrieved.facts, cards=retrieved.cards, quotes=retrieved.quotes)
-    if is_small_talk(text):
-        return Composition(MODEL, facts="")
+    if is_small_talk(text) or not asks_the_catalog(text):
+        return Composition(MODEL, facts=retrieved.facts)
     return Composition(NO_MATCH, reply=no_match_reply(store, text))

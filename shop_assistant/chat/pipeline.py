@@ -54,10 +54,13 @@ class Generated:
 
 
 def plan(
-    engine: Any, store: Store, conversation: Conversation, turns: Sequence[Turn], text: str
+    engine: Any, store: Store, conversation: Conversation, turns: Sequence[Turn], text: str, previous: str = ""
 ) -> Plan:
-    """Steps 1 and 2, blocking: compose the answer from the catalog, record a handoff, assemble the prompt."""
-    composition = compose(store, text, retrieve)
+    """Steps 1 and 2, blocking: compose the answer from the catalog, record a handoff, assemble the prompt.
+
+    ``previous``: the shopper's message before this one, for follow-ups ("anything cheaper?").
+    """
+    composition = compose(store, text, retrieve, previous)
     decoding = decoding_for(store)
     content = user_turn_content(text, composition.facts)
     if composition.kind == HANDOFF:

@@ -135,6 +135,8 @@ class ChatSession:
         self.resume_token = resume_token
         self.history = history
         self.turns: list[Turn] = [turn for turn in map(_turn, history) if turn is not None]
+        # The shopper's last words, for retrieving follow-ups ("anything cheaper?") together with them.
+        self.last_shopper_text = next((m.text for m in reversed(history) if m.role == Message.Role.USER), "")
         self.limits = limits or Limits.from_settings()
         self._send = send
         self._group_send = group_send
@@ -328,6 +330,7 @@ class ChatSession:
         engine, prepared = planned
         message_id = str(uuid.uuid4())
         self.turns.append(Turn("user", prepared.user_content))
+        self.last_shopper_text = text
         # Logged while the answer streams: the write is not on the way to the first token.
         user_logged = asyncio.ensure_future(
             self._record(
@@ -349,7 +352,7 @@ class ChatSession:
             engine = await engine_service.aget_engine()
             started = time.perf_counter()
             prepared = await database_sync_to_async(pipeline.plan, thread_sensitive=False)(
-                engine, self.store, self.conversation, list(self.turns), text
+                engine, self.store, self.conversation, list(self.turns), text, self.last_shopper_text
             )
             logger.debug("retrieval and prompt assembly took %.0f ms", (time.perf_counter() - started) * 1000)
             return engine, prepared
