@@ -74,6 +74,20 @@ class Composition:
         return self.kind != MODEL
 
 
+_FOLLOW_UP_WORDS = frozenset(
+    """something anything one ones other another else cheaper smaller bigger larger lighter warmer different
+    dollars dollar usd euros eur bucks color colour size sizes option options more less it them that those""".split()
+)
+
+
+def is_follow_up(text: str) -> bool:
+    """A short message that names no product of its own ("anything under 300 dollars?", "in blue?")."""
+    if len(text.split()) > 8:
+        return False
+    words = requested_thing(text).split() if requested_thing(text) else []
+    return all(word in _FOLLOW_UP_WORDS or word in _SMALL_TALK for word in words)
+
+
 def asks_the_catalog(text: str) -> bool:
     """A request for a product: explicit ("do you sell ...", "I'm looking for ...") or a bare noun ("laptops?")."""
     return bool(_REQUEST.search(text)) or (len(text.split()) <= 4 and bool(requested_thing(text)))
@@ -118,7 +132,7 @@ def compose(store: Store, text: str, retrieve: Any, previous: str = "") -> Compo
     if handoff.asks_for_person(text):
         return Composition(HANDOFF, reply=handoff.reply_for(store))
     retrieved: Retrieved = retrieve(store, text)
-    if not retrieved.found and previous.strip() and len(text.split()) <= 8:
+    if not retrieved.found and previous.strip() and is_follow_up(text):
         retrieved = retrieve(store, f"{previous.strip()} {text}")
     if retrieved.found:
         return Composition(MODEL, facts=retrieved.facts, cards=retrieved.cards, quotes=retrieved.quotes)
