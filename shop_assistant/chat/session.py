@@ -148,6 +148,7 @@ class ChatSession:
         self._request_id: str | None = None
         self._engine: Any = None
         self._stop_requested = False
+        self._received = time.perf_counter()
         self.closed = False
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -268,6 +269,7 @@ class ChatSession:
             )
         self._stop_requested = False
         self._generating = True
+        self._received = time.perf_counter()
         task = asyncio.create_task(self._answer(text, timezone.now()), name=f"chat-answer-{self.conversation.id}")
         self._task = task
         self._tasks.add(task)
@@ -387,6 +389,8 @@ class ChatSession:
             result.finish_reason = "abort"
             return
         self._engine, self._request_id = engine, message_id
+        # What the web side spent before the engine got the request (retrieval, assembly, thread hops).
+        prepare_ms = round((time.perf_counter() - self._received) * 1000, 1)
         try:
             await pipeline.generate(
                 engine,
@@ -405,6 +409,7 @@ class ChatSession:
             result.finish_reason = "error"
         finally:
             self._request_id = None
+            result.timing = {**(result.timing or {}), "prepare_ms": prepare_ms}
 
     async def _finish(
         self, message_id: str, prepared: Plan, result: Generated, user_logged: asyncio.Future[None]

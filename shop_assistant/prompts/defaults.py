@@ -1,10 +1,13 @@
 """The prompt a new store starts with.
 
-Written for the bundled 135M model: short imperative rules, then a few worked examples of good answers. The
-examples sit in the system prompt, the prefix every session of a store shares, so after the first session
-their KV blocks come from the prefix cache and cost nothing per message (measured: see docs/chat-protocol.md,
-"Answer composition"). Requests the catalog has nothing for, requests for a person and "are you a bot?" never
-reach the model: they get fixed replies (``shop_assistant.chat.composition``).
+Written for the bundled 135M model: short imperative rules. Requests the catalog has nothing for, requests for
+a person and "are you a bot?" never reach the model: they get fixed replies (``shop_assistant.chat.composition``).
+
+Few-shot examples (``FEW_SHOT_EXAMPLES``) were measured on the 32 demo-store questions of the evaluation set and
+are not in the default: with them the model named the asked-for figure in its own text 2 of 10 times (1 of 10
+without), named the product 4 of 14 times either way, and ran into the answer budget 15 times instead of 7
+(median 60.5 words instead of 48.5). The figures are on screen anyway (quotes, cards); an owner using a larger
+model may append them to the store's prompt, where the prefix cache makes them free after the first session.
 """
 
 FEW_SHOT_EXAMPLES = """Examples of good answers:
@@ -31,10 +34,7 @@ Rules:
 exactly. Never invent products, prices, discounts or stock.
 - Never repeat a sentence.
 - For orders, refunds or account questions you cannot see, offer a human agent.
-- Never ask for payment details, passwords or card numbers.
-
-"""
-    + FEW_SHOT_EXAMPLES
+- Never ask for payment details, passwords or card numbers."""
 )
 
 DEFAULT_POLICIES = """Returns: unused items can be returned within 30 days of delivery for a full refund.
