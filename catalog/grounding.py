@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from .models import Product, Store, StoreDocument, Variant
-from .search import MATCH_THRESHOLD, SearchHit, search
+from .search import MATCH_THRESHOLD, MIN_SEMANTIC, SearchHit, search, tokenize
 
-MAX_DOCUMENT_CHARS = 1500  # the engine's context is 2048 tokens; a policy must leave room for the chat
 MAX_DESCRIPTION_CHARS = 160
+MAX_QUOTE_SENTENCES = 2  # per document: enough for the answer, short enough to read at a glance
 RELATIVE_CUTOFF = 0.7  # hits scoring under 70% of the best one are noise next to it
 NO_MATCH = (
     "No product in this store's catalog matches this message. If the shopper asked for a product, say that you "
@@ -52,11 +52,15 @@ class Grounding:
     cards: one dict per product hit, exactly {"sku", "title", "price", "currency", "url", "image", "in_stock"};
         price is a string with two decimals ("19.99"), url and image may be "".
     found: False when no product scored above the match threshold and no policy document applies.
+
+    quotes: the sentences of the store's documents that answer a policy question, one dict per document,
+        {"title", "text"}: shown to the shopper word for word, so the figure asked for is on screen.
     """
 
     facts: str
     cards: list[dict] = field(default_factory=list)
     found: bool = False
+    quotes: list[dict] = field(default_factory=list)
 
 
 def price_limits(text: str) -> tuple[Decimal | None, Decimal | None]:
@@ -150,11 +154,55 @@ def card(hit: SearchHit) -> dict:
     }
 
 
-def _document_text(document: StoreDocument) -> str:
+def _sentences(document: StoreDocument) -> list[str]:
+    """A document cut into sentences; an FAQ's lines are kept whole (each holds a question and its answer)."""
     body = document.body.strip()
-    if len(body) > MAX_DOCUMENT_CHARS:
-        body = body[: MAX_DOCUMENT_CHARS - 1].rsplit(" ", 1)[0] + "…"
-    return f'Store document "{document.title}":\n{body}'
+    if document.kind == StoreDocument.Kind.FAQ or "\n" in body:
+        pieces = [line.strip() for line in body.splitlines() if line.strip()]
+        if document.kind != StoreDocument.Kind.FAQ:
+            pieces = [part for line in pieces for part in re.split(r"(?<=[.!?])\s+", line)]
+        return pieces
+    return [part.strip() for part in re.split(r"(?<=[.!?])\s+", " ".join(body.split())) if part.strip()]
+
+
+def quote(document: StoreDocument, text: str, limit: int = MAX_QUOTE_SENTENCES) -> str:
+    """The sentences of ``document`` that share the most words with the question, in the document's order.
+
+    Word overlap, not embeddings: a policy is a handful of sentences, and the figure a shopper wants sits in the
+    sentence that repeats their words ("express shipping ... costs 14.95 USD"). Ties go to the earlier sentence,
+    which in a policy states the main rule; with no overlap at all the opening sentence is the quote.
+    """
+    sentences = _sentences(document)
+    if not sentences:
+        return ""
+    asked = set(tokenize(text))
+    scored = [(len(asked & set(tokenize(sentence))), -index) for index, sentence in enumerate(sentences)]
+    best = sorted(scored, reverse=True)[:limit]
+    top = best[0][0]
+    # A second sentence only when it answers as well as the first (it is not there to pad the quote).
+    chosen = sorted(-index for score, index in best if score > 0 and score == top) or [0]
+    return " ".join(sentences[index] for index in chosen)
+
+
+def _means_it(hit: SearchHit) -> bool:
+    """Not a near miss: the product's meaning is close enough (a product without a vector is judged on words)."""
+    return hit.product.embedding is None or hit.semantic >= MIN_SEMANTIC
+
+
+def product_types(store: Store, limit: int = 8) -> list[str]:
+    """What the store sells, most common first: product types, or tags where the catalog has no types."""
+    counts: dict[str, int] = {}
+    rows = Product.objects.filter(store=store, status=Product.Status.ACTIVE).values_list("product_type", "tags")
+    rows = list(rows)
+    for product_type, _tags in rows:
+        if product_type.strip():
+            counts[product_type.strip().lower()] = counts.get(product_type.strip().lower(), 0) + 1
+    if not counts:
+        for _type, tags in rows:
+            for tag in tags.split(","):
+                if tag.strip():
+                    counts[tag.strip().lower()] = counts.get(tag.strip().lower(), 0) + 1
+    return [name for name, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
 
 
 def ground(store: Store, text: str, k: int = 3) -> Grounding:
@@ -176,7 +224,7 @@ def ground(store: Store, text: str, k: int = 3) -> Grounding:
     if text.strip():
         hits = [hit for hit in search(text, k, store=store, min_price=low, max_price=high) if hit.variant is not None]
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
-        hits = [hit for hit in hits if hit.score >= floor]
+        hits = [hit for hit in hits if hit.score >= floor and _means_it(hit)]
     documents = []
     kinds = policy_kinds(text)
     if kinds:
@@ -197,6 +245,12 @@ def ground(store: Store, text: str, k: int = 3) -> Grounding:
         if low is not None or high is not None:
             return Grounding(facts=NO_MATCH + " (A price limit was applied.)", cards=[], found=False)
         return Grounding(facts=NO_MATCH, cards=[], found=False)
+    quotes = []
     for document in documents:
-        lines.append(_document_text(document))
-    return Grounding(facts="\n".join(lines), cards=[card(hit) for hit in hits], found=True)
+        passage = quote(document, text)
+        if passage:
+            quotes.append({"title": document.title, "text": passage})
+            # The answering sentences, not the whole policy: a small model repeats what it is given, so the
+            # less it is given the more likely it repeats the figure that matters.
+            lines.append(f'Store document "{document.title}": {passage}')
+    return Grounding(facts="\n".join(lines), cards=[card(hit) for hit in hits], found=True, quotes=quotes)

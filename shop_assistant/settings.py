@@ -202,8 +202,14 @@ ENGINE_AUTOSTART = env_bool("ENGINE_AUTOSTART", True)
 CHAT = {
     "max_message_chars": env_int("CHAT_MAX_MESSAGE_CHARS", 2000),
     "messages_per_minute": env_int("CHAT_MESSAGES_PER_MINUTE", 20),
-    "max_tokens": env_int("CHAT_MAX_TOKENS", 256),
+    # Decoding defaults for every store that leaves its own field empty (see shop_assistant/chat/decoding.py
+    # for how they were chosen); CHAT_SEED makes sampling reproducible.
+    "max_tokens": env_int("CHAT_MAX_TOKENS", 120),
     "temperature": float(os.environ.get("CHAT_TEMPERATURE", "0.2")),
+    "repetition_penalty": float(os.environ.get("CHAT_REPETITION_PENALTY", "1.15")),
+    "frequency_penalty": float(os.environ.get("CHAT_FREQUENCY_PENALTY", "0.3")),
+    "presence_penalty": float(os.environ.get("CHAT_PRESENCE_PENALTY", "0.0")),
+    "seed": env_int("CHAT_SEED", None),
 }
 
 # --- Security (production) -----------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -38,6 +39,7 @@ class Result:
     ok: bool
     first_token_ms: float | None = None
     engine_ttft_ms: float | None = None
+    prepare_ms: float | None = None
     total_ms: float | None = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
@@ -76,6 +78,7 @@ async def one_session(index: int, url: str, origin: str, start: asyncio.Event, t
                             first_token is not None,
                             first_token_ms=None if first_token is None else (first_token - sent) * 1000,
                             engine_ttft_ms=timing.get("engine_ttft_ms"),
+                            prepare_ms=timing.get("prepare_ms"),
                             total_ms=(done - sent) * 1000,
                             prompt_tokens=usage.get("prompt_tokens"),
                             cached_tokens=usage.get("cached_tokens"),
@@ -94,6 +97,14 @@ async def warm_up(url: str, origin: str, timeout: float) -> None:
     result = await one_session(-1, url, origin, start, timeout)
     if not result.ok:
         raise SystemExit(f"warm-up failed: {result.error}")
+
+
+def _load_average() -> str | None:
+    """This machine's load (1, 5, 15 min): on a shared machine latency figures mean little without it."""
+    try:
+        return " ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return None
 
 
 def _median(values: list[float]) -> float | None:
@@ -126,6 +137,9 @@ async def run(url: str, origin: str, sessions: int, timeout: float, warm: bool =
         "median_engine_ttft_ms": _median(engine),
         "p90_engine_ttft_ms": _p90(engine),
         "median_web_overhead_ms": _median(overhead),
+        # of which the server's own preparation before the engine got the request (retrieval, assembly)
+        "median_prepare_ms": _median([r.prepare_ms for r in ok if r.prepare_ms is not None]),
+        "load_average": _load_average(),
         "median_total_ms": _median([r.total_ms for r in ok if r.total_ms is not None]),
         "results": [asdict(r) for r in results],
     }

@@ -61,6 +61,8 @@ class Message(models.Model):
         LENGTH = "length"
         ABORT = "abort"
         ERROR = "error"
+        REPETITION = "repetition"  # the loop guard ended an answer that started repeating itself
+        FIXED = "fixed"  # a fixed reply (no match, handoff, "are you a bot?"): no model text
 
     # The id the protocol calls message_id; chosen by the consumer so that a retried task is idempotent.
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

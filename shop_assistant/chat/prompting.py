@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from inference.chat_template import encode_chat
+
 NO_RESULTS = "(nothing in the catalog matched this message)"
 # Fewest tokens worth generating: below this the answer would be cut off almost at once, so refuse instead.
 MIN_ANSWER_TOKENS = 16
@@ -72,9 +74,7 @@ def chat_messages(system_prompt: str, turns: Sequence[Turn], latest_user: str) -
 
 def render(tokenizer: ChatTokenizer, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
     """Token ids of ``messages`` through the model's own chat template."""
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
-    # The template already writes every special token it needs (BOS included where the model wants one).
-    return list(tokenizer.encode(text, add_special_tokens=False))
+    return encode_chat(tokenizer, messages, add_generation_prompt)
 
 
 def system_prompt_tokens(tokenizer: ChatTokenizer, system_prompt: str) -> int:

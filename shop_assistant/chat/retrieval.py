@@ -18,6 +18,8 @@ CARD_FIELDS = ("sku", "title", "price", "currency", "url", "image", "in_stock")
 class Retrieved:
     facts: str = ""
     cards: list[dict[str, Any]] = field(default_factory=list)
+    quotes: list[dict[str, str]] = field(default_factory=list)  # {"title", "text"}: policy sentences, verbatim
+    found: bool = False  # a product or a store document matched
 
 
 def _card(raw: dict[str, Any]) -> dict[str, Any]:
@@ -37,4 +39,9 @@ def retrieve(store: Store, text: str, k: int = 3) -> Retrieved:
     grounding = ground(store, text, k=k)
     if not grounding.found:
         return Retrieved(facts=grounding.facts or "")
-    return Retrieved(facts=grounding.facts, cards=[_card(card) for card in grounding.cards])
+    return Retrieved(
+        facts=grounding.facts,
+        cards=[_card(card) for card in grounding.cards],
+        quotes=[{"title": str(q["title"]), "text": str(q["text"])} for q in grounding.quotes],
+        found=True,
+    )

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -27,8 +26,10 @@ from catalog.models import Store
 from shop_assistant.prompts.services import ensure_default_prompt
 
 from . import engine as engine_service
+from . import pipeline
 from .models import Conversation, Message
-from .prompting import PromptTooLongError, Turn, assemble, user_turn_content
+from .pipeline import Generated, Plan
+from .prompting import PromptTooLongError, Turn
 from .ratelimit import SlidingWindowLimiter, Throttle
 from .recording import (
     MessageRecord,
@@ -38,7 +39,6 @@ from .recording import (
     record_message,
     resume_conversation,
 )
-from .retrieval import Retrieved, retrieve
 
 if TYPE_CHECKING:
     from inference import AsyncLLM
@@ -49,9 +49,7 @@ Frame = dict[str, Any]
 SendFrame = Callable[[Frame], Awaitable[None]]
 GroupSend = Callable[[Frame], Awaitable[None]]
 
-# HF fast tokenizers are not safe to call from several threads at once ("Already borrowed"); prompts are
-# short, so one lock costs little.
-_tokenizer_lock = threading.Lock()
+# finish_reason of a fixed reply (no match, handoff, identity): no model text at all.
 # How long a closing connection waits for its aborted answer to wind down (and be logged) before cancelling it.
 CLOSE_GRACE_SECONDS = 10.0
 
@@ -65,8 +63,6 @@ def group_name(conversation_id: uuid.UUID | str) -> str:
 class Limits:
     max_message_chars: int = 2000
     messages_per_minute: int = 20
-    max_tokens: int = 256
-    temperature: float = 0.2
     history_messages: int = 50  # sent with `ready` and replayed into the prompt (then trimmed to fit)
     typing_interval: float = 1.0
 
@@ -90,14 +86,6 @@ class ProtocolError(Exception):
 
     def frame(self) -> Frame:
         return {"type": "error", "code": self.code, "message": self.message, **self.extra}
-
-
-@dataclass(frozen=True)
-class Prepared:
-    user_content: str
-    retrieved: Retrieved
-    token_ids: list[int]
-    max_tokens: int
 
 
 def _history_frame(message: Message) -> Frame:
@@ -149,6 +137,8 @@ class ChatSession:
         self.resume_token = resume_token
         self.history = history
         self.turns: list[Turn] = [turn for turn in map(_turn, history) if turn is not None]
+        # The shopper's last words, for retrieving follow-ups ("anything cheaper?") together with them.
+        self.last_shopper_text = next((m.text for m in reversed(history) if m.role == Message.Role.USER), "")
         self.limits = limits or Limits.from_settings()
         self._send = send
         self._group_send = group_send
@@ -160,6 +150,7 @@ class ChatSession:
         self._request_id: str | None = None
         self._engine: AsyncLLM | None = None
         self._stop_requested = False
+        self._received = time.perf_counter()
         self.closed = False
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -220,6 +211,11 @@ class ChatSession:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    async def wait_idle(self) -> None:
+        """Until every answer of this session has ended and been recorded (evaluation, tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     @property
     def generating(self) -> bool:
@@ -283,6 +279,7 @@ class ChatSession:
             return
         self._stop_requested = False
         self._generating = True
+        self._received = time.perf_counter()
         task = asyncio.create_task(self._answer(text, timezone.now()), name=f"chat-answer-{self.conversation.id}")
         self._task = task
         self._tasks.add(task)
@@ -316,30 +313,17 @@ class ChatSession:
         if self._request_id is not None and self._engine is not None:
             self._engine.abort(self._request_id)
 
-    def _prepare(self, engine: AsyncLLM, text: str) -> Prepared:
-        """Retrieval and prompt assembly (database, embeddings, tokenizer): runs on a worker thread."""
-        from shop_assistant.prompts.services import published_prompt
-
-        retrieved = retrieve(self.store, text)
-        prompt = published_prompt(self.store) or ensure_default_prompt(self.store)
-        content = user_turn_content(text, retrieved.facts)
-        with _tokenizer_lock:
-            assembled = assemble(
-                engine.tokenizer,
-                prompt.full_text(),
-                self.turns,
-                content,
-                max_model_len=engine.max_model_len,
-                max_tokens=self.limits.max_tokens,
-            )
-        return Prepared(content, retrieved, assembled.token_ids, assembled.max_tokens)
-
     async def _record(self, record: MessageRecord) -> None:
+        """The one place a message of this conversation is written (the console may hook in here)."""
         try:
             await database_sync_to_async(record_message, thread_sensitive=False)(record)
         except Exception:
             # Both Celery and the direct write failed (database down): the shopper still gets the answer.
             logger.exception("chat message %s could not be saved", record.id)
+
+    async def _emit_token(self, message_id: str, text: str) -> None:
+        """The one place answer text goes out (the console may hook in here to mirror it)."""
+        await self.send({"type": "token", "message_id": message_id, "text": text})
 
     async def _answer(self, text: str, received_at: datetime) -> None:
         try:
@@ -351,28 +335,14 @@ class ChatSession:
                 self._generating = False
 
     async def _generate(self, text: str, received_at: datetime) -> None:
-        from inference import SamplingParams
-
-        try:
-            engine = await engine_service.aget_engine()
-            started = time.perf_counter()
-            prepared = await database_sync_to_async(self._prepare, thread_sensitive=False)(engine, text)
-            logger.debug("retrieval and prompt assembly took %.0f ms", (time.perf_counter() - started) * 1000)
-        except PromptTooLongError as exc:
-            self._generating = False
-            await self.send({"type": "error", "code": "prompt_too_long", "message": str(exc), "limit": exc.limit})
+        """Retrieve and assemble, send what is known at once, generate, then end and record."""
+        planned = await self._plan(text)
+        if planned is None:
             return
-        except engine_service.EngineUnavailableError as exc:
-            self._generating = False
-            await self.send({"type": "error", "code": "engine_unavailable", "message": str(exc)})
-            return
-        except Exception:
-            logger.exception("preparing an answer failed")
-            self._generating = False
-            await self.send({"type": "error", "code": "internal", "message": "something went wrong; try again"})
-            return
-
+        engine, prepared = planned
+        message_id = str(uuid.uuid4())
         self.turns.append(Turn("user", prepared.user_content))
+        self.last_shopper_text = text
         # Logged while the answer streams: the write is not on the way to the first token.
         user_logged = asyncio.ensure_future(
             self._record(
@@ -381,60 +351,96 @@ class ChatSession:
                 )
             )
         )
-
-        message_id = uuid.uuid4()
-        answer = MessageRecord(self.conversation.id, "assistant", "", id=message_id, products=prepared.retrieved.cards)
-        parts: list[str] = []
-        finish: str | None = None
-        usage = {"prompt_tokens": len(prepared.token_ids), "completion_tokens": 0, "cached_tokens": 0}
-        timing: dict[str, float] | None = None
-        await self.send({"type": "start", "message_id": str(message_id)})
-        if prepared.retrieved.cards:
-            await self.send({"type": "products", "message_id": str(message_id), "items": prepared.retrieved.cards})
-        params = SamplingParams(max_tokens=prepared.max_tokens, temperature=self.limits.temperature)
-        self._engine, self._request_id = engine, str(message_id)
+        await self._send_known_parts(message_id, prepared)
+        result = Generated(usage={"prompt_tokens": len(prepared.token_ids), "completion_tokens": 0, "cached_tokens": 0})
         try:
-            if self._stop_requested:  # stop arrived while retrieval ran: never start the request
-                finish = "abort"
-            else:
-                stream = engine.stream(
-                    str(message_id),
-                    prepared.token_ids,
-                    params,
-                    session_id=str(self.conversation.id),
-                    cache_salt=self.store.cache_salt,
-                )
-                # aclosing: leaving the loop early (cancel, error) closes the stream now, which aborts the request.
-                async with contextlib.aclosing(stream):
-                    async for delta in stream:
-                        if delta.text:
-                            parts.append(delta.text)
-                            await self.send({"type": "token", "message_id": str(message_id), "text": delta.text})
-                        if delta.finish_reason:
-                            finish = delta.finish_reason
-                        if delta.usage is not None:
-                            usage = delta.usage.as_dict()
-                        if delta.metrics is not None:
-                            timing = delta.metrics.timing_ms()
+            await self._write(engine, message_id, prepared, result)
+        finally:
+            await self._finish(message_id, prepared, result, user_logged)
+
+    async def _plan(self, text: str) -> tuple[Any, Plan] | None:
+        """Steps 1-2 on a worker thread; None (after an error frame) when there is nothing to answer with."""
+        try:
+            engine = await engine_service.aget_engine()
+            started = time.perf_counter()
+            prepared = await database_sync_to_async(pipeline.plan, thread_sensitive=False)(
+                engine, self.store, self.conversation, list(self.turns), text, self.last_shopper_text
+            )
+            logger.debug("retrieval and prompt assembly took %.0f ms", (time.perf_counter() - started) * 1000)
+            return engine, prepared
+        except PromptTooLongError as exc:
+            error: Frame = {"type": "error", "code": "prompt_too_long", "message": str(exc), "limit": exc.limit}
+        except engine_service.EngineUnavailableError as exc:
+            error = {"type": "error", "code": "engine_unavailable", "message": str(exc)}
+        except Exception:
+            logger.exception("preparing an answer failed")
+            error = {"type": "error", "code": "internal", "message": "something went wrong; try again"}
+        self._generating = False
+        await self.send(error)
+        return None
+
+    async def _send_known_parts(self, message_id: str, prepared: Plan) -> None:
+        """`start`, the product cards and the policy quotes: from the catalog, before the model's first token."""
+        composition = prepared.composition
+        await self.send({"type": "start", "message_id": message_id})
+        if composition.cards:
+            await self.send({"type": "products", "message_id": message_id, "items": composition.cards})
+        if composition.quotes:
+            await self.send({"type": "sources", "message_id": message_id, "items": composition.quotes})
+
+    async def _write(self, engine: Any, message_id: str, prepared: Plan, result: Generated) -> None:
+        """Step 3: the fixed reply, or the model's answer streamed through the loop guard."""
+        if prepared.composition.fixed:
+            result.parts.append(prepared.composition.reply)
+            result.finish_reason = pipeline.FINISH_FIXED
+            await self._emit_token(message_id, prepared.composition.reply)
+            return
+        if self._stop_requested:  # stop arrived while retrieval ran: never start the request
+            result.finish_reason = "abort"
+            return
+        self._engine, self._request_id = engine, message_id
+        # What the web side spent before the engine got the request (retrieval, assembly, thread hops).
+        prepare_ms = round((time.perf_counter() - self._received) * 1000, 1)
+        try:
+            pieces = pipeline.generate(
+                engine, message_id, prepared, result, session_id=str(self.conversation.id), cache_salt=self.store.cache_salt
+            )
+            async with contextlib.aclosing(pieces):
+                async for piece in pieces:
+                    await self._emit_token(message_id, piece)
         except asyncio.CancelledError:
-            finish = "abort"
+            result.finish_reason = "abort"
             raise
         except Exception:
             logger.exception("generation failed for %s", message_id)
-            finish = "error"
+            result.finish_reason = "error"
         finally:
             self._request_id = None
-            if finish is None:
-                finish = "abort" if self._stop_requested else "error"
-            answer.text = "".join(parts)
-            answer.finish_reason = finish
-            answer.usage = usage
-            if answer.text:
-                self.turns.append(Turn("assistant", answer.text))
-            end: Frame = {"type": "end", "message_id": str(message_id), "finish_reason": finish, "usage": usage}
-            if timing:
-                end["timing"] = timing
-            self._generating = False  # the next message may come as soon as the shopper sees `end`
-            await self.send(end)  # before the write: the shopper need not wait for the log
-            await asyncio.shield(user_logged)
-            await self._record(answer)
+            result.timing = {**(result.timing or {}), "prepare_ms": prepare_ms}
+
+    async def _finish(
+        self, message_id: str, prepared: Plan, result: Generated, user_logged: asyncio.Future[None]
+    ) -> None:
+        """Step 4: the `end` frame first (the shopper need not wait for the log), then record the answer."""
+        finish = result.finish_reason or ("abort" if self._stop_requested else "error")
+        text = result.text
+        if text:
+            self.turns.append(Turn("assistant", text))
+        end: Frame = {"type": "end", "message_id": message_id, "finish_reason": finish, "usage": result.usage}
+        if prepared.composition.fixed:
+            end["reply"] = prepared.composition.kind
+        if result.timing:
+            end["timing"] = result.timing
+        self._generating = False  # the next message may come as soon as the shopper sees `end`
+        await self.send(end)
+        answer = MessageRecord(
+            self.conversation.id,
+            "assistant",
+            text,
+            id=uuid.UUID(message_id),
+            products=prepared.composition.cards,
+            finish_reason=finish,
+            usage=result.usage,
+        )
+        await asyncio.shield(user_logged)
+        await self._record(answer)

@@ -1,15 +1,40 @@
-DEFAULT_SYSTEM_PROMPT = """You are the shopping assistant of {store}, an online store. You help shoppers find products \
-from the store's catalog, answer questions about sizes, materials, prices, stock, shipping and returns, and \
-hand over to a human agent when asked.
+"""The prompt a new store starts with.
+
+Written for the bundled 135M model: short imperative rules. Requests the catalog has nothing for, requests for
+a person and "are you a bot?" never reach the model: they get fixed replies (``shop_assistant.chat.composition``).
+
+Few-shot examples (``FEW_SHOT_EXAMPLES``) were measured on the 32 demo-store questions of the evaluation set and
+are not in the default: with them the model named the asked-for figure in its own text 2 of 10 times (1 of 10
+without), named the product 4 of 14 times either way, and ran into the answer budget 15 times instead of 7
+(median 60.5 words instead of 48.5). The figures are on screen anyway (quotes, cards); an owner using a larger
+model may append them to the store's prompt, where the prefix cache makes them free after the first session.
+"""
+
+FEW_SHOT_EXAMPLES = """Examples of good answers:
+
+Catalog results: 1. Nordic Wool Scarf - 35.00 USD - in stock [SKU NWS-1]
+Shopper: Do you have a warm scarf?
+Assistant: Yes, the Nordic Wool Scarf is 35.00 USD and in stock.
+
+Catalog results: Store document "Returns": Unused items can be returned within 45 days of delivery.
+Shopper: Can I send it back?
+Assistant: Yes, unused items can be returned within 45 days of delivery.
+
+Catalog results: 1. City Umbrella - 18.00 USD - out of stock [SKU CU-2]
+Shopper: I need an umbrella.
+Assistant: We have the City Umbrella for 18.00 USD, but it is out of stock right now."""
+
+DEFAULT_SYSTEM_PROMPT = (
+    """You are the virtual shopping assistant of {store}, an online store.
 
 Rules:
-- Only recommend products that appear in the "Catalog results" given with the shopper's message. Never invent \
-products, prices, discounts or stock levels; quote them exactly as given.
-- If the catalog results do not contain what the shopper wants, say that you could not find it in this store and \
-suggest a different search or a human agent.
-- Keep answers short and friendly: two to four sentences, plain language, no more than three products at a time.
-- For orders, refunds or account questions you cannot see, offer to connect the shopper with a human agent.
-- Never ask for payment details, passwords or full card numbers."""
+- Answer in one or two short sentences.
+- Use only the catalog results given with the shopper's message. Copy product names, prices and figures \
+exactly. Never invent products, prices, discounts or stock.
+- Never repeat a sentence.
+- For orders, refunds or account questions you cannot see, offer a human agent.
+- Never ask for payment details, passwords or card numbers."""
+)
 
 DEFAULT_POLICIES = """Returns: unused items can be returned within 30 days of delivery for a full refund.
 Shipping: standard shipping takes 3-5 business days; orders over $50 ship free.

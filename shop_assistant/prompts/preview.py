@@ -11,17 +11,14 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 
 from catalog.models import Store
 from shop_assistant.chat import engine as engine_service
-from shop_assistant.chat.prompting import PromptTooLongError, assemble, user_turn_content
-from shop_assistant.chat.retrieval import Retrieved, retrieve
-from shop_assistant.chat.session import _tokenizer_lock
+from shop_assistant.chat import pipeline
+from shop_assistant.chat.prompting import PromptTooLongError
 
 from .models import PromptVersion
 
@@ -34,44 +31,16 @@ def cache_salt_for(store: Store, version: PromptVersion) -> str:
     return f"{store.cache_salt}:draft:{version.pk}"
 
 
-def decoding(store: Store) -> tuple[int, float]:
-    """(max_tokens, temperature): the store's own, else the site's chat defaults."""
-    chat = getattr(settings, "CHAT", {})
-    max_tokens = store.answer_max_tokens or chat.get("max_tokens") or 256
-    temperature = store.temperature if store.temperature is not None else chat.get("temperature", 0.2)
-    return int(max_tokens), float(temperature)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    retrieved: Retrieved
-    token_ids: list[int]
-    max_tokens: int
-
-
-def prepare(engine: Any, store: Store, version: PromptVersion, question: str) -> Prepared:
-    """Retrieval and prompt assembly for a first message (blocking: database, embeddings, tokenizer)."""
-    retrieved = retrieve(store, question)
-    max_tokens, _ = decoding(store)
-    with _tokenizer_lock:
-        assembled = assemble(
-            engine.tokenizer,
-            version.full_text(),
-            [],
-            user_turn_content(question, retrieved.facts),
-            max_model_len=engine.max_model_len,
-            max_tokens=max_tokens,
-        )
-    return Prepared(retrieved, assembled.token_ids, assembled.max_tokens)
-
-
 async def preview_events(store: Store, version: PromptVersion, question: str) -> AsyncIterator[Event]:
-    """``products``?, ``token``*, ``end`` (or ``error``) for one question under one version."""
-    from inference import SamplingParams
+    """``products``?, ``sources``?, ``token``*, ``end`` (or ``error``) for one question under one version.
 
+    The shopper's pipeline (composition, fixed replies, decoding, loop guard) with this version's text and salt,
+    as a first message: what a new shopper would see if this version were published. Nothing is recorded."""
     try:
         engine = await engine_service.aget_engine()
-        prepared = await database_sync_to_async(prepare, thread_sensitive=False)(engine, store, version, question)
+        prepared = await database_sync_to_async(pipeline.plan, thread_sensitive=False)(
+            engine, store, None, [], question, system_prompt=version.full_text()
+        )
     except PromptTooLongError as exc:
         yield {"type": "error", "code": "prompt_too_long", "message": str(exc)}
         return
@@ -79,26 +48,31 @@ async def preview_events(store: Store, version: PromptVersion, question: str) ->
         yield {"type": "error", "code": "engine_unavailable", "message": str(exc)}
         return
 
-    if prepared.retrieved.cards:
-        yield {"type": "products", "items": prepared.retrieved.cards}
-    _, temperature = decoding(store)
-    params = SamplingParams(max_tokens=prepared.max_tokens, temperature=temperature)
-    usage: dict[str, int] = {"prompt_tokens": len(prepared.token_ids), "completion_tokens": 0, "cached_tokens": 0}
-    finish = "error"
+    composition = prepared.composition
+    if composition.cards:
+        yield {"type": "products", "items": composition.cards}
+    if composition.quotes:
+        yield {"type": "sources", "items": composition.quotes}
+    if composition.fixed:
+        yield {"type": "token", "text": composition.reply}
+        yield {"type": "end", "finish_reason": pipeline.FINISH_FIXED, "reply": composition.kind,
+               "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}, "first_token_ms": 0.0}
+        return
+    result = pipeline.Generated(
+        usage={"prompt_tokens": len(prepared.token_ids), "completion_tokens": 0, "cached_tokens": 0}
+    )
     started = time.perf_counter()
     first_token_ms: float | None = None
-    stream = engine.stream(
-        f"studio-preview-{uuid.uuid4().hex}", prepared.token_ids, params, cache_salt=cache_salt_for(store, version)
-    )
+    # No engine session: preview blocks are one-off traffic, evicted before any shopper's conversation.
+    pieces = pipeline.generate(
+        engine, f"studio-preview-{uuid.uuid4().hex}", prepared, result,
+        session_id=None, cache_salt=cache_salt_for(store, version),
+    )  # fmt: skip
     # aclosing: a browser that goes away ends the generator, which aborts the request and frees its blocks.
-    async with contextlib.aclosing(stream):
-        async for delta in stream:
-            if delta.text:
-                if first_token_ms is None:
-                    first_token_ms = round((time.perf_counter() - started) * 1000, 1)
-                yield {"type": "token", "text": delta.text}
-            if delta.finish_reason:
-                finish = delta.finish_reason
-            if delta.usage is not None:
-                usage = delta.usage.as_dict()
-    yield {"type": "end", "finish_reason": finish, "usage": usage, "first_token_ms": first_token_ms}
+    async with contextlib.aclosing(pieces):
+        async for piece in pieces:
+            if first_token_ms is None:
+                first_token_ms = round((time.perf_counter() - started) * 1000, 1)
+            yield {"type": "token", "text": piece}
+    end = {"type": "end", "finish_reason": result.finish_reason or "error", "usage": result.usage}
+    yield {**end, "first_token_ms": first_token_ms}

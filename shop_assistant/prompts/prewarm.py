@@ -21,7 +21,6 @@ from django.utils import timezone
 
 from catalog.models import Store
 from shop_assistant.chat import engine as engine_service
-from shop_assistant.chat.session import _tokenizer_lock
 
 from .models import PromptVersion
 
@@ -43,7 +42,7 @@ class PrewarmResult:
 
 def system_prefix_ids(engine: AsyncLLM, system_text: str) -> list[int]:
     """The tokens every conversation of the store starts with: the system message alone, as the chat renders it."""
-    with _tokenizer_lock:
+    with engine_service.tokenizer_lock:
         return engine.encode_chat([{"role": "system", "content": system_text}], add_generation_prompt=False)
 
 

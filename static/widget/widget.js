@@ -177,6 +177,19 @@
     return list;
   }
 
+  // The store document's own sentences that answer a policy question: shown word for word under the answer,
+  // so the figure the shopper asked for is on screen whatever the model wrote.
+  function sourceQuotes(items) {
+    var box = el("div", { className: "sa-sources", "aria-label": "From the store's policies" });
+    (items || []).forEach(function (item) {
+      box.appendChild(el("figure", { className: "sa-source" }, [
+        el("blockquote", { className: "sa-quote", text: item.text || "" }),
+        el("figcaption", { className: "sa-source-title", text: item.title || "" }),
+      ]));
+    });
+    return box;
+  }
+
   // ---------------------------------------------------------------------------------------------------------
   // The widget
   // ---------------------------------------------------------------------------------------------------------
@@ -328,6 +341,12 @@
           scrollToEnd();
         }
         break;
+      case "sources":
+        if (generating && generating.id === frame.message_id) {
+          generating.bubble.appendChild(sourceQuotes(frame.items));
+          scrollToEnd();
+        }
+        break;
       case "token":
         if (generating && generating.id === frame.message_id) {
           typing.hidden = true;
@@ -339,6 +358,12 @@
         if (generating && generating.id === frame.message_id) {
           var notes = { abort: "Stopped.", length: "(answer cut short)", error: "Sorry, something went wrong. Please try again." };
           if (frame.finish_reason === "error" && !generating.text) generating.bubble.classList.add("sa-failed");
+          if (frame.reply) {
+            // A fixed reply of the store (no match, handoff, "are you a bot?"), not model text.
+            generating.bubble.classList.add("sa-fixed");
+            generating.bubble.setAttribute("data-reply", frame.reply);
+            if (frame.reply === "handoff") setStatus("A person has been asked to join");
+          }
           finishGenerating(notes[frame.finish_reason] || "");
         }
         break;

@@ -103,3 +103,42 @@ def test_parsers():
     assert policy_kinds("when will my parcel arrive, and can I get a refund?") == ["returns", "shipping"]
     assert policy_kinds("is it covered by the warranty") == ["warranty"]
     assert policy_kinds("red necklace") == []
+
+
+SHIPPING = (
+    "Orders placed before 2 pm leave the same day. Standard shipping takes 3 to 5 business days and costs 6.95 USD; "
+    "it is free on orders over 50 USD. Express shipping takes 1 to 2 business days and costs 14.95 USD."
+)
+FAQ = "Which payment methods do you accept? Visa, Mastercard and PayPal.\nCan I cancel my order? Yes, within one hour."
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "question", "expected"),
+    [
+        ("shipping", SHIPPING, "How much does express shipping cost?", "Express shipping takes 1 to 2 business days and costs 14.95 USD."),
+        ("shipping", SHIPPING, "Is shipping free?", "Standard shipping takes 3 to 5 business days and costs 6.95 USD; it is free on orders over 50 USD."),
+        ("faq", FAQ, "Can I pay with PayPal?", "Which payment methods do you accept? Visa, Mastercard and PayPal."),
+        ("faq", FAQ, "Can I cancel my order?", "Can I cancel my order? Yes, within one hour."),
+        ("shipping", SHIPPING, "Tell me about delivery", "Orders placed before 2 pm leave the same day."),
+    ],
+)
+def test_quote_is_the_sentence_that_answers(kind, body, question, expected):
+    from catalog.grounding import quote
+
+    assert quote(StoreDocument(kind=kind, title="t", body=body), question) == expected
+
+
+def test_policy_answers_carry_quotes_and_the_same_words_as_facts(sample_store):
+    store, _ = sample_store
+    StoreDocument.objects.create(store=store, kind="returns", title="Returns", body="Return within 14 days. Keep tags on.")
+    result = ground(store, "Can I return it?")
+    assert result.quotes == [{"title": "Returns", "text": "Return within 14 days."}]
+    assert "Return within 14 days." in result.facts and "Keep tags on." not in result.facts
+
+
+def test_product_types_say_what_a_store_sells(sample_store):
+    from catalog.grounding import product_types
+
+    store, _ = sample_store
+    types = product_types(store)
+    assert types and all(t == t.lower() for t in types) and len(types) <= 8

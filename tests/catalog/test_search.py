@@ -172,3 +172,40 @@ def test_median_latency(sample_store, capsys):
     # check, matrix product, BM25, fetching the hits) is what this module controls and must stay small.
     assert statistics.median(warm) < 0.25
     assert statistics.median(cold) < 5.0
+
+
+def test_concurrent_queries_are_encoded_together_and_once(embedding_model, monkeypatch):
+    """Sessions asking at the same moment share one encode; the vectors are those of one-by-one encodes."""
+    import threading
+
+    from catalog import embeddings
+
+    texts = [f"warm jacket number {i}" for i in range(12)] + ["warm jacket number 0"] * 4
+    expected = {text: embeddings.encode([text])[0] for text in set(texts)}
+    search.clear_index()
+    calls: list[int] = []
+    real_encode = embeddings.encode
+
+    def counting_encode(batch, *args, **kwargs):
+        calls.append(len(batch))
+        time.sleep(0.05)  # a slow model: later arrivals queue up behind the running encode
+        return real_encode(batch, *args, **kwargs)
+
+    monkeypatch.setattr(embeddings, "encode", counting_encode)
+    results: dict[int, object] = {}
+    barrier = threading.Barrier(len(texts))
+
+    def ask(index: int) -> None:
+        barrier.wait()
+        results[index] = search.query_vector(texts[index])
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(texts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    search.clear_index()
+    assert sum(calls) == len(set(texts))  # every distinct text encoded exactly once
+    assert len(calls) < len(set(texts))  # in batches, not one by one
+    for index, text in enumerate(texts):
+        assert abs(float(results[index] @ expected[text]) - 1.0) < 1e-4

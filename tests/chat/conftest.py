@@ -89,6 +89,7 @@ class Answer:
     start: dict[str, Any]
     tokens: list[str] = field(default_factory=list)
     products: list[dict[str, Any]] | None = None
+    sources: list[dict[str, Any]] | None = None
     end: dict[str, Any] | None = None
     frames: list[dict[str, Any]] = field(default_factory=list)
 
@@ -111,6 +112,8 @@ async def collect_answer(receive, *, first: dict[str, Any] | None = None, timeou
             answer.tokens.append(frame["text"])
         elif frame["type"] == "products":
             answer.products = frame["items"]
+        elif frame["type"] == "sources":
+            answer.sources = frame["items"]
         elif frame["type"] == "end":
             answer.end = frame
             return answer

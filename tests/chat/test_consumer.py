@@ -71,7 +71,7 @@ async def test_products_come_from_catalog_rows(ws, demo_store):
 async def test_resume_restores_the_conversation_and_its_history(ws, demo_store):
     first = await ws("/ws/chat/?store=demo")
     ready = first.ready
-    answer = await first.ask("Hi, I am looking for a gift.")
+    answer = await first.ask("Hi, I am looking for a tent.")
     await first.close()
 
     token = ready["resume_token"]
@@ -80,10 +80,10 @@ async def test_resume_restores_the_conversation_and_its_history(ws, demo_store):
     assert resumed["conversation"] == ready["conversation"]
     assert resumed["resume_token"] == token
     history = resumed["history"]
-    assert [(h["role"], h["text"]) for h in history] == [("user", "Hi, I am looking for a gift."), ("assistant", answer.text)]
+    assert [(h["role"], h["text"]) for h in history] == [("user", "Hi, I am looking for a tent."), ("assistant", answer.text)]
 
     # The follow-up replays the first exchange byte for byte, so the engine reuses its blocks.
-    follow_up = await again.ask("Something under 50 dollars?")
+    follow_up = await again.ask("Something under 300 dollars?")
     await again.close()
     block = 16
     previous = answer.end["usage"]["prompt_tokens"]
@@ -114,7 +114,7 @@ async def test_an_invalid_or_foreign_token_gets_a_new_conversation(ws, demo_stor
 async def test_stop_aborts_and_frees_blocks_and_the_socket_stays_usable(ws, demo_store, settings, chat_engine):
     settings.CHAT = {**settings.CHAT, "max_tokens": 200}
     client = await ws("/ws/chat/?store=demo")
-    await client.send({"type": "message", "text": "Write a long poem about every product you sell."})
+    await client.send({"type": "message", "text": "Tell me everything about your tents and sleeping bags, in a long poem."})
     start = await client.receive()
     assert start["type"] == "start"
     frame = await client.receive()
@@ -146,7 +146,7 @@ async def test_disconnect_aborts_the_request_and_frees_its_blocks_at_once(ws, de
     settings.CHAT = {**settings.CHAT, "max_tokens": 300}
     client = await ws("/ws/chat/?store=demo")
     ready = client.ready
-    await client.send({"type": "message", "text": "Write a long poem about every product you sell."})
+    await client.send({"type": "message", "text": "Tell me everything about your tents and sleeping bags, in a long poem."})
     frame = await client.receive()
     while frame["type"] != "token":
         frame = await client.receive()
@@ -201,7 +201,7 @@ async def test_bad_frames_get_errors_and_the_socket_stays_usable(ws, demo_store,
 async def test_a_second_message_while_generating_is_refused(ws, demo_store, settings):
     settings.CHAT = {**settings.CHAT, "max_tokens": 24}
     client = await ws("/ws/chat/?store=demo")
-    await client.send({"type": "message", "text": "First question: what do you sell?"})
+    await client.send({"type": "message", "text": "First question: do you have tents?"})
     await client.send({"type": "message", "text": "Second question, too soon"})
     frames = []
     while True:
@@ -317,3 +317,23 @@ async def test_two_connections_to_one_conversation_both_see_agent_messages(ws, d
     for client in (one, two):
         assert (await client.receive())["text"] == "Both tabs see this"
     await asyncio.gather(one.close(), two.close())
+
+
+async def test_fixed_replies_quotes_and_the_handoff_record(ws, demo_store):
+    client = await ws("/ws/chat/?store=demo")
+    policy = await client.ask("How much does express shipping cost?")
+    assert [f["type"] for f in policy.frames[:2]] == ["start", "sources"]
+    assert any("14.95" in item["text"] for item in policy.sources)
+    assert policy.end["finish_reason"] in {"stop", "length", "repetition"}
+
+    no_match = await client.ask("Do you sell laptops?")
+    assert no_match.products is None and no_match.end["finish_reason"] == "fixed"
+    assert no_match.end["reply"] == "no_match" and "don't carry laptops" in no_match.text
+
+    handoff = await client.ask("Can I talk to a person?")
+    assert handoff.end["reply"] == "handoff" and handoff.text
+    await client.close()
+    conversation = await database_sync_to_async(Conversation.objects.get)(pk=client.ready["conversation"])
+    assert conversation.status == "handoff" and conversation.handoff_requested_at is not None
+    rows = await database_sync_to_async(messages_of)(client.ready["conversation"])
+    assert [m.finish_reason for m in rows if m.role == "assistant"][1:] == ["fixed", "fixed"]

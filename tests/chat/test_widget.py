@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
 import pytest
+from channels.db import database_sync_to_async
 
 from .conftest import FRAME_TIMEOUT, run_daphne
 
@@ -106,6 +108,46 @@ async def test_ask_stream_card_and_history_after_reload(daphne_server, demo_stor
     await page.get_by_label("Your message").press("Escape")
     await expect(page.get_by_role("dialog")).to_be_hidden()
     await expect(page.get_by_role("button", name="Chat with us")).to_be_focused()
+    assert page.errors == []
+
+
+async def test_quotes_no_match_and_handoff_replies(daphne_server, demo_store, page):
+    """A policy answer shows the store's own sentence as a quote; no-match and handoff are fixed replies."""
+    from playwright.async_api import expect
+
+    from shop_assistant.chat.models import Conversation
+
+    timeout = FRAME_TIMEOUT * 1000
+    await page.goto(daphne_server.http + "/")
+    await page.get_by_role("button", name="Chat with us").click()
+    await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
+    box = page.get_by_label("Your message")
+    done = page.locator(".sa-assistant[aria-busy]")
+
+    await box.fill("What is your return policy?")
+    await box.press("Enter")
+    quote = page.locator(".sa-assistant .sa-source").last
+    await expect(quote.locator(".sa-quote")).to_contain_text("within 30 days of delivery", timeout=timeout)
+    await expect(quote.locator(".sa-source-title")).to_have_text("Returns and refunds")
+    await expect(done).to_have_count(0, timeout=timeout)
+
+    await box.fill("Do you sell laptops?")
+    await box.press("Enter")
+    reply = page.locator(".sa-assistant").last
+    await expect(reply.locator(".sa-text")).to_contain_text("we don't carry laptops", timeout=timeout)
+    await expect(reply).to_have_attribute("data-reply", "no_match", timeout=timeout)
+    assert await reply.locator(".sa-card").count() == 0
+
+    await box.fill("Can I talk to a person?")
+    await box.press("Enter")
+    reply = page.locator(".sa-assistant").last
+    await expect(reply).to_have_attribute("data-reply", "handoff", timeout=timeout)
+    await expect(reply.locator(".sa-text")).to_contain_text("team", timeout=timeout)
+    await expect(page.locator(".sa-status")).to_have_text("A person has been asked to join")
+    token = await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]")
+    conversation_id = json.loads(token)["conversation"]
+    conversation = await database_sync_to_async(Conversation.objects.get)(pk=conversation_id)
+    assert conversation.status == "handoff" and conversation.handoff_requested_at is not None
     assert page.errors == []
 
 

@@ -1,0 +1,141 @@
+"""What an answer is made of, decided before the model runs.
+
+The facts a shopper relies on never depend on the small model getting them right:
+
+- product cards are catalog rows; policy questions carry the store document's answering sentences as quotes;
+- a request the catalog has nothing for gets the store's fixed no-match reply, with no cards and no model text;
+- a shopper asking for a person gets the fixed handoff reply (and the request is recorded);
+- "are you a bot?" gets a fixed, honest reply: the assistant never claims to be human.
+
+Only what is left (product and policy answers, small talk) is written by the model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from catalog.models import Store
+
+from . import handoff
+from .retrieval import Retrieved
+
+MODEL = "model"
+NO_MATCH = "no_match"
+HANDOFF = "handoff"
+IDENTITY = "identity"
+
+IDENTITY_REPLY = (
+    "I'm {store}'s virtual shopping assistant, a computer program, not a person. I can help you find products "
+    "and answer questions about the store; ask for a human agent at any time."
+)
+NO_MATCH_FALLBACK = "Sorry, I couldn't find that in our catalog."
+
+# Words that carry no request: a message made only of these is small talk for the model, not a catalog miss.
+_SMALL_TALK = frozenset(
+    """hello hi hey hiya howdy thanks thank thx cheers ok okay great good nice cool bye goodbye morning afternoon
+    evening day what can help how are doing well fine yes no sure please you your there assistant question
+    questions something anything else more tell me about who with still there that that's it it's this is was
+    very so much awesome perfect lovely all""".split()
+)
+_IDENTITY = re.compile(
+    r"\bare you (?:a |an |the )?(?:real |actual )?(?:human|person|bot|robot|machine|ai|computer|real)\b"
+    r"|\b(?:am i|is this) (?:talking|speaking|chatting) (?:to|with) (?:a |an )?(?:human|person|bot|robot|machine|ai)\b",
+    re.IGNORECASE,
+)
+_REQUEST_NOISE = frozenset(
+    """do does did you have has sell selling carry carrying stock offer got any a an the some i i'm im am looking
+    for want wanted to buy need get find searching search is are there your in of please can could would
+    like me my show we us""".split()
+)
+# A message asking the catalog for something: when nothing matches, it gets the no-match reply. Anything else
+# the catalog has nothing for ("I like long walks") is left to the model, told that nothing matched.
+_REQUEST = re.compile(
+    r"\b(?:do|does|did|can|could) (?:you|they|u) (?:have|sell|carry|stock|offer|make|ship)\b|\blooking for\b"
+    r"|\bi(?:'d| would)? (?:need|want|like) (?:a|an|some|to buy|to get|to order)\b|\b(?:buy|purchase|order)\b"
+    r"|\bsearching for\b|\brecommend\b|\bshow me\b|\bwhere can i (?:get|find|buy)\b|\bany\b.*\?"
+    r"|\bis there (?:a|an|any)\b|\bhave you got\b",
+    re.IGNORECASE,
+)
+_PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|between|and|up|to|at|most|least)\b")
+
+
+@dataclass
+class Composition:
+    kind: str  # MODEL, NO_MATCH, HANDOFF or IDENTITY
+    facts: str = ""
+    cards: list[dict[str, Any]] = field(default_factory=list)
+    quotes: list[dict[str, str]] = field(default_factory=list)
+    reply: str = ""  # the fixed text of NO_MATCH, HANDOFF and IDENTITY
+
+    @property
+    def fixed(self) -> bool:
+        return self.kind != MODEL
+
+
+_FOLLOW_UP_WORDS = frozenset(
+    """something anything one ones other another else cheaper smaller bigger larger lighter warmer different
+    dollars dollar usd euros eur bucks color colour size sizes option options more less it them that those""".split()
+)
+
+
+def is_follow_up(text: str) -> bool:
+    """A short message that names no product of its own ("anything under 300 dollars?", "in blue?")."""
+    if len(text.split()) > 8:
+        return False
+    words = requested_thing(text).split() if requested_thing(text) else []
+    return all(word in _FOLLOW_UP_WORDS or word in _SMALL_TALK for word in words)
+
+
+def asks_the_catalog(text: str) -> bool:
+    """A request for a product: explicit ("do you sell ...", "I'm looking for ...") or a bare noun ("laptops?")."""
+    return bool(_REQUEST.search(text)) or (len(text.split()) <= 4 and bool(requested_thing(text)))
+
+
+def is_small_talk(text: str) -> bool:
+    words = re.findall(r"[a-z']+", text.lower())
+    return all(word in _SMALL_TALK or word in _REQUEST_NOISE for word in words)
+
+
+def requested_thing(text: str) -> str:
+    """The shopper's words for what they asked for ("laptops"), or "" when it cannot be told apart."""
+    cleaned = re.sub(r"[$€£]?\d+(?:[.,]\d+)?", " ", text.lower())
+    cleaned = _PRICE_WORDS.sub(" ", cleaned)
+    words = [word for word in re.findall(r"[a-z][a-z'-]*", cleaned) if word not in _REQUEST_NOISE]
+    return " ".join(words) if 1 <= len(words) <= 4 else ""
+
+
+def no_match_reply(store: Store, text: str) -> str:
+    """The store's own no-match reply, or one built from what it sells."""
+    if store.no_match_reply.strip():
+        return store.no_match_reply.strip()
+    from catalog.grounding import product_types
+
+    thing = requested_thing(text)
+    opening = f"Sorry, we don't carry {thing}." if thing else NO_MATCH_FALLBACK
+    types = product_types(store)
+    if not types:
+        return f"{opening} Try other words, or ask for a person."
+    listing = ", ".join(types[:-1]) + f" and {types[-1]}" if len(types) > 1 else types[0]
+    return f"{opening} At {store.name} we sell {listing}. Try other words, or ask for a person."
+
+
+def compose(store: Store, text: str, retrieve: Any, previous: str = "") -> Composition:
+    """Decide how to answer ``text``; ``retrieve(store, text)`` is only called when the catalog matters.
+
+    ``previous`` is the shopper's message before this one: a follow-up that finds nothing on its own ("anything
+    under 50 dollars?") is searched again together with it. Blocking (database, embeddings): a worker thread.
+    """
+    if _IDENTITY.search(text):
+        return Composition(IDENTITY, reply=IDENTITY_REPLY.format(store=store.name))
+    if handoff.asks_for_person(text):
+        return Composition(HANDOFF, reply=handoff.reply_for(store))
+    retrieved: Retrieved = retrieve(store, text)
+    if not retrieved.found and previous.strip() and is_follow_up(text):
+        retrieved = retrieve(store, f"{previous.strip()} {text}")
+    if retrieved.found:
+        return Composition(MODEL, facts=retrieved.facts, cards=retrieved.cards, quotes=retrieved.quotes)
+    if is_small_talk(text) or not asks_the_catalog(text):
+        return Composition(MODEL, facts=retrieved.facts)
+    return Composition(NO_MATCH, reply=no_match_reply(store, text))

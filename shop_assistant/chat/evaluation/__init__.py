@@ -1,0 +1,232 @@
+"""Answer-quality evaluation: shopper questions through the websocket's own pipeline, one fresh session each.
+
+Every question runs in a new ``ChatSession`` (the object the consumer drives), so retrieval, composition,
+decoding, the loop guard and recording are exactly what a shopper gets; only the transport is left out. The
+checks are plain text rules, the same for every model, so a run can be compared with an earlier one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import statistics
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..decoding import words_of
+
+QUESTIONS_PATH = Path(__file__).resolve().parent / "questions.json"
+SAMPLES_DIR = Path(__file__).resolve().parents[3] / "catalog" / "samples" / "shopify"
+SAMPLE_STORES = {f"shopify-{path.stem}": path for path in sorted(SAMPLES_DIR.glob("*.csv"))}
+
+# The issue's bar ("Done when"); the CI test fails under it.
+THRESHOLDS = {
+    "loops": 0,
+    "human_claims": 0,
+    "median_words": 80,
+    "product_in_cards": 0.90,
+    "fact_on_screen": 0.95,
+    "no_match_handled": 0.90,
+    "handoff_recorded": 1.0,
+}
+LOOP_NGRAM = 5
+LOOP_REPEATS = 3
+HUMAN_CLAIM = re.compile(
+    r"\b(?:i\s*am|i['’]m|im)\s+(?:a\s+|an\s+|your\s+|the\s+)?(?:real\s+|actual\s+|live\s+)?(?:human|person)\b"
+    r"|\bhuman agent here\b|\bi\s*am\s+not\s+a\s+(?:bot|robot|machine|ai)\b|\bi['’]m\s+not\s+a\s+(?:bot|robot|ai)\b",
+    re.IGNORECASE,
+)
+_NO_MATCH_WORDS = re.compile(r"\b(?:don['’]t|do not|doesn['’]t|couldn['’]t|could not|can['’]t|cannot)\s+"
+                             r"(?:carry|sell|have|stock|find)\b|\bno (?:product|match)", re.IGNORECASE)
+
+
+@dataclass
+class Question:
+    store: str
+    text: str
+    expect: dict[str, Any]
+    subset: bool = False
+
+
+@dataclass
+class Outcome:
+    store: str
+    question: str
+    answer: str = ""
+    finish_reason: str = ""
+    reply: str = ""  # "no_match" / "handoff" for a fixed reply, "" for a model answer
+    cards: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    words: int = 0
+    loop: bool = False
+    human_claim: bool = False
+    product_in_cards: bool | None = None  # None: not asked of this question
+    fact_on_screen: bool | None = None
+    no_match_handled: bool | None = None
+    handoff_recorded: bool | None = None
+    seconds: float = 0.0
+    error: str = ""
+
+
+def load_questions(path: str | Path | None = None, *, subset: bool = False) -> list[Question]:
+    raw = json.loads(Path(path or QUESTIONS_PATH).read_text())
+    questions = [Question(**item) for item in raw]
+    return [q for q in questions if q.subset] if subset else questions
+
+
+def is_loop(text: str, n: int = LOOP_NGRAM, repeats: int = LOOP_REPEATS) -> bool:
+    """The issue's definition of a looping answer: some n-word phrase three or more times."""
+    words = words_of(text)
+    counts = Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+    return any(count >= repeats for count in counts.values())
+
+
+def claims_human(text: str) -> bool:
+    return bool(HUMAN_CLAIM.search(text))
+
+
+def ensure_stores(slugs: set[str]) -> None:
+    """Create the stores the questions need: the demo store and the Shopify samples (idempotent)."""
+    from catalog.demo import load_demo_store
+    from catalog.embeddings import embed_products
+    from catalog.ingest import read_source
+    from catalog.ingest.upsert import apply_catalog
+    from catalog.models import Store
+    from shop_assistant.prompts.services import ensure_default_prompt
+
+    if "demo" in slugs and not Store.objects.filter(slug="demo").exists():
+        load_demo_store()
+    for slug in sorted(slugs & SAMPLE_STORES.keys()):
+        if Store.objects.filter(slug=slug).exists():
+            continue
+        title = SAMPLE_STORES[slug].stem.replace("-", " ").title()
+        store = Store.objects.create(slug=slug, name=f"Sample {title}", currency="USD",
+                                     base_url=f"https://{slug}.example")
+        apply_catalog(store, read_source("shopify", str(SAMPLE_STORES[slug])))
+        embed_products(store)
+        ensure_default_prompt(store)
+
+
+async def ask(question: Question) -> Outcome:
+    """One question in a fresh session; the outcome holds what the shopper would have seen."""
+    import time
+
+    from channels.db import database_sync_to_async
+
+    from shop_assistant.chat.models import Conversation
+
+    from ..session import ChatSession
+
+    frames: list[dict[str, Any]] = []
+    done = asyncio.Event()
+
+    async def send(frame: dict[str, Any]) -> None:
+        frames.append(frame)
+        if frame["type"] in {"end", "error"}:
+            done.set()
+
+    outcome = Outcome(store=question.store, question=question.text)
+    started = time.perf_counter()
+    session = await ChatSession.open(store_slug=question.store, resume_token=None, send=send)
+    if session is None:
+        outcome.error = f"no store {question.store!r}"
+        return outcome
+    await session.receive(json.dumps({"type": "message", "text": question.text}))
+    await asyncio.wait_for(done.wait(), timeout=600)
+    await session.wait_idle()  # the answer is recorded (and a handoff saved) before we look
+    outcome.seconds = round(time.perf_counter() - started, 2)
+    parts = []
+    for frame in frames:
+        kind = frame["type"]
+        if kind == "token":
+            parts.append(frame["text"])
+        elif kind == "products":
+            outcome.cards = [item["title"] for item in frame["items"]]
+        elif kind == "sources":
+            outcome.sources = [item["text"] for item in frame["items"]]
+        elif kind == "end":
+            outcome.finish_reason = frame["finish_reason"]
+            outcome.reply = frame.get("reply", "")
+        elif kind == "error":
+            outcome.error = f"{frame['code']}: {frame['message']}"
+    outcome.answer = "".join(parts)
+    conversation = await database_sync_to_async(Conversation.objects.get)(pk=session.conversation.pk)
+    _judge(question, outcome, conversation)
+    await session.close()
+    return outcome
+
+
+def _judge(question: Question, outcome: Outcome, conversation: Any) -> None:
+    expect = question.expect
+    text = outcome.answer
+    outcome.words = len(text.split())
+    outcome.loop = is_loop(text)
+    outcome.human_claim = claims_human(text)
+    if "product" in expect:
+        wanted = expect["product"].lower()
+        outcome.product_in_cards = any(wanted in title.lower() for title in outcome.cards[:3])
+    if "fact" in expect:
+        fact = expect["fact"].lower()
+        outcome.fact_on_screen = fact in text.lower() or any(fact in source.lower() for source in outcome.sources)
+    if expect.get("no_match"):
+        says_so = outcome.reply == "no_match" or bool(_NO_MATCH_WORDS.search(text))
+        outcome.no_match_handled = not outcome.cards and says_so
+    if expect.get("handoff"):
+        outcome.handoff_recorded = conversation.status == "handoff" and conversation.handoff_requested_at is not None
+
+
+def _rate(values: list[bool | None]) -> float | None:
+    asked = [value for value in values if value is not None]
+    return round(sum(asked) / len(asked), 3) if asked else None
+
+
+def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
+    words = [o.words for o in outcomes if o.answer]
+    return {
+        "questions": len(outcomes),
+        "errors": sum(bool(o.error) for o in outcomes),
+        "loops": sum(o.loop for o in outcomes),
+        "loop_rate": round(sum(o.loop for o in outcomes) / len(outcomes), 3) if outcomes else 0.0,
+        "guard_stops": sum(o.finish_reason == "repetition" for o in outcomes),
+        "human_claims": sum(o.human_claim for o in outcomes),
+        "median_words": statistics.median(words) if words else 0,
+        "over_150_words": sum(o.words > 150 for o in outcomes),
+        "product_in_cards": _rate([o.product_in_cards for o in outcomes]),
+        "fact_on_screen": _rate([o.fact_on_screen for o in outcomes]),
+        "no_match_handled": _rate([o.no_match_handled for o in outcomes]),
+        "handoff_recorded": _rate([o.handoff_recorded for o in outcomes]),
+        "seconds": round(sum(o.seconds for o in outcomes), 1),
+    }
+
+
+def failures(summary: dict[str, Any]) -> list[str]:
+    """The thresholds a summary misses (empty: it passes)."""
+    missed = []
+    if summary["errors"]:
+        missed.append(f"errors {summary['errors']} > 0")
+    for name in ("loops", "human_claims"):
+        if summary[name] > THRESHOLDS[name]:
+            missed.append(f"{name} {summary[name]} > {THRESHOLDS[name]}")
+    if summary["median_words"] > THRESHOLDS["median_words"]:
+        missed.append(f"median_words {summary['median_words']} > {THRESHOLDS['median_words']}")
+    for name in ("product_in_cards", "fact_on_screen", "no_match_handled", "handoff_recorded"):
+        if summary[name] is not None and summary[name] < THRESHOLDS[name]:
+            missed.append(f"{name} {summary[name]} < {THRESHOLDS[name]}")
+    return missed
+
+
+async def evaluate(questions: list[Question], progress: Any = None) -> tuple[list[Outcome], dict[str, Any]]:
+    outcomes = []
+    for question in questions:
+        outcome = await ask(question)
+        outcomes.append(outcome)
+        if progress is not None:
+            progress(outcome)
+    return outcomes, summarize(outcomes)
+
+
+def report_json(outcomes: list[Outcome], summary: dict[str, Any]) -> dict[str, Any]:
+    return {"summary": summary, "failures": failures(summary), "questions": [asdict(o) for o in outcomes]}

@@ -1,0 +1,87 @@
+"""shop_assistant.chat.composition on the demo store: what is fixed text, what is quoted, what the model writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from shop_assistant.chat.composition import (
+    HANDOFF,
+    IDENTITY,
+    MODEL,
+    NO_MATCH,
+    asks_the_catalog,
+    compose,
+    no_match_reply,
+    requested_thing,
+)
+from shop_assistant.chat.retrieval import retrieve
+
+
+@pytest.mark.parametrize(
+    ("question", "figure"),
+    [
+        ("What is your return policy?", "30 days"),
+        ("How much does express shipping cost?", "14.95"),
+        ("Can I pay with PayPal?", "PayPal"),
+        ("What warranty do your tents have?", "lifetime"),
+        ("Do you ship to Canada?", "Canada"),
+    ],
+)
+def test_policy_questions_quote_the_sentence_with_the_figure(demo_store, question, figure):
+    composition = compose(demo_store, question, retrieve)
+    assert composition.kind == MODEL
+    assert any(figure in quote["text"] for quote in composition.quotes), composition.quotes
+    # The quote is the answering sentences, not the whole document, and the model sees the same words.
+    for quote in composition.quotes:
+        assert len(quote["text"]) < 300 and quote["text"] in composition.facts
+
+
+@pytest.mark.parametrize("question", ["Do you sell laptops?", "Do you have coffee beans?", "I'm looking for a kayak."])
+def test_requests_the_catalog_cannot_meet_get_the_fixed_reply_and_no_cards(demo_store, question):
+    composition = compose(demo_store, question, retrieve)
+    assert composition.kind == NO_MATCH and composition.cards == [] and composition.quotes == []
+    assert composition.reply.startswith("Sorry, we don't carry")
+    assert "we sell jackets" in composition.reply and "backpacks" in composition.reply
+
+
+def test_the_near_miss_daypack_is_not_a_laptop(demo_store):
+    """The daypack's description mentions a laptop sleeve: a keyword hit, but not what "laptops" means."""
+    retrieved = retrieve(demo_store, "Do you sell laptops?")
+    assert not retrieved.found and retrieved.cards == []
+    assert retrieve(demo_store, "I want a small daypack for day hikes.").cards[0]["title"].startswith("Daytripper")
+
+
+def test_the_store_can_word_its_own_no_match_reply(demo_store):
+    demo_store.no_match_reply = "Not in our range, sorry! Ask us for a special order."
+    assert no_match_reply(demo_store, "Do you sell laptops?") == demo_store.no_match_reply
+    assert compose(demo_store, "Do you sell laptops?", retrieve).reply == demo_store.no_match_reply
+
+
+def test_requests_for_a_person_and_identity_questions_are_fixed(demo_store):
+    handoff = compose(demo_store, "Can I talk to a person?", retrieve)
+    assert handoff.kind == HANDOFF and handoff.reply
+    identity = compose(demo_store, "Are you a human or a bot?", retrieve)
+    assert identity.kind == IDENTITY and "not a person" in identity.reply
+
+
+def test_small_talk_and_chat_without_a_request_go_to_the_model(demo_store):
+    for text in ("Hello! What can you help me with?", "Thanks, that's great", "I like long walks in the mountains."):
+        composition = compose(demo_store, text, retrieve)
+        assert composition.kind == MODEL and composition.cards == [], text
+
+
+def test_a_follow_up_is_searched_with_the_previous_message(demo_store):
+    alone = compose(demo_store, "Anything under 300 dollars?", retrieve)
+    assert alone.kind != MODEL or not alone.cards
+    follow_up = compose(demo_store, "Anything under 300 dollars?", retrieve, previous="I am looking for a tent.")
+    assert follow_up.kind == MODEL
+    assert follow_up.cards[0]["title"].startswith("Ridgeline 2-Person Tent")
+    assert all(float(card["price"]) <= 300 for card in follow_up.cards)
+
+
+def test_what_was_asked_for():
+    assert requested_thing("Do you sell laptops?") == "laptops"
+    assert requested_thing("Do you have coffee beans under $20?") == "coffee beans"
+    assert requested_thing("Do you have a product that does something very specific for me today?") == ""
+    assert asks_the_catalog("I'm looking for something special for my brother's birthday party")
+    assert not asks_the_catalog("I like long walks in the mountains and the smell of pine trees.")

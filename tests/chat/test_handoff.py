@@ -1,0 +1,83 @@
+"""shop_assistant.chat.handoff: recognising a request for a person, the reply, support hours, the record."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from catalog.models import Store
+from shop_assistant.chat.handoff import (
+    DEFAULT_REPLY,
+    asks_for_person,
+    next_opening,
+    reply_for,
+    request_handoff,
+)
+from shop_assistant.chat.models import Conversation
+
+BERLIN_OFFICE = {"timezone": "Europe/Berlin", "weekdays": [0, 1, 2, 3, 4], "open": "09:00", "close": "17:00"}
+# 2026-12-01 is a Tuesday; Berlin is UTC+1 in December.
+TUESDAY_NOON_BERLIN = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)
+TUESDAY_NIGHT_BERLIN = datetime(2026, 12, 1, 21, 0, tzinfo=UTC)
+SATURDAY_BERLIN = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Can I talk to a person?",
+        "I want to speak to a human agent please.",
+        "Can I talk to someone from customer service?",
+        "I'd like to talk to a real person.",
+        "connect me with an agent",
+        "human",
+        "Let me chat with a live agent",
+    ],
+)
+def test_requests_for_a_person(text):
+    assert asks_for_person(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Do you have a two person tent?", "What is your return policy?", "Which jacket is best for rain?",
+     "Do you sell people-friendly hammocks?"],
+)
+def test_ordinary_questions_are_not_handoffs(text):
+    assert not asks_for_person(text)
+
+
+def test_support_hours_decide_when_agents_are_back():
+    assert next_opening({}, TUESDAY_NIGHT_BERLIN) is None  # no hours: always reachable
+    assert next_opening(BERLIN_OFFICE, TUESDAY_NOON_BERLIN) is None
+    back = next_opening(BERLIN_OFFICE, TUESDAY_NIGHT_BERLIN)
+    assert (back.date().isoformat(), back.hour, back.minute) == ("2026-12-02", 9, 0)
+    monday = next_opening(BERLIN_OFFICE, SATURDAY_BERLIN)
+    assert (monday.date().isoformat(), monday.weekday()) == ("2026-12-07", 0)
+
+
+def test_reply_inside_and_outside_support_hours():
+    store = Store(name="Shop", slug="shop", support_hours=BERLIN_OFFICE)
+    assert reply_for(store, TUESDAY_NOON_BERLIN) == DEFAULT_REPLY
+    away = reply_for(store, TUESDAY_NIGHT_BERLIN)
+    assert "agents are back at 09:00 tomorrow (Europe/Berlin)" in away
+    assert "back at 09:00 Monday" in reply_for(store, SATURDAY_BERLIN)
+    store.handoff_reply = "Hold on, a colleague is coming."
+    assert reply_for(store, TUESDAY_NOON_BERLIN) == "Hold on, a colleague is coming."
+    assert reply_for(store, TUESDAY_NIGHT_BERLIN).startswith("Hold on, a colleague is coming. Our team is away")
+
+
+@pytest.mark.django_db
+def test_request_is_recorded_once_and_an_agent_keeps_the_chat():
+    store = Store.objects.create(name="Shop", slug="shop")
+    conversation = Conversation.objects.create(store=store, resume_token_hash="x" * 64)
+    request_handoff(conversation, TUESDAY_NOON_BERLIN)
+    request_handoff(conversation, TUESDAY_NIGHT_BERLIN)
+    saved = Conversation.objects.get(pk=conversation.pk)
+    assert saved.status == "handoff" and saved.handoff_requested_at == TUESDAY_NOON_BERLIN
+
+    saved.status = Conversation.Status.AGENT
+    saved.save()
+    request_handoff(saved)
+    assert Conversation.objects.get(pk=conversation.pk).status == "agent"
