@@ -49,7 +49,6 @@ Frame = dict[str, Any]
 SendFrame = Callable[[Frame], Awaitable[None]]
 GroupSend = Callable[[Frame], Awaitable[None]]
 
-# finish_reason of a fixed reply (no match, handoff, identity): no model text at all.
 # How long a closing connection waits for its aborted answer to wind down (and be logged) before cancelling it.
 CLOSE_GRACE_SECONDS = 10.0
 
