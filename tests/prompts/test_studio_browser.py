@@ -127,7 +127,6 @@ async def test_owner_edits_previews_publishes_and_the_next_shopper_gets_it_warm(
     # It follows the new prompt: word for word the draft's preview answer (temperature 0), not the old prompt's.
     assert result["text"] == draft_answers[QUESTIONS[0]], (result, draft_answers)
     assert result["text"] != published_answers[QUESTIONS[0]], (result, published_answers)
-    assert "Ahoy" in result["text"], result
 
 
 def add_dead_image(store) -> str:
