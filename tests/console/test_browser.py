@@ -52,18 +52,18 @@ def _message_count(conversation_id: str) -> int:
 
 
 async def test_widget_and_console_handoff_take_over_reply_hand_back(
-    redis_url, demo_store, browser, settings, tmp_path
+    console_redis_url, demo_store, browser, settings, tmp_path
 ):
     from playwright.async_api import expect
 
     timeout = FRAME_TIMEOUT * 1000
     # This process announces the handoff (as the chat does after recording it) through the same Redis.
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                           "CONFIG": {"hosts": [redis_url]}}}
+                                           "CONFIG": {"hosts": [console_redis_url]}}}
     cookie = await database_sync_to_async(session_cookie)(
         await database_sync_to_async(get_user_model().objects.get)(username="agent")
     )
-    with run_worker(tmp_path, redis_url), run_daphne(tmp_path, REDIS_URL=redis_url) as server:
+    with run_worker(tmp_path, console_redis_url), run_daphne(tmp_path, REDIS_URL=console_redis_url) as server:
         errors: list[str] = []
         agent_ctx = await browser.new_context(viewport={"width": 1100, "height": 760})
         await agent_ctx.add_cookies([{"name": "sessionid", "value": cookie.split("=", 1)[1], "url": server.http}])

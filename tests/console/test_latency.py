@@ -24,9 +24,13 @@ def agent_cookie(demo_store) -> str:
     return session_cookie(get_user_model().objects.get(username="agent"))
 
 
-async def test_console_token_delay_with_20_shoppers(redis_url, demo_store, agent_cookie, tmp_path):
-    env = {"REDIS_URL": redis_url, "CHAT_MAX_TOKENS": MAX_TOKENS, "CHAT_MESSAGES_PER_MINUTE": "100"}
-    with run_worker(tmp_path, redis_url), run_daphne(tmp_path, **env) as shop, run_daphne(tmp_path, **env) as staff:
+async def test_console_token_delay_with_20_shoppers(console_redis_url, demo_store, agent_cookie, tmp_path):
+    env = {"REDIS_URL": console_redis_url, "CHAT_MAX_TOKENS": MAX_TOKENS, "CHAT_MESSAGES_PER_MINUTE": "100"}
+    with (
+        run_worker(tmp_path, console_redis_url),
+        run_daphne(tmp_path, **env) as shop,
+        run_daphne(tmp_path, **env) as staff,
+    ):
         result = await measure(shop.http, staff.http, agent_cookie, shoppers=SHOPPERS)
     print("console token delay:", json.dumps(result))
     (REPO_ROOT / "var").mkdir(exist_ok=True)
