@@ -194,3 +194,23 @@ def test_canned_replies_owners_edit_agents_read(world, role):
         assert page.status_code == 200 and b"Hello from us" not in page.content
     else:
         assert page.status_code == 403
+
+
+def test_staff_log_in_with_the_login_form_and_land_in_the_console(world):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    page = client.get("/accounts/login/?next=/console/")
+    assert page.status_code == 200
+    token = page.cookies["csrftoken"].value
+    wrong = client.post("/accounts/login/", {"username": "dana", "password": "nope", "csrfmiddlewaretoken": token})
+    assert wrong.status_code == 200 and b"didn't match" in wrong.content
+    done = client.post("/accounts/login/", {"username": "dana", "password": "pw", "csrfmiddlewaretoken": token,
+                                            "next": "/console/"})
+    assert done.status_code == 302 and done["Location"] == "/console/"
+    assert client.get("/console/").status_code == 200
+    # Console POSTs need the CSRF token too.
+    c = make_conversation(world.store_a)
+    assert client.post(f"/console/c/{c.pk}/take").status_code == 403
+    ok = client.post(f"/console/c/{c.pk}/take", HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value)
+    assert ok.status_code == 200
