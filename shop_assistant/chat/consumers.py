@@ -80,6 +80,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def chat_agent_joined(self, event: Frame) -> None:
         await self.send_frame({"type": "agent_joined", "agent": str(event.get("agent", ""))})
+        if self.session is not None and self.session.generating:  # the person answers now, not the bot
+            await self.session.receive(text_data='{"type": "stop"}')
 
     async def chat_agent_left(self, event: Frame) -> None:
         await self.send_frame({"type": "agent_left", "agent": str(event.get("agent", ""))})

@@ -14,9 +14,10 @@ from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.urls import path
 
+from shop_assistant.console.routing import websocket_urlpatterns as console_websocket_urlpatterns
+
 from . import engine
 from .consumers import ChatConsumer
-from shop_assistant.console.routing import websocket_urlpatterns as console_websocket_urlpatterns
 
 
 def allowed_origins() -> list[str]:

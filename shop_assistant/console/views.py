@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_POST
 
@@ -231,3 +232,42 @@ def export_download(request: HttpRequest, pk: int) -> HttpResponse:
     if export.status != TranscriptExport.Status.DONE:
         return JsonResponse({"ok": False, "error": "not ready"}, status=409)
     return _attachment(export.content, export.format, f"transcripts-{export.pk}")
+
+
+# --- canned replies (owners edit, agents use them in the reply box) --------------------------------------------
+
+
+@staff_only
+def canned_replies(request: HttpRequest) -> HttpResponse:
+    error = ""
+    if request.method == "POST":
+        store = request.POST.get("store", "")
+        if not (store.isdigit() and can_work_on(request.user, int(store), role="owner")):
+            return _forbidden(request)
+        reply = CannedReply(store_id=int(store), shortcut=request.POST.get("shortcut", "").strip().lower(),
+                            text=request.POST.get("text", "").strip())
+        try:
+            reply.full_clean()
+        except ValidationError as exc:
+            error = "; ".join(exc.messages)
+        else:
+            reply.save()
+            return redirect("console:canned")
+    owned = set(stores_for(request.user, role="owner").values_list("pk", flat=True))
+    context = {
+        "replies": CannedReply.objects.filter(store__in=stores_for(request.user)).select_related("store"),
+        "owned_stores": stores_for(request.user, role="owner").order_by("name"),
+        "owned": owned,
+        "error": error,
+    }
+    return render(request, "console/canned.html", context, status=400 if error else 200)
+
+
+@require_POST
+@staff_only
+def delete_canned_reply(request: HttpRequest, pk: int) -> HttpResponse:
+    reply = get_object_or_404(CannedReply, pk=pk)
+    if not can_work_on(request.user, reply.store_id, role="owner"):
+        return _forbidden(request)
+    reply.delete()
+    return redirect("console:canned")

@@ -265,6 +265,8 @@
         errorBox.textContent = "";
         post(location.pathname + button.getAttribute("data-action")).then(function (result) {
           if (!result.ok) { errorBox.textContent = result.error || "failed"; return; }
+          var activity = document.getElementById("activity");
+          activity.appendChild(el("li", null, new Date().toLocaleTimeString() + " · you · " + button.textContent));
           state.status = result.status;
           state.mine = result.status === "agent" && result.assigned_to === me;
           assignee.textContent = result.assigned_to ? "with " + result.assigned_to : "";

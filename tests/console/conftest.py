@@ -125,3 +125,16 @@ class Console:
 def fast_passwords(settings):
     # Six accounts per test: PBKDF2 would make the setup the slowest part.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def console_redis_url(redis_url) -> str:
+    """The test Redis, on a database of the console tests' own (13): Celery queues and channel-layer groups
+    (``console.store.<id>``) are per database, so a worker or daphne of another test run on the same Redis can
+    neither take this test's tasks nor hear its events."""
+    import redis
+
+    base, _, db = redis_url.rpartition("/")
+    url = f"{base}/13" if db.isdigit() else redis_url.rstrip("/") + "/13"
+    redis.Redis.from_url(url).flushdb()  # tasks left queued by an earlier, interrupted run
+    return url

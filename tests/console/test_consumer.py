@@ -161,3 +161,18 @@ async def test_handoff_announcement_reaches_the_stores_consoles(demo_store, asgi
     assert await console.comm.receive_nothing(timeout=0.5)
     await console.close()
     assert await database_sync_to_async(Conversation.objects.filter(status="handoff").count)() == 2
+
+
+async def test_taking_over_stops_the_answer_being_written(chat_engine, chat_settings, demo_store, ws):
+    chat_settings.CHAT = {**chat_settings.CHAT, "max_tokens": 200}
+    agent = await database_sync_to_async(_demo_agent)()
+    shopper = await ws()
+    await shopper.send({"type": "message", "text": "Tell me everything about your tents and sleeping bags."})
+    frames = [await shopper.receive()]
+    while frames[-1]["type"] != "token":
+        frames.append(await shopper.receive())
+    await database_sync_to_async(services.take_over)(agent, shopper.ready["conversation"])
+    while frames[-1]["type"] != "end":
+        frames.append(await shopper.receive())
+    assert {"type": "agent_joined", "agent": "Dana"} in frames
+    assert frames[-1]["finish_reason"] == "abort" and frames[-1]["usage"]["completion_tokens"] < 200

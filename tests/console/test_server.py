@@ -81,11 +81,13 @@ def demo_agent_cookie(demo_store) -> str:
     return session_cookie(get_user_model().objects.get(username="agent"))
 
 
-async def test_shopper_on_one_daphne_agent_on_another(redis_url, demo_store, demo_agent_cookie, tmp_path):
+async def test_shopper_on_one_daphne_agent_on_another(
+    console_redis_url, demo_store, demo_agent_cookie, tmp_path
+):
     with (
-        run_worker(tmp_path, redis_url),
-        run_daphne(tmp_path, REDIS_URL=redis_url) as shop_server,
-        run_daphne(tmp_path, REDIS_URL=redis_url) as staff_server,
+        run_worker(tmp_path, console_redis_url),
+        run_daphne(tmp_path, REDIS_URL=console_redis_url) as shop_server,
+        run_daphne(tmp_path, REDIS_URL=console_redis_url) as staff_server,
     ):
         assert shop_server.port != staff_server.port
         staff = StaffHttp(staff_server, demo_agent_cookie)

@@ -169,3 +169,48 @@ def test_range_export_runs_as_a_task_with_progress_and_only_allowed_stores(world
     other = http_client(world.users["owner"])
     assert other.get(started["progress_url"]).status_code == 404
     assert TranscriptExport.objects.get().user == world.users["agent"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_canned_replies_owners_edit_agents_read(world, role):
+    client = http_client(world.users[role])
+    added = client.post("/console/canned/", {"store": world.store_a.pk, "shortcut": "hours", "text": "9 to 5."})
+    page = client.get("/console/canned/")
+    if role in ("owner", "superuser"):
+        assert added.status_code == 302 and CannedReply.objects.get(shortcut="hours").store == world.store_a
+        assert b"9 to 5." in page.content
+        duplicate = client.post("/console/canned/", {"store": world.store_a.pk, "shortcut": "hours", "text": "x"})
+        assert duplicate.status_code == 400 and CannedReply.objects.count() == 1
+        assert client.post(f"/console/canned/{CannedReply.objects.get().pk}/delete").status_code == 302
+        assert not CannedReply.objects.exists()
+        return
+    assert added.status_code == 403 and not CannedReply.objects.exists()
+    reply = CannedReply.objects.create(store=world.store_a, shortcut="hi", text="Hello from us")
+    page = client.get("/console/canned/")
+    assert client.post(f"/console/canned/{reply.pk}/delete").status_code == 403 and CannedReply.objects.exists()
+    if role == "agent":
+        assert page.status_code == 200 and b"Hello from us" in page.content
+    elif role == "other_agent":
+        assert page.status_code == 200 and b"Hello from us" not in page.content
+    else:
+        assert page.status_code == 403
+
+
+def test_staff_log_in_with_the_login_form_and_land_in_the_console(world):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    page = client.get("/accounts/login/?next=/console/")
+    assert page.status_code == 200
+    token = page.cookies["csrftoken"].value
+    wrong = client.post("/accounts/login/", {"username": "dana", "password": "nope", "csrfmiddlewaretoken": token})
+    assert wrong.status_code == 200 and b"didn't match" in wrong.content
+    done = client.post("/accounts/login/", {"username": "dana", "password": "pw", "csrfmiddlewaretoken": token,
+                                            "next": "/console/"})
+    assert done.status_code == 302 and done["Location"] == "/console/"
+    assert client.get("/console/").status_code == 200
+    # Console POSTs need the CSRF token too.
+    c = make_conversation(world.store_a)
+    assert client.post(f"/console/c/{c.pk}/take").status_code == 403
+    ok = client.post(f"/console/c/{c.pk}/take", HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value)
+    assert ok.status_code == 200
