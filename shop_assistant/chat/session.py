@@ -27,13 +27,15 @@ from catalog.models import Store
 from shop_assistant.prompts.services import ensure_default_prompt
 
 from . import engine as engine_service
+from . import metrics
 from .models import Conversation, Message
 from .prompting import PromptTooLongError, Turn, assemble, user_turn_content
 from .ratelimit import SlidingWindowLimiter, Throttle
 from .recording import (
     MessageRecord,
+    clean_text,
     default_store,
-    new_conversation,
+    draft_conversation,
     recent_messages,
     record_message,
     resume_conversation,
@@ -125,11 +127,13 @@ def _open_conversation(
     if store is None:
         return None, None, None, []
     ensure_default_prompt(store)
-    conversation, token = new_conversation(store)
+    conversation, token = draft_conversation(store)  # saved with its first message
     return store, conversation, token, []
 
 
 class ChatSession:
+    guard: Any = None  # guard.ConnectionGuard: limits per client IP and store, set by the consumer
+
     def __init__(
         self,
         *,
@@ -234,6 +238,9 @@ class ChatSession:
                 raise ProtocolError("unknown_type", f"unknown message type {kind!r}; expected message, stop or typing")
         except ProtocolError as error:
             await self.send(error.frame())
+        except Exception:  # never a silent 1011: the shopper is told and the socket stays open
+            logger.exception("handling a frame failed")
+            await self.send({"type": "error", "code": "internal", "message": "something went wrong; try again"})
 
     def _parse(self, text_data: str | None, bytes_data: bytes | None) -> Frame:
         if text_data is None:
@@ -242,7 +249,7 @@ class ChatSession:
             raise ProtocolError("frame_too_large", "that frame is far larger than any message can be")
         try:
             frame = json.loads(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
             raise ProtocolError("bad_json", "the frame is not valid JSON") from None
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             raise ProtocolError("bad_frame", 'a frame is a JSON object with a string "type"')
@@ -252,7 +259,7 @@ class ChatSession:
         text = frame.get("text")
         if not isinstance(text, str):
             raise ProtocolError("bad_frame", 'a message needs a string "text"')
-        text = text.strip()
+        text = clean_text(text).strip()  # no NUL, no lone surrogates: what the database and tokenizer take
         if not text:
             raise ProtocolError("empty_message", "the message is empty")
         if len(text) > self.limits.max_message_chars:
@@ -269,6 +276,14 @@ class ChatSession:
                 "rate_limited",
                 f"at most {self.limits.messages_per_minute} messages a minute; try again in {retry_after:.0f} s",
                 retry_after=retry_after,
+            )
+        refused = await self.guard.check_message() if self.guard is not None else None
+        if refused is not None:
+            _, wait = refused
+            raise ProtocolError(
+                "rate_limited",
+                f"too many messages from this address or to this store; try again in {wait:.0f} s",
+                retry_after=round(wait, 1),
             )
         self._stop_requested = False
         self._generating = True
@@ -405,6 +420,8 @@ class ChatSession:
                             usage = engine_service.usage_dict(delta.usage)
                         if delta.metrics is not None:
                             timing = engine_service.timing_dict(delta.metrics)
+                        if delta.usage is not None:
+                            metrics.observe_request(delta.metrics, delta.usage, delta.finish_reason)
         except asyncio.CancelledError:
             finish = "abort"
             raise
