@@ -152,7 +152,7 @@ def write_message(payload: dict[str, Any]) -> Message:
 
 def write_with_retry(payload: dict[str, Any], attempts: int | None = None) -> Message:
     """``write_message``, retried with exponential backoff while the database errors; the last error is raised."""
-    from django.db import close_old_connections
+    from django.db import close_old_connections, connection
 
     attempts = attempts or settings.CHAT_WRITE_RETRIES or 1
     delay = RETRY_BACKOFF_START
@@ -168,7 +168,8 @@ def write_with_retry(payload: dict[str, Any], attempts: int | None = None) -> Me
             logger.warning("chat message %s: database write failed (attempt %d); retrying", payload["id"], attempt)
             time.sleep(delay)
             delay *= 2
-            close_old_connections()  # a broken connection is replaced, not reused
+            if not connection.in_atomic_block:  # inside a caller's transaction, closing would break it
+                close_old_connections()  # a broken connection is replaced, not reused
     raise AssertionError("unreachable")
 
 
