@@ -1,8 +1,8 @@
 """Websocket routes, behind an Origin check that matches scheme, host and port.
 
 An Origin is allowed when it is
-- this site itself: an http(s) origin whose host is in ALLOWED_HOSTS and whose host:port is the request's own
-  ``Host`` (without a Host header, the scheme's default port);
+- this site itself: an origin with the socket's own scheme (ws: http, wss: https), a host in ALLOWED_HOSTS,
+  and the request's own ``Host`` host:port (without a Host header, the scheme's default port);
 - one of settings.WIDGET_ALLOWED_ORIGINS, or one of the store's ``widget_allowed_origins`` (one per line; the
   store named by ``?store=``): each an exact ``scheme://host[:port]``, ``scheme://.example.com`` for the
   subdomains of example.com on that scheme and port, or ``*`` for any.
@@ -70,7 +70,10 @@ def _matches_pattern(origin: tuple[str, str, int], pattern: str) -> bool:
     return host == wanted[1] or (subdomains and host.endswith("." + wanted[1]))
 
 
-def origin_allowed(origin_header: str | None, host_header: str | None, store_origins: list[str]) -> bool:
+def origin_allowed(
+    origin_header: str | None, host_header: str | None, store_origins: list[str], request_scheme: str = "http"
+) -> bool:
+    """``request_scheme``: http or https, as the socket was reached (daphne's --proxy-headers behind TLS)."""
     if not origin_header:
         return "*" in allowed_origins()
     origin = _origin(origin_header)
@@ -80,7 +83,7 @@ def origin_allowed(origin_header: str | None, host_header: str | None, store_ori
     site_hosts = [h for h in allowed_origins() if "://" not in h and h != "*"]
     if validate_host(host if ":" not in host else f"[{host}]", site_hosts):
         own = _host_port(host_header, scheme) if host_header else (host, DEFAULT_PORTS[scheme])
-        if own == (host, port):
+        if scheme == request_scheme and own == (host, port):
             return True
     patterns = [p for p in allowed_origins() if "://" in p or p == "*"] + store_origins
     return any(_matches_pattern(origin, pattern) for pattern in patterns)
@@ -102,7 +105,8 @@ class StrictOriginValidator:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         slug = (query.get("store") or [None])[-1]
         store_origins = await database_sync_to_async(_store_origins)(slug)
-        if origin_allowed(headers.get("origin"), headers.get("host"), store_origins):
+        scheme = "https" if scope.get("scheme") in ("wss", "https") else "http"
+        if origin_allowed(headers.get("origin"), headers.get("host"), store_origins, scheme):
             return await self.application(scope, receive, send)
         # As channels' OriginValidator: wait for the handshake, then close before accepting (HTTP 403).
         message = await receive()
