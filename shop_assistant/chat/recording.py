@@ -50,6 +50,8 @@ RETRY_BACKOFF_START = 0.1  # seconds before the second direct-write attempt; dou
 
 # Draft conversations of this process, by id: the session holds the object; once it is gone, so is the entry.
 _drafts: weakref.WeakValueDictionary[uuid.UUID, Conversation] = weakref.WeakValueDictionary()
+# The same drafts by resume-token hash: a second tab resuming a draft joins it (within this process).
+_drafts_by_hash: weakref.WeakValueDictionary[str, Conversation] = weakref.WeakValueDictionary()
 
 
 # --- the boundary: text every database takes -------------------------------------------------------------
@@ -325,6 +327,7 @@ def draft_conversation(store: Store) -> tuple[Conversation, str]:
     token = new_resume_token()
     conversation = Conversation(store=store, resume_token_hash=hash_token(token), created_at=timezone.now())
     _drafts[conversation.id] = conversation
+    _drafts_by_hash[conversation.resume_token_hash] = conversation
     return conversation, token
 
 
@@ -332,7 +335,10 @@ def resume_conversation(token: str, store_slug: str | None) -> Conversation | No
     """The conversation of ``token``, if it is one and belongs to the store asked for (or no store was named)."""
     if not token or len(token) > 200:
         return None
-    conversation = Conversation.objects.select_related("store").filter(resume_token_hash=hash_token(token)).first()
+    token_hash = hash_token(token)
+    conversation = Conversation.objects.select_related("store").filter(resume_token_hash=token_hash).first()
+    if conversation is None:
+        conversation = _drafts_by_hash.get(token_hash)  # nothing said yet, so no row yet
     if conversation is None or (store_slug and conversation.store.slug != store_slug):
         return None
     return conversation
