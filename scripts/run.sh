@@ -10,4 +10,4 @@ bash scripts/setup.sh
 .venv/bin/python -m inference.loader --prepare
 echo "Serving on http://127.0.0.1:8000 (Ctrl-C to stop)"
 exec .venv/bin/daphne -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" \
-    --websocket-max-message-size 4194304 shop_assistant.asgi:application
+    --websocket-max-message-size 4194304 --websocket_connect_timeout 30 shop_assistant.asgi:application

@@ -27,8 +27,8 @@ TEST_ENGINE = {"max_model_len": 1024, "kv_cache_memory": 96 * 1024 * 1024, "max_
 TEST_MAX_TOKENS = 8
 ORIGIN = "http://testserver"
 # As README and scripts/run.sh run it: daphne's 1 MiB default would close the socket (1009) on a frame the chat
-# answers with `frame_too_large`.
-DAPHNE_ARGS = ["--websocket-max-message-size", str(4 * 1024 * 1024)]
+# answers with `frame_too_large`; its 5 s handshake timeout drops sockets when hundreds connect at once.
+DAPHNE_ARGS = ["--websocket-max-message-size", str(4 * 1024 * 1024), "--websocket_connect_timeout", "30"]
 FRAME_TIMEOUT = 120  # seconds; the first answer may wait for the embedding model and the engine to load
 
 
