@@ -9,4 +9,5 @@ bash scripts/setup.sh
 # Convert the bundled GGUF once, before the server starts, so the first chat doesn't wait for it.
 .venv/bin/python -m inference.worker.loader --prepare
 echo "Serving on http://127.0.0.1:8000 (Ctrl-C to stop)"
-exec .venv/bin/daphne -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" shop_assistant.asgi:application
+exec .venv/bin/daphne -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" \
+    --websocket-max-message-size 4194304 --websocket_connect_timeout 30 shop_assistant.asgi:application

@@ -14,6 +14,6 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
-from shop_assistant.chat.routing import websocket_application  # noqa: E402
+from shop_assistant.routing import websocket_application  # noqa: E402
 
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -72,6 +73,9 @@ INSTALLED_APPS = [
     "shop_assistant.chat",
     "shop_assistant.console",
     "shop_assistant.prompts",
+    "shop_assistant.api",
+    "shop_assistant.ops",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -83,6 +87,15 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into a 429 page.
+    "axes.middleware.AxesMiddleware",
+]
+
+# django-axes first: it refuses a locked-out login before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "shop_assistant.urls"
@@ -112,8 +125,16 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(parents=True, exist_ok=True)
-    # Channels consumers and Celery eager tasks write from several threads; wait instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Channels consumers and Celery eager tasks write from several threads at once. WAL lets readers go on
+    # while one writes; IMMEDIATE transactions take the write lock up front, so a writer waits its turn (busy
+    # timeout) instead of failing with "database is locked" when a read lock cannot be upgraded.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": env_int("SQLITE_BUSY_TIMEOUT", 30),
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -146,7 +167,8 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis, but a Redis outage degrades agent features instead of closing every socket.
+            "BACKEND": "shop_assistant.chat.layers.ResilientRedisChannelLayer",
             # redis-py 8 reads with a 5 s timeout by default, the same as channels-redis's blocking receive:
             # without a longer one, every websocket idle for 5 s dies.
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
@@ -161,6 +183,8 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_TRACK_STARTED = True
 CELERY_TASK_ACKS_LATE = True
+# A worker child killed mid-task (OOM, SIGKILL) puts its message back on the queue instead of acking it.
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Fail fast when the broker is down so callers can fall back instead of hanging a websocket.
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -212,12 +236,55 @@ CHAT = {
     "seed": env_int("CHAT_SEED", None),
 }
 
+# Abuse limits shared by every process through Redis when REDIS_URL is set (in-process otherwise), keyed by
+# client IP and by store, so reconnecting does not reset them. 0 turns a limit off.
+CHAT_LIMITS = {
+    "messages_per_minute_per_ip": env_int("CHAT_MESSAGES_PER_MINUTE_PER_IP", 60),
+    "messages_per_minute_per_store": env_int("CHAT_MESSAGES_PER_MINUTE_PER_STORE", 3000),
+    "connections_per_ip": env_int("CHAT_CONNECTIONS_PER_IP", 20),
+    "connections_per_store": env_int("CHAT_CONNECTIONS_PER_STORE", 2000),
+}
+# Messages that could not reach the database (after retries) wait in this file until it is back.
+CHAT_SPOOL_DIR = Path(os.environ.get("CHAT_SPOOL_DIR", VAR_DIR / "spool"))
+CHAT_WRITE_RETRIES = env_int("CHAT_WRITE_RETRIES", 4)  # direct-write attempts, backoff 0.1 s doubling
+
+# --- Operations: /metrics and the OpenAI-compatible API -------------------------------------
+# /metrics answers staff sessions, or `Authorization: Bearer <METRICS_TOKEN>` when this is set.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+API = {
+    # The name /v1/models lists and requests must use; defaults to the model folder's name.
+    "model_name": os.environ.get("API_MODEL_NAME", ""),
+    "requests_per_minute_per_key": env_int("API_REQUESTS_PER_MINUTE_PER_KEY", 60),
+    "max_tokens": env_int("API_MAX_TOKENS", 512),
+}
+
 # --- Security (production) -----------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # the console's JavaScript reads it for POSTs
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# Every page: scripts, styles, images and connections from this site only (the widget's script and styles are
+# files; product images come from the stores' CDNs over https). django-csp sets the header.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "https:", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    }
+}
+# Login throttling (admin and staff pages): 5 wrong passwords for one username from one address lock it for
+# 15 minutes; the lockout answers 429.
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["ip_address", "username"]]
+AXES_RESET_ON_SUCCESS = True
 if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)

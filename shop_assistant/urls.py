@@ -6,5 +6,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("studio/", include("shop_assistant.prompts.urls")),
     path("console/", include("shop_assistant.console.urls")),
+    path("", include("shop_assistant.ops.urls")),
+    path("v1/", include("shop_assistant.api.urls")),
     path("", include("shop_assistant.chat.urls")),
 ]

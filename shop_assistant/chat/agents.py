@@ -9,7 +9,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from .recording import MessageRecord, record_message
-from .session import group_name
+from .events import group_name
 
 
 async def asend_agent_message(conversation_id: uuid.UUID | str, text: str, agent: str) -> uuid.UUID:

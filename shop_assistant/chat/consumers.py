@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from shop_assistant.console import events as console_events
+from . import events, metrics
+from .events import group_name
+from .guard import CLOSE_TOO_MANY, ConnectionGuard
+from .session import ChatSession, Frame
 
-from .session import ChatSession, Frame, group_name
+logger = logging.getLogger(__name__)
 
 # Application close code (4000-4999) for "no such store": the widget shows it instead of reconnecting forever.
 CLOSE_NO_STORE = 4404
@@ -24,10 +28,20 @@ def _query(scope: dict[str, Any]) -> dict[str, str]:
 class ChatConsumer(AsyncWebsocketConsumer):
     session: ChatSession | None = None
     group: str | None = None
-    feed: console_events.ConversationFeed | None = None  # copies answer frames to the console
+    guard: ConnectionGuard | None = None
+    feed: events.ConversationFeed | None = None  # copies this socket's answer frames to the console
 
     async def connect(self) -> None:
         query = _query(self.scope)
+        self.guard = ConnectionGuard(self.scope, query.get("store"))
+        refused = await self.guard.admit()
+        if refused is not None:
+            await self.accept()
+            await self.send_frame(refused)
+            await self.close(code=CLOSE_TOO_MANY)
+            return
+        metrics.OPEN_SESSIONS.inc()
+        self.counted = True
         self.session = await ChatSession.open(
             store_slug=query.get("store") or None,
             resume_token=query.get("resume") or None,
@@ -39,32 +53,57 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_frame({"type": "error", "code": "no_store", "message": "this store does not exist"})
             await self.close(code=CLOSE_NO_STORE)
             return
-        self.group = group_name(self.session.conversation.id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        self.feed = console_events.ConversationFeed(self.session.conversation.id)
+        self.session.guard = self.guard
+        try:
+            await self.channel_layer.group_add(group_name(self.session.conversation.id), self.channel_name)
+            self.group = group_name(self.session.conversation.id)
+        except Exception as exc:  # noqa: BLE001 - Redis down: the shopper still chats, agents cannot join
+            logger.warning("channel layer unavailable (%s: %s); agent features off for this chat", type(exc).__name__, exc)
         await self.send_frame(self.session.ready_frame())
-        await console_events.connection_opened(self.session, self.send_frame, new=not self.session.history)
+        if self.group is None:
+            await self.send_frame(
+                {
+                    "type": "notice",
+                    "code": "agents_unavailable",
+                    "message": "the assistant answers as usual, but a person cannot join this chat right now",
+                }
+            )
+            return
+        self.feed = events.ConversationFeed(self.session.conversation.id)
+        await events.connection_opened(self.session, self.send_frame, new=not self.session.history)
 
     async def disconnect(self, code: int) -> None:
         if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+            except Exception as exc:  # noqa: BLE001 - the group key expires by itself
+                logger.warning("channel layer: group_discard failed (%s)", exc)
         if self.session is not None:
             await self.session.close()
         if self.feed is not None:
             await self.feed.aclose()
+        if self.guard is not None:
+            if getattr(self, "counted", False):
+                metrics.OPEN_SESSIONS.dec()
+            await self.guard.release()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.session is not None:
             await self.session.receive(text_data, bytes_data)
 
     async def send_frame(self, frame: Frame) -> None:
+        if frame.get("type") == "error":
+            metrics.ERRORS.labels(code=str(frame.get("code"))).inc()
         await self.send(text_data=json.dumps(frame, ensure_ascii=False))
         if self.feed is not None:
             self.feed.push(frame)
 
     async def send_to_group(self, event: Frame) -> None:
         if self.group is not None:
-            await self.channel_layer.group_send(self.group, event)
+            try:
+                await self.channel_layer.group_send(self.group, event)
+            except Exception as exc:  # noqa: BLE001 - typing notices are best effort
+                logger.warning("channel layer: group_send failed (%s)", exc)
 
     # --- channel-layer events for this conversation's group ---------------------------------------------
 

@@ -153,12 +153,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for each session, all included")
     parser.add_argument("--no-warm-up", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+    parser.add_argument("--check-db", action="store_true",
+                        help="durability mode (see loadcheck): afterwards, every message and answer must be in the "
+                        "database named by DATABASE_URL")
+    parser.add_argument("--messages", type=int, default=1, help="--check-db: messages each session sends")
+    parser.add_argument("--drain", type=float, default=60.0, help="--check-db: seconds the log may take to settle")
     args = parser.parse_args(argv)
 
     parts = urlsplit(args.url)
     if parts.hostname not in {"127.0.0.1", "localhost", "::1"}:
         parser.error("load tests only target a server on this machine (127.0.0.1, localhost, ::1)")
     origin = args.origin or f"{'https' if parts.scheme == 'wss' else 'http'}://{parts.netloc}"
+    if args.check_db:
+        from .loadcheck import LoadClient, main as check_db
+
+        client = LoadClient(list(QUESTIONS), warm_up)
+        return check_db(args.url, origin, args.sessions, args.messages, args.timeout, args.drain, args.json, client)
     report = asyncio.run(run(args.url, origin, args.sessions, args.timeout, warm=not args.no_warm_up))
     if args.json:
         json.dump(report, sys.stdout, indent=2)

@@ -15,7 +15,7 @@ from catalog.models import Store
 from shop_assistant.prompts.services import ensure_default_prompt, published_prompt
 
 from . import engine as engine_service
-from . import handoff
+from . import handoff, metrics
 from .composition import HANDOFF, Composition, compose
 from .decoding import FINISH_FIXED, FINISH_REPETITION, Decoding, LoopGuard, decoding_for
 from .models import Conversation
@@ -119,5 +119,6 @@ async def generate(
                 result.finish_reason = delta.finish_reason
             if delta.usage is not None:
                 result.usage = delta.usage.as_dict()
+                metrics.observe_request(delta.metrics, delta.usage, delta.finish_reason)
             if delta.metrics is not None:
                 result.timing = delta.metrics.timing_ms()

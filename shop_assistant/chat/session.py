@@ -26,15 +26,16 @@ from catalog.models import Store
 from shop_assistant.prompts.services import ensure_default_prompt
 
 from . import engine as engine_service
-from . import pipeline
+from . import events, pipeline
 from .models import Conversation, Message
 from .pipeline import Generated, Plan
 from .prompting import PromptTooLongError, Turn
 from .ratelimit import SlidingWindowLimiter, Throttle
 from .recording import (
     MessageRecord,
+    clean_text,
     default_store,
-    new_conversation,
+    draft_conversation,
     recent_messages,
     record_message,
     resume_conversation,
@@ -51,11 +52,6 @@ GroupSend = Callable[[Frame], Awaitable[None]]
 
 # How long a closing connection waits for its aborted answer to wind down (and be logged) before cancelling it.
 CLOSE_GRACE_SECONDS = 10.0
-
-
-def group_name(conversation_id: uuid.UUID | str) -> str:
-    """The channel-layer group of a conversation: every connection showing it, and later the agent console."""
-    return f"chat.conversation.{uuid.UUID(str(conversation_id)).hex}"
 
 
 @dataclass(frozen=True)
@@ -115,11 +111,13 @@ def _open_conversation(
     if store is None:
         return None, None, None, []
     ensure_default_prompt(store)
-    conversation, token = new_conversation(store)
+    conversation, token = draft_conversation(store)  # saved with its first message
     return store, conversation, token, []
 
 
 class ChatSession:
+    guard: Any = None  # guard.ConnectionGuard: limits per client IP and store, set by the consumer
+
     def __init__(
         self,
         *,
@@ -236,6 +234,9 @@ class ChatSession:
                 raise ProtocolError("unknown_type", f"unknown message type {kind!r}; expected message, stop or typing")
         except ProtocolError as error:
             await self.send(error.frame())
+        except Exception:  # never a silent 1011: the shopper is told and the socket stays open
+            logger.exception("handling a frame failed")
+            await self.send({"type": "error", "code": "internal", "message": "something went wrong; try again"})
 
     def _parse(self, text_data: str | None, bytes_data: bytes | None) -> Frame:
         if text_data is None:
@@ -244,7 +245,7 @@ class ChatSession:
             raise ProtocolError("frame_too_large", "that frame is far larger than any message can be")
         try:
             frame = json.loads(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
             raise ProtocolError("bad_json", "the frame is not valid JSON") from None
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             raise ProtocolError("bad_frame", 'a frame is a JSON object with a string "type"')
@@ -254,7 +255,7 @@ class ChatSession:
         text = frame.get("text")
         if not isinstance(text, str):
             raise ProtocolError("bad_frame", 'a message needs a string "text"')
-        text = text.strip()
+        text = clean_text(text).strip()  # no NUL, no lone surrogates: what the database and tokenizer take
         if not text:
             raise ProtocolError("empty_message", "the message is empty")
         if len(text) > self.limits.max_message_chars:
@@ -272,9 +273,15 @@ class ChatSession:
                 f"at most {self.limits.messages_per_minute} messages a minute; try again in {retry_after:.0f} s",
                 retry_after=retry_after,
             )
-        from shop_assistant.console.events import hold_for_agent
-
-        if await hold_for_agent(self, text):  # a person has taken the conversation: the bot stays silent
+        refused = await self.guard.check_message() if self.guard is not None else None
+        if refused is not None:
+            _, wait = refused
+            raise ProtocolError(
+                "rate_limited",
+                f"too many messages from this address or to this store; try again in {wait:.0f} s",
+                retry_after=round(wait, 1),
+            )
+        if await events.hold_for_agent(self, text):  # a person has taken the conversation: the bot stays silent
             return
         self._stop_requested = False
         self._generating = True
@@ -351,6 +358,8 @@ class ChatSession:
             )
         )
         await self._send_known_parts(message_id, prepared)
+        if prepared.composition.kind == pipeline.HANDOFF:
+            await events.announce_handoff(self.conversation)  # every console of the store hears it now
         result = Generated(usage={"prompt_tokens": len(prepared.token_ids), "completion_tokens": 0, "cached_tokens": 0})
         try:
             await self._write(engine, message_id, prepared, result)

@@ -6,14 +6,48 @@ Run eagerly in the embedded default, by a worker process in the full stack. Call
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
+from django.db import DatabaseError, IntegrityError
+from django.db.utils import DataError
 
-from . import recording
+from . import metrics, recording
+
+logger = logging.getLogger(__name__)
+
+# The worker retries a failing database with backoff (1, 2, 4 … 60 s) this many times, then spools the message
+# on its own machine (replayed after its next successful write); it is never acked away unwritten.
+MAX_DATABASE_RETRIES = 8
 
 
-@shared_task(name="chat.log_message", acks_late=True, ignore_result=True)
-def log_message(payload: dict[str, Any]) -> str:
+@shared_task(
+    bind=True,
+    name=recording.LOG_TASK,
+    acks_late=True,  # acked after the write: a worker that dies mid-task has not consumed the message
+    reject_on_worker_lost=True,  # a killed pool child puts the message back at once (not after visibility_timeout)
+    ignore_result=True,
+    max_retries=MAX_DATABASE_RETRIES,
+)
+def log_message(self: Any, payload: dict[str, Any]) -> str:
     # Idempotent (keyed by the message id), so an acks_late redelivery writes the same row again, not a copy.
-    return str(recording.write_message(payload).pk)
+    try:
+        message = recording.write_message(payload)
+    except (IntegrityError, DataError):
+        if self.request.is_eager:
+            raise
+        recording.spool(payload)  # kept (and later moved to rejected.jsonl), never silently dropped
+        raise
+    except DatabaseError as exc:
+        if self.request.is_eager:
+            raise  # the caller retries and spools in its own process
+        if self.request.retries >= MAX_DATABASE_RETRIES:
+            logger.error("chat message %s: database still down after retries; spooled", payload.get("id"))
+            recording.spool(payload)
+            return ""
+        metrics.LOG_WRITE_RETRIES.inc()
+        raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries)) from exc
+    if recording.spool_depth():
+        recording.replay_spool()
+    return str(message.pk)

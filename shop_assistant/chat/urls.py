@@ -6,5 +6,4 @@ app_name = "chat"
 
 urlpatterns = [
     path("", views.storefront, name="storefront"),
-    path("healthz", views.healthz, name="healthz"),
 ]

@@ -3,12 +3,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Prefetch
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from catalog.models import Product, ProductImage, Store, Variant
 
-from . import engine
 
 
 def _http_url(url: str) -> str:
@@ -63,7 +62,3 @@ def storefront(request: HttpRequest) -> HttpResponse:
     products = storefront_products(store) if store else []
     return render(request, "storefront.html", {"store": store, "products": products})
 
-
-def healthz(request: HttpRequest) -> JsonResponse:
-    running = engine.running_engine()
-    return JsonResponse({"ok": True, "engine": "ready" if running is not None else "not started"})

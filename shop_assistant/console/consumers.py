@@ -22,9 +22,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from shop_assistant.chat.models import Conversation
 from shop_assistant.chat.ratelimit import Throttle
-from shop_assistant.chat.session import group_name
+from shop_assistant.chat.events import group_name
 
-from .events import agent_display_name, store_group
+from shop_assistant.chat.events import agent_display_name, store_group
 from .roles import can_work_on, stores_for
 
 CLOSE_FORBIDDEN = 4403

@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from shop_assistant.chat.agents import send_agent_message
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.chat.session import group_name
+from shop_assistant.chat.events import group_name
 
-from . import events
+from shop_assistant.chat import events
 from .models import Action, Label, Note, ReadMark
 
 Status = Conversation.Status

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from shop_assistant.chat.models import Conversation, Message
 
 from . import inbox, services, transcripts
-from .events import agent_display_name
+from shop_assistant.chat.events import agent_display_name
 from .models import Action, CannedReply, Label, Note, TranscriptExport
 from .roles import can_work_on, is_staff_member, stores_for
 from .tasks import export_transcripts

@@ -156,7 +156,9 @@
     var list = el("ul", { className: "sa-cards", "aria-label": "Products" });
     (items || []).forEach(function (item) {
       var href = item.url ? safeHttpUrl(item.url) : null;
-      var image = item.image ? safeHttpUrl(item.image) : null;
+      // The shop's own pictures may be paths on this assistant's site ("/static/demo/..."), not the page's.
+      var imageUrl = /^\/(?!\/)/.test(item.image || "") ? new URL(item.image, scriptUrl).href : item.image;
+      var image = imageUrl ? safeHttpUrl(imageUrl) : null;
       var title = href
         ? el("a", { href: href, target: "_blank", rel: "noopener noreferrer", text: item.title || item.sku || "" })
         : el("span", { text: item.title || item.sku || "" });

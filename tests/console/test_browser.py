@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.console.events import announce_handoff
+from shop_assistant.chat.events import announce_handoff
 from tests.chat.conftest import FRAME_TIMEOUT, run_daphne, run_worker
 from tests.chat.test_widget import CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import REPO_ROOT

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.console import services
-from shop_assistant.console.events import announce_handoff
+from shop_assistant.chat.events import announce_handoff
 
 from .conftest import ALLOWED, ROLES, Console, build_world, make_conversation, session_cookie
 

@@ -1,11 +1,11 @@
-"""What the console sees live: the chat's side of it.
+"""What happens in a conversation, published on the channel layer: the chat publishes, the console listens.
 
 Every connection showing a conversation (the shopper's tabs and agents' consoles) is in the conversation's
-channel-layer group (``chat.session.group_name``); every console of a store is in the store's group
-(``store_group``). With the Redis layer these groups span processes, so an agent on one daphne watches a shopper
-on another.
+channel-layer group (``group_name``); every console of a store is in the store's group (``store_group``). With
+the Redis layer these groups span processes, so an agent on one daphne watches a shopper on another.
 
-The chat calls in here with a few short lines (``consumers.py`` and ``session.py``); the logic stays here.
+The chat calls in here with a few short lines (``consumers.py`` and ``session.py``); the console imports from
+here, never the other way round.
 
 Events sent to a conversation's group (the shopper's consumer ignores ``conversation.frame``):
 
@@ -31,10 +31,9 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from shop_assistant.chat.models import Conversation
-from shop_assistant.chat.prompting import Turn, user_turn_content
-from shop_assistant.chat.recording import MessageRecord, record_message
-from shop_assistant.chat.session import group_name
+from .models import Conversation
+from .prompting import Turn, user_turn_content
+from .recording import MessageRecord, record_message
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +41,11 @@ Frame = dict[str, Any]
 
 # The answer frames the console mirrors (errors and `ready` are the shopper's own business).
 MIRRORED = frozenset({"start", "products", "token", "end"})
+
+
+def group_name(conversation_id: uuid.UUID | str) -> str:
+    """The channel-layer group of a conversation: every connection showing it, the console's included."""
+    return f"chat.conversation.{uuid.UUID(str(conversation_id)).hex}"
 
 
 def store_group(store_id: int) -> str:

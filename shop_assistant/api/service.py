@@ -1,0 +1,229 @@
+"""The OpenAI-compatible API over the chat's engine: request parsing, prompts, and response bodies.
+
+Shapes follow OpenAI's (and vLLM's server): ``chat.completion``, ``chat.completion.chunk`` for SSE, and
+``text_completion``; ``usage.prompt_tokens_details.cached_tokens`` says how much of the prompt came from the
+prefix cache. Every request runs with its store's ``cache_salt``, so stores never share KV blocks.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from shop_assistant.chat import engine as engine_service
+from shop_assistant.chat import metrics
+from shop_assistant.chat.recording import clean_text
+
+# HF fast tokenizers are not safe from several threads at once; prompts are short, so one lock costs little.
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, code: str, kind: str = "invalid_request_error", **headers: str):
+        super().__init__(message)
+        self.status, self.message, self.code, self.kind, self.headers = status, message, code, kind, headers
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.kind, "param": None, "code": self.code}}
+
+
+def model_name() -> str:
+    configured = settings.API.get("model_name")
+    if configured:
+        return configured
+    engine = engine_service.running_engine()
+    model = getattr(getattr(getattr(engine, "engine", None), "config", None), "model", None) or settings.ENGINE.get("model")
+    return Path(str(model)).name if model else "SmolLM2-135M-Instruct"
+
+
+def models_body() -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [{"id": model_name(), "object": "model", "created": 0, "owned_by": "shop-assistant"}],
+    }
+
+
+@dataclass
+class Request:
+    kind: str  # "chat" or "text"
+    prompt_ids: list[int]
+    params: Any
+    stream: bool
+    include_usage: bool
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+def _text_of(content: Any) -> str:
+    """A message's content: a string, or OpenAI's list of parts of which the text parts count."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        if len(parts) == len(content):
+            return "".join(str(p) for p in parts)
+    raise ApiError(400, "message content must be a string or a list of text parts", "invalid_content")
+
+
+def _number(body: dict[str, Any], name: str, default: Any, low: float, high: float) -> Any:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ApiError(400, f"{name} must be a number in [{low}, {high}]", "invalid_parameter")
+    return value
+
+
+def parse(body: Any, kind: str, engine: Any) -> Request:
+    """Validate an OpenAI request body and tokenize its prompt (blocking: run it on a thread)."""
+    from inference import SamplingParams
+
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object", "invalid_body")
+    if body.get("model") != model_name():
+        raise ApiError(404, f"The model `{body.get('model')}` does not exist.", "model_not_found", "NotFoundError")
+    if body.get("n", 1) != 1:
+        raise ApiError(400, "only n=1 is supported", "invalid_parameter")
+    tokenizer = engine.tokenizer
+    # The chat uses the same tokenizer from other threads: one process-wide lock.
+    with engine_service.tokenizer_lock:
+        if kind == "chat":
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise ApiError(400, "messages must be a non-empty list", "invalid_messages")
+            chat = []
+            for message in messages:
+                if not isinstance(message, dict) or message.get("role") not in {"system", "user", "assistant"}:
+                    raise ApiError(400, "each message needs a role: system, user or assistant", "invalid_messages")
+                chat.append({"role": message["role"], "content": clean_text(_text_of(message.get("content")))})
+            prompt_ids = engine.encode_chat(chat)
+        else:
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and len(prompt) == 1:
+                prompt = prompt[0]
+            if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+                prompt_ids = list(prompt)
+            elif isinstance(prompt, str) and prompt:
+                prompt_ids = list(tokenizer.encode(clean_text(prompt)))
+            else:
+                raise ApiError(400, "prompt must be a non-empty string or list of token ids", "invalid_prompt")
+    room = engine.max_model_len - len(prompt_ids)
+    if room < 1:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {engine.max_model_len} tokens; "
+            f"the prompt has {len(prompt_ids)}",
+            "context_length_exceeded",
+        )
+    cap = min(room, settings.API["max_tokens"])
+    requested = body.get("max_completion_tokens", body.get("max_tokens"))
+    if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int) or requested < 1):
+        raise ApiError(400, "max_tokens must be a positive integer", "invalid_parameter")
+    max_tokens = cap if requested is None else min(requested, cap)
+    stop = body.get("stop")
+    if stop is not None and not (isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(s, str) for s in stop))):
+        raise ApiError(400, "stop must be a string or a list of strings", "invalid_parameter")
+    try:
+        params = SamplingParams(
+            max_tokens=max_tokens,
+            temperature=float(_number(body, "temperature", 1.0, 0.0, 2.0)),
+            top_p=float(_number(body, "top_p", 1.0, 0.0, 1.0)) or 1.0,
+            presence_penalty=float(_number(body, "presence_penalty", 0.0, -2.0, 2.0)),
+            frequency_penalty=float(_number(body, "frequency_penalty", 0.0, -2.0, 2.0)),
+            seed=body.get("seed") if isinstance(body.get("seed"), int) else None,
+            stop=stop,
+        )
+    except ValueError as exc:
+        raise ApiError(400, str(exc), "invalid_parameter") from None
+    options = body.get("stream_options") or {}
+    return Request(kind, prompt_ids, params, bool(body.get("stream")), bool(options.get("include_usage")))
+
+
+def _finish(reason: str | None) -> str:
+    return reason if reason in ("stop", "length") else "stop"
+
+
+def usage_body(usage: Any, prompt_tokens: int) -> dict[str, Any]:
+    if usage is None:
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": 0, "total_tokens": prompt_tokens,
+                "prompt_tokens_details": {"cached_tokens": 0}}
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+    }
+
+
+async def deltas(engine: Any, request: Request, cache_salt: str) -> AsyncIterator[Any]:
+    """The engine's deltas for the request; the final one is observed for /metrics."""
+    import contextlib
+
+    stream = engine.stream(request.id, request.prompt_ids, request.params, cache_salt=cache_salt)
+    async with contextlib.aclosing(stream):  # a client that leaves aborts the request at once
+        async for delta in stream:
+            if delta.usage is not None:
+                metrics.observe_request(delta.metrics, delta.usage, delta.finish_reason)
+            yield delta
+
+
+async def complete(engine: Any, request: Request, cache_salt: str) -> dict[str, Any]:
+    parts: list[str] = []
+    finish, usage = None, None
+    async for delta in deltas(engine, request, cache_salt):
+        parts.append(delta.text)
+        finish = delta.finish_reason or finish
+        usage = delta.usage or usage
+    text = "".join(parts)
+    if request.kind == "chat":
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                  "finish_reason": _finish(finish)}
+        kind, prefix = "chat.completion", "chatcmpl-"
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": _finish(finish)}
+        kind, prefix = "text_completion", "cmpl-"
+    return {
+        "id": prefix + request.id,
+        "object": kind,
+        "created": request.created,
+        "model": model_name(),
+        "choices": [choice],
+        "usage": usage_body(usage, len(request.prompt_ids)),
+    }
+
+
+async def stream_events(engine: Any, request: Request, cache_salt: str) -> AsyncIterator[str]:
+    """Server-sent events: chunks, an optional usage chunk, then ``[DONE]``."""
+    import json
+
+    chat = request.kind == "chat"
+    base = {
+        "id": ("chatcmpl-" if chat else "cmpl-") + request.id,
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": request.created,
+        "model": model_name(),
+    }
+
+    def event(choices: list[dict[str, Any]], **extra: Any) -> str:
+        return f"data: {json.dumps({**base, 'choices': choices, **extra}, ensure_ascii=False)}\n\n"
+
+    if chat:
+        yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}])
+    usage = None
+    async for delta in deltas(engine, request, cache_salt):
+        finish = _finish(delta.finish_reason) if delta.finish_reason else None
+        if delta.text or finish:
+            if chat:
+                piece = {"content": delta.text} if delta.text else {}
+                yield event([{"index": 0, "delta": piece, "logprobs": None, "finish_reason": finish}])
+            else:
+                yield event([{"index": 0, "text": delta.text, "logprobs": None, "finish_reason": finish}])
+        usage = delta.usage or usage
+    if request.include_usage:
+        yield event([], usage=usage_body(usage, len(request.prompt_ids)))
+    yield "data: [DONE]\n\n"
