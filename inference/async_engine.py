@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -168,9 +169,12 @@ class AsyncLLM:
     ) -> RequestStream:
         """``async for delta in engine.stream(...)``; a rejected request raises its ValueError on iteration."""
         rid = request_id if request_id is not None else f"async-{next(self._ids)}"
+        # The request arrives now, as in vLLM: the wait for the engine thread's current step counts in its
+        # queue time and time to first token, not as the caller's.
+        arrival = time.monotonic()
 
         def submit(sink: _Sink) -> None:
-            self._enqueue(lambda: self._add(sink, prompt, params, session_id, cache_salt))
+            self._enqueue(lambda: self._add(sink, prompt, params, session_id, cache_salt, arrival))
 
         return RequestStream(self, rid, submit)
 
@@ -253,6 +257,7 @@ class AsyncLLM:
         params: SamplingParams | None,
         session_id: str | None,
         cache_salt: str | None,
+        arrival_time: float,
     ) -> None:
         if sink.cancelled:  # the consumer left before the engine saw the request
             return
@@ -260,7 +265,7 @@ class AsyncLLM:
             sink.deliver(ValueError(f"request {sink.request_id!r} is already running"))
             return
         try:
-            self.engine.add_request(sink.request_id, prompt, params, session_id, cache_salt)
+            self.engine.add_request(sink.request_id, prompt, params, session_id, cache_salt, arrival_time)
         except Exception as exc:  # rejected: the consumer gets the error instead of a delta
             sink.deliver(exc)
             return
