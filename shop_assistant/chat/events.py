@@ -33,7 +33,8 @@ from channels.layers import get_channel_layer
 
 from .models import Conversation
 from .prompting import Turn, user_turn_content
-from .recording import MessageRecord, record_message
+from .recording import MessageRecord
+from .tasks import record_message
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.utils import DataError
@@ -43,8 +42,6 @@ from . import metrics
 from .models import Conversation, Message, hash_token, new_resume_token
 
 logger = logging.getLogger(__name__)
-
-LOG_TASK = "chat.log_message"  # the Celery task that writes a message (tasks.log_message)
 
 # Publishing gives up quickly: a shopper's websocket must not hang on a dead broker, and the fallback below
 # writes the message anyway.
@@ -192,33 +189,6 @@ def write_with_retry(payload: dict[str, Any], attempts: int | None = None) -> Me
             if not connection.in_atomic_block:  # inside a caller's transaction, closing would break it
                 close_old_connections()  # a broken connection is replaced, not reused
     raise AssertionError("unreachable")
-
-
-def record_message(record: MessageRecord) -> None:
-    """Log a message through Celery; if the broker is unreachable, write it here (retried), and if the database
-    is down too, spool it to a local file that is replayed later. It is never dropped."""
-    # Looked up by name: the task module imports this one, not the other way round.
-    log_message = current_app.tasks[LOG_TASK]
-    payload = record.payload()
-    metrics.MESSAGES.labels(role=record.role).inc()
-    try:
-        log_message.apply_async(args=[payload], retry=True, retry_policy=PUBLISH_RETRY_POLICY)
-        return
-    except Exception as exc:  # kombu's OperationalError, redis errors, or (eager mode) the write itself
-        logger.warning(
-            "could not queue chat message %s through Celery (%s: %s); writing it directly",
-            payload["id"],
-            type(exc).__name__,
-            exc,
-        )
-    try:
-        write_with_retry(payload)
-    except DatabaseError as exc:
-        logger.error("chat message %s: database unavailable (%s); spooled to disk", payload["id"], exc)
-        spool(payload)
-        return
-    if spool_depth():
-        replay_spool()
 
 
 # --- the spool: messages waiting for the database ---------------------------------------------------------

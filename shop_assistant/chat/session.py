@@ -37,9 +37,9 @@ from .recording import (
     default_store,
     draft_conversation,
     recent_messages,
-    record_message,
     resume_conversation,
 )
+from .tasks import record_message
 
 if TYPE_CHECKING:
     from inference import AsyncLLM

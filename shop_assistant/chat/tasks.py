@@ -1,7 +1,7 @@
 """Celery tasks that write the chat log.
 
 Run eagerly in the embedded default, by a worker process in the full stack. Callers go through
-``shop_assistant.chat.recording.record_message``, which writes directly when the broker cannot be reached.
+``record_message`` below, which writes directly when the broker cannot be reached.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ MAX_DATABASE_RETRIES = 8
 
 @shared_task(
     bind=True,
-    name=recording.LOG_TASK,
+    name="chat.log_message",
     acks_late=True,  # acked after the write: a worker that dies mid-task has not consumed the message
     reject_on_worker_lost=True,  # a killed pool child puts the message back at once (not after visibility_timeout)
     ignore_result=True,
@@ -51,3 +51,28 @@ def log_message(self: Any, payload: dict[str, Any]) -> str:
     if recording.spool_depth():
         recording.replay_spool()
     return str(message.pk)
+
+
+def record_message(record: recording.MessageRecord) -> None:
+    """Log a message through Celery; if the broker is unreachable, write it here (retried), and if the database
+    is down too, spool it to a local file that is replayed later. It is never dropped."""
+    payload = record.payload()
+    metrics.MESSAGES.labels(role=record.role).inc()
+    try:
+        log_message.apply_async(args=[payload], retry=True, retry_policy=recording.PUBLISH_RETRY_POLICY)
+        return
+    except Exception as exc:  # kombu's OperationalError, redis errors, or (eager mode) the write itself
+        logger.warning(
+            "could not queue chat message %s through Celery (%s: %s); writing it directly",
+            payload["id"],
+            type(exc).__name__,
+            exc,
+        )
+    try:
+        recording.write_with_retry(payload)
+    except DatabaseError as exc:
+        logger.error("chat message %s: database unavailable (%s); spooled to disk", payload["id"], exc)
+        recording.spool(payload)
+        return
+    if recording.spool_depth():
+        recording.replay_spool()

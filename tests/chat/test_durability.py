@@ -15,7 +15,8 @@ from django.db import OperationalError, close_old_connections, connection
 from catalog.models import Store
 from shop_assistant.chat import metrics, recording
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.chat.recording import MessageRecord, draft_conversation, record_message
+from shop_assistant.chat.recording import MessageRecord, draft_conversation
+from shop_assistant.chat.tasks import record_message
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture
-async def page():
+async def browser():
+    """Debian's headless Chromium (Playwright never downloads a browser here); fails in CI when missing."""
     if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
         message = f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
         if os.environ.get("CI"):
@@ -37,13 +38,19 @@ async def page():
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = await browser.new_context()
-        page = await context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.errors = errors
-        yield page
+        yield browser
         await browser.close()
+
+
+@pytest.fixture
+async def page(browser):
+    context = await browser.new_context()
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors
+    yield page
+    await context.close()
 
 
 async def test_ask_stream_card_and_history_after_reload(daphne_server, demo_store, page):

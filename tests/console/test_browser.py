@@ -16,7 +16,7 @@ from django.utils import timezone
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.chat.events import announce_handoff
 from tests.chat.conftest import FRAME_TIMEOUT, run_daphne, run_worker
-from tests.chat.test_widget import CHROMIUM, CHROMIUM_ARGS
+from tests.chat.test_widget import browser  # noqa: F401  (the real Chromium fixture)
 from tests.conftest import REPO_ROOT
 
 from .conftest import session_cookie
@@ -28,23 +28,6 @@ SHOTS = REPO_ROOT / "docs" / "console"
 async def shot(page, name: str) -> None:
     if os.environ.get("SAVE_SCREENSHOTS"):
         await page.screenshot(path=str(SHOTS / name))
-
-
-@pytest.fixture
-async def browser():
-    import shutil
-
-    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
-        message = f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
-        if os.environ.get("CI"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        await browser.close()
 
 
 def _message_count(conversation_id: str) -> int:

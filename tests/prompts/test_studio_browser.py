@@ -9,7 +9,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from tests.chat.conftest import FRAME_TIMEOUT
-from tests.chat.test_widget import page  # noqa: F401  (the real Chromium page fixture)
+from tests.chat.test_widget import browser, page  # noqa: F401  (the real Chromium fixtures)
 from tests.conftest import REPO_ROOT
 
 from .conftest import PASSWORD, make_user
