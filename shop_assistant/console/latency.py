@@ -64,23 +64,33 @@ async def measure(shop: str, staff: str, cookie: str, shoppers: int = 20, store:
                                      open_timeout=60, max_queue=None)
             for _ in range(shoppers)
         ]
+        async def shopper(index: int, sock: Any) -> None:
+            await sock.send(json.dumps({"type": "message", "text": QUESTIONS[index % len(QUESTIONS)]}))
+            while True:
+                frame = json.loads(await sock.recv())
+                if frame["type"] in ("end", "error"):
+                    return
+
         try:
             conversations = []
             for sock in sockets:
                 ready = json.loads(await sock.recv())
                 conversations.append(ready["conversation"])
-                await console.send(json.dumps({"type": "watch", "conversation": ready["conversation"]}))
-            watching = 0
-            while watching < shoppers:
-                frame = json.loads(await console.recv())
-                watching += frame["type"] == "watching"
-
-            async def shopper(index: int, sock: Any) -> None:
-                await sock.send(json.dumps({"type": "message", "text": QUESTIONS[index % len(QUESTIONS)]}))
-                while True:
-                    frame = json.loads(await sock.recv())
-                    if frame["type"] in ("end", "error"):
-                        return
+            # A conversation has a row (and can be watched) from its first message: say hello first.
+            await asyncio.wait_for(asyncio.gather(*(shopper(i, s) for i, s in enumerate(sockets))), timeout)
+            pending = set(conversations)
+            deadline = time.monotonic() + 60
+            while pending and time.monotonic() < deadline:  # the worker writes the first messages
+                for conversation in pending:
+                    await console.send(json.dumps({"type": "watch", "conversation": conversation}))
+                for _ in range(len(pending)):
+                    frame = json.loads(await console.recv())
+                    if frame.get("type") == "watching":
+                        pending.discard(frame["conversation"])
+                if pending:
+                    await asyncio.sleep(0.5)
+            if pending:
+                raise RuntimeError(f"{len(pending)} conversations could not be watched")
 
             async def watch() -> None:
                 nonlocal console_tokens
