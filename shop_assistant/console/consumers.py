@@ -44,9 +44,12 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
     user: Any = None
     store_groups: list[str]
     watched: set[str]
+    # Conversations announced in this console's own store groups. A new conversation has no row until its
+    # first message, but its store's consoles heard of it and may watch it from the start.
+    announced: set[str]
 
     async def connect(self) -> None:
-        self.store_groups, self.watched = [], set()
+        self.store_groups, self.watched, self.announced = [], set(), set()
         self.user = self.scope.get("user")
         store_ids = await database_sync_to_async(_store_ids)(self.user) if self.user is not None else []
         await self.accept()
@@ -76,9 +79,10 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             await self.send_json({"type": "error", "code": "bad_frame", "message": "expected type and conversation"})
             return
         if kind == "watch":
-            if len(self.watched) >= MAX_WATCHED or not await database_sync_to_async(_may_watch)(
+            allowed = conversation in self.announced or await database_sync_to_async(_may_watch)(
                 self.user, uuid.UUID(conversation)
-            ):
+            )
+            if len(self.watched) >= MAX_WATCHED or not allowed:
                 await self.send_json({"type": "error", "code": "forbidden", "conversation": conversation})
                 return
             self.watched.add(conversation)
@@ -121,4 +125,6 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
         await self.send_json({"type": "agent_left", "agent": event.get("agent", "")})
 
     async def console_inbox(self, event: dict[str, Any]) -> None:
+        if event.get("conversation"):
+            self.announced.add(str(event["conversation"]))
         await self.send_json({**{k: v for k, v in event.items() if k != "type"}, "type": "inbox"})
