@@ -31,6 +31,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
+from . import metrics
 from .models import Conversation
 from .prompting import Turn, user_turn_content
 from .recording import MessageRecord
@@ -191,6 +192,7 @@ async def hold_for_agent(session: Any, text: str) -> bool:
 async def announce_handoff(conversation: Conversation) -> None:
     """Call after recording a handoff request (status "handoff"): every console of the store hears it now.
     The inbox reads handoffs from the database as well, so a missed event only delays the alert."""
+    metrics.HANDOFFS.inc()
     await inbox_event(
         conversation.store_id,
         "handoff",

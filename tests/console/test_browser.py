@@ -66,13 +66,14 @@ async def test_widget_and_console_handoff_take_over_reply_hand_back(
         conversation_id = await widget.evaluate(
             "JSON.parse(Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]).conversation"
         )
-        row = console.locator(f'[data-section="live"] [data-conversation="{conversation_id}"]')
-        await expect(row).to_be_visible(timeout=timeout)
         box = widget.get_by_label("Your message")
         await box.fill("Do you have rain jackets?")
         await box.press("Enter")
         await expect(widget.locator(".sa-assistant")).to_have_count(1, timeout=timeout)
         await expect(widget.locator(".sa-assistant[aria-busy]")).to_have_count(0, timeout=timeout)
+        # A conversation is saved with its first message (nothing said, nothing stored): then it is listed.
+        row = console.locator(f'[data-section="live"] [data-conversation="{conversation_id}"]')
+        await expect(row).to_be_visible(timeout=timeout)
 
         # A handoff request (recorded as the answers code does it) arrives live: badge, section, wait time.
         def request_handoff() -> Conversation:
