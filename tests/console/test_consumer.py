@@ -56,16 +56,16 @@ def _demo_agent():
 
 
 async def test_watch_take_over_reply_and_hand_back(chat_engine, chat_settings, demo_store, ws, asgi_app, monkeypatch):
-    from shop_assistant.chat import session as session_module
+    from shop_assistant.chat import pipeline as pipeline_module  # where the prompt is assembled
 
     prompts: list[list] = []
-    real_assemble = session_module.assemble
+    real_assemble = pipeline_module.assemble
 
     def spy(tokenizer, system_prompt, turns, latest, **kwargs):  # records what the model is given, then builds it
         prompts.append([(t.role, t.content) for t in turns] + [("user", latest)])
         return real_assemble(tokenizer, system_prompt, turns, latest, **kwargs)
 
-    monkeypatch.setattr(session_module, "assemble", spy)
+    monkeypatch.setattr(pipeline_module, "assemble", spy)
     agent = await database_sync_to_async(_demo_agent)()
     console = await console_for(asgi_app, agent)
     assert (await console.connect())["type"] == "hello"
