@@ -58,3 +58,18 @@ def shopify_samples_dir() -> Path:
     if not path.is_dir():
         pytest.fail(f"sample exports not found at {path}", pytrace=False)
     return path
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """Before the test database is created (once, in the pytest process): the database is recreated every
+    session, and a WAL left beside it by a killed run (SQLite runs in WAL mode) would be read as part of the new
+    file. Not in settings: the worker and daphne subprocesses load settings too, and deleting the live
+    database's WAL under them breaks it ("disk I/O error")."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3") and db.get("TEST", {}).get("NAME"):
+        for suffix in ("-wal", "-shm"):
+            Path(db["TEST"]["NAME"] + suffix).unlink(missing_ok=True)
+

@@ -37,7 +37,8 @@ def worker(redis_url, transactional_db, tmp_path):
 def test_worker_runs_a_task_through_redis(worker, settings):
     from celery import Celery
 
-    app = Celery("probe", broker=worker["REDIS_URL"], backend=worker["REDIS_URL"])
+    # Not the current app: shared tasks in later tests must keep resolving to the project's (eager) app.
+    app = Celery("probe", broker=worker["REDIS_URL"], backend=worker["REDIS_URL"], set_as_current=False)
     deadline = time.monotonic() + 60
     while not app.control.ping(timeout=1.0):
         assert time.monotonic() < deadline, "the worker never answered"

@@ -109,7 +109,7 @@ def test_a_worker_child_killed_mid_write_gets_the_message_redelivered(transactio
         assert "ready." in log.read_text(), log.read_text()
         lock = _hold_write_lock()
         record = MessageRecord(conversation.id, "user", "survive the kill")
-        Celery(broker=redis_url).send_task("chat.log_message", args=[record.payload()])
+        Celery(broker=redis_url, set_as_current=False).send_task("chat.log_message", args=[record.payload()])
         deadline = time.monotonic() + 60
         while "Received task" not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.2)
