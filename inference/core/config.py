@@ -15,7 +15,7 @@ class EngineConfig:
     model: str | None = None  # None: the bundled SmolLM2-135M-Instruct GGUF
     device: str = "cpu"
     dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
-    attention_backend: Literal["auto", "torch", "triton"] = "auto"
+    attention_backend: Literal["auto", "torch", "cpu", "triton"] = "auto"
     block_size: int = 16
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 512

@@ -1,6 +1,7 @@
 """The KV-cache tensors: how many blocks fit in the memory given, and their allocation.
 
-Per layer a K and a V tensor of shape ``[num_blocks, block_size, num_kv_heads, head_dim]`` in the model dtype.
+Per layer a K and a V tensor of shape ``[num_blocks, block_size, num_kv_heads, head_dim]`` in the model dtype
+(K transposed per block for backends that ask for it: see ``attention/__init__.py``).
 On CPU the budget is ``EngineConfig.kv_cache_memory`` bytes; on CUDA it is what ``gpu_memory_utilization``
 leaves after a worst-case step (``ModelRunner`` profiles it). ``num_gpu_blocks_override`` wins over both.
 """
@@ -64,7 +65,8 @@ def allocate_kv_cache(
     shape = (num_blocks, block_size, mc.num_key_value_heads, mc.head_dim)
     caches = []
     for attn in model.kv_cache_layers():
-        k = torch.zeros(shape, dtype=dtype, device=device)
+        k_shape = attn.backend.k_cache_shape(*shape)  # the backend may store a block's keys transposed
+        k = torch.zeros(k_shape, dtype=dtype, device=device)
         v = torch.zeros(shape, dtype=dtype, device=device)
         attn.k_cache, attn.v_cache = k, v
         caches.append((k, v))

@@ -6,7 +6,10 @@ turns it once into whatever index tensors the backend needs, and every layer the
 :meth:`AttentionBackend.forward`, which writes the step's new K/V into the cache and attends over the
 whole context read back through the block tables.
 
-Cache layout (per layer): K and V tensors of shape ``[num_blocks, block_size, num_kv_heads, head_dim]``.
+Cache layout (per layer): V is ``[num_blocks, block_size, num_kv_heads, head_dim]``; K is the same, or, for a
+backend with ``k_transposed`` (the cpu backend), ``[num_blocks, num_kv_heads, head_dim, block_size]``: each
+block's keys dimension-major, so a decode kernel scores a block's tokens with one vector FMA per dimension
+(vLLM's CPU and GPU kernels lay keys out for the same reason). :func:`keys_by_token` views either as the first.
 """
 
 from __future__ import annotations
@@ -51,6 +54,12 @@ class AttentionBackend(ABC):
     # True when forward() on a decode-only step does no host synchronisation and allocates nothing that
     # depends on the step's contents, so the model runner may capture it in a CUDA graph.
     supports_cuda_graphs: ClassVar[bool] = False
+    k_transposed: ClassVar[bool] = False
+
+    def k_cache_shape(self, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int) -> tuple[int, ...]:
+        if self.k_transposed:
+            return (num_blocks, num_kv_heads, head_dim, block_size)
+        return (num_blocks, block_size, num_kv_heads, head_dim)
 
     def prepare(self, meta: AttentionMetadata, block_size: int) -> None:
         """Build per-step state into ``meta.state`` (called once per step, before the layers)."""
@@ -70,7 +79,12 @@ class AttentionBackend(ABC):
         """Write ``k``/``v`` at ``meta.slot_mapping``, then attend each query over its sequence's context."""
 
 
-BACKENDS = ("torch", "triton")
+def keys_by_token(k_cache: torch.Tensor, transposed: bool) -> torch.Tensor:
+    """The K cache as ``[num_blocks, block_size, num_kv_heads, head_dim]`` (a view, whatever its layout)."""
+    return k_cache.permute(0, 3, 1, 2) if transposed else k_cache
+
+
+BACKENDS = ("torch", "cpu", "triton")
 
 
 def triton_interpreted() -> bool:
@@ -78,18 +92,30 @@ def triton_interpreted() -> bool:
 
 
 def get_attention_backend(name: str, device: torch.device | str) -> AttentionBackend:
-    """The backend called ``name`` ("auto", "torch" or "triton") for ``device``.
+    """The backend called ``name`` ("auto", "torch", "cpu" or "triton") for ``device``.
 
-    "auto" picks Triton on CUDA and torch elsewhere. Triton off CUDA runs only under ``TRITON_INTERPRET=1``
-    (tests), which must be set before the kernels are imported.
+    "auto" picks Triton on CUDA; on CPU, the C++ decode kernel ("cpu") when it builds on this machine, else
+    plain torch. Triton off CUDA runs only under ``TRITON_INTERPRET=1`` (tests), which must be set before the
+    kernels are imported.
     """
     device = torch.device(device)
     if name == "auto":
-        name = "triton" if device.type == "cuda" else "torch"
+        if device.type == "cuda":
+            name = "triton"
+        else:
+            from inference.worker.attention import cpu_kernels
+
+            name = "cpu" if device.type == "cpu" and cpu_kernels.load() else "torch"
     if name == "torch":
         from inference.worker.attention.torch_backend import TorchAttentionBackend
 
         return TorchAttentionBackend()
+    if name == "cpu":
+        if device.type != "cpu":
+            raise ValueError(f"the cpu attention backend runs on CPU only (got {device})")
+        from inference.worker.attention.cpu_backend import CpuAttentionBackend
+
+        return CpuAttentionBackend()
     if name == "triton":
         if device.type != "cuda" and not triton_interpreted():
             raise ValueError(

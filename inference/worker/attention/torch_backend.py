@@ -210,22 +210,43 @@ class TorchAttentionBackend(AttentionBackend):
         write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
         state: _State = meta.state
         if len(state.groups) == 1 and state.groups[0].query_index is None:
-            return _attend(state.groups[0], q, k, v, k_cache, v_cache, scale)
+            return attend_group(state.groups[0], q, k, v, k_cache, v_cache, scale)
         out = torch.empty_like(q)
         prefix = _attend_prefix(state.prefix, q, k_cache, v_cache, scale) if state.prefix else None
         for group in state.groups:
-            qg = q.index_select(0, group.query_index)
-            kg = k.index_select(0, group.query_index) if group.fresh else k
-            vg = v.index_select(0, group.query_index) if group.fresh else v
-            if group.prefix_rows is not None and prefix is not None:
-                o, lse = _attend(group, qg, kg, vg, k_cache, v_cache, scale, with_lse=True)
-                o = _merge(prefix[0][group.prefix_rows], prefix[1][group.prefix_rows], o, lse)
-            else:
-                o = _attend(group, qg, kg, vg, k_cache, v_cache, scale)
-            if group.valid_rows is not None:
-                o = o.index_select(0, group.valid_rows)
-            out.index_copy_(0, group.dest_tokens, o)
+            attend_group(group, q, k, v, k_cache, v_cache, scale, out=out, prefix=prefix)
         return out
+
+
+def attend_group(
+    g: _Group,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    scale: float,
+    out: torch.Tensor | None = None,
+    prefix: tuple[torch.Tensor, torch.Tensor] | None = None,
+    k_transposed: bool = False,
+) -> torch.Tensor:
+    """One group's attention. A group that is the whole step in order returns its output; any other writes
+    its tokens' rows of ``out`` and returns it. ``prefix``: the shared-prefix result its rows merge with.
+    ``k_transposed``: the K cache stores each block's keys dimension-major (the cpu backend's layout)."""
+    if g.query_index is None:
+        return _attend(g, q, k, v, k_cache, v_cache, scale, k_transposed=k_transposed)
+    assert out is not None
+    qg = q.index_select(0, g.query_index)
+    kg = k.index_select(0, g.query_index) if g.fresh else k
+    vg = v.index_select(0, g.query_index) if g.fresh else v
+    if g.prefix_rows is not None and prefix is not None:
+        o, lse = _attend(g, qg, kg, vg, k_cache, v_cache, scale, with_lse=True, k_transposed=k_transposed)
+        o = _merge(prefix[0][g.prefix_rows], prefix[1][g.prefix_rows], o, lse)
+    else:
+        o = _attend(g, qg, kg, vg, k_cache, v_cache, scale, k_transposed=k_transposed)
+    if g.valid_rows is not None:
+        o = o.index_select(0, g.valid_rows)
+    return out.index_copy_(0, g.dest_tokens, o)
 
 
 def write_kv_cache(
@@ -250,18 +271,26 @@ def _attend_with_lse(
 
 
 def _attend_prefix(
-    prefix: _Prefix, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, scale: float
+    prefix: _Prefix,
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    scale: float,
+    k_transposed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every decode's attention over the shared blocks: ``([N, H, D], lse [N, H])``.
 
     One product per KV head over all decodes' query heads: the prefix is read once, not once per sequence."""
     num_heads, head_dim = q.shape[1], q.shape[2]
-    num_kv_heads = k_cache.shape[2]
+    num_kv_heads = v_cache.shape[2]
     group = num_heads // num_kv_heads
     n = prefix.query_index.numel()
     qp = q.index_select(0, prefix.query_index).view(n, num_kv_heads, group, head_dim)
     qp = qp.permute(1, 0, 2, 3).reshape(1, num_kv_heads, n * group, head_dim)
-    kp = k_cache.index_select(0, prefix.block_ids).view(-1, num_kv_heads, head_dim).transpose(0, 1).unsqueeze(0)
+    if k_transposed:  # [P, kv_heads, head_dim, block_size] -> [1, kv_heads, P * block_size, head_dim]
+        kp = k_cache.index_select(0, prefix.block_ids).permute(1, 0, 3, 2).reshape(1, num_kv_heads, -1, head_dim)
+    else:
+        kp = k_cache.index_select(0, prefix.block_ids).view(-1, num_kv_heads, head_dim).transpose(0, 1).unsqueeze(0)
     vp = v_cache.index_select(0, prefix.block_ids).view(-1, num_kv_heads, head_dim).transpose(0, 1).unsqueeze(0)
     out, lse = _attend_with_lse(qp, kp, vp, None, scale)
     out = out.view(num_kv_heads, n, group, head_dim).permute(1, 0, 2, 3).reshape(n, num_heads, head_dim)
@@ -286,9 +315,10 @@ def _attend(
     v_cache: torch.Tensor,
     scale: float,
     with_lse: bool = False,
+    k_transposed: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # [S * max_q, H, D] (and lse [S * max_q, H])
     num_heads, head_dim = q.shape[1], q.shape[2]
-    num_kv_heads = k_cache.shape[2]
+    num_kv_heads = v_cache.shape[2]
     if g.max_query_len == 1:
         # One query per sequence: its heads sharing a KV head become the "query rows" of that KV head, so
         # each K/V row is read once per group instead of once per query head (2-3x faster than enable_gqa).
@@ -302,12 +332,15 @@ def _attend(
         mask = g.mask[..., : g.max_query_len]
     else:
         if g.k_buf is None:
-            shape = (g.block_ids.shape[0], *k_cache.shape[1:])
-            g.k_buf = torch.empty(shape, dtype=k_cache.dtype, device=k_cache.device)
-            g.v_buf = torch.empty(shape, dtype=v_cache.dtype, device=v_cache.device)
+            g.k_buf = k_cache.new_empty((g.block_ids.shape[0], *k_cache.shape[1:]))
+            g.v_buf = v_cache.new_empty((g.block_ids.shape[0], *v_cache.shape[1:]))
         torch.index_select(k_cache, 0, g.block_ids, out=g.k_buf)
         torch.index_select(v_cache, 0, g.block_ids, out=g.v_buf)
-        kp = g.k_buf.view(g.num_seqs, g.num_ctx_slots, num_kv_heads, head_dim).transpose(1, 2)
+        if k_transposed:  # [S * blocks, kv_heads, head_dim, block_size] -> [S, kv_heads, slots, head_dim]
+            blocks = g.k_buf.view(g.num_seqs, -1, num_kv_heads, head_dim, k_cache.shape[-1])
+            kp = blocks.permute(0, 2, 1, 4, 3).reshape(g.num_seqs, num_kv_heads, g.num_ctx_slots, head_dim)
+        else:
+            kp = g.k_buf.view(g.num_seqs, g.num_ctx_slots, num_kv_heads, head_dim).transpose(1, 2)
         vp = g.v_buf.view(g.num_seqs, g.num_ctx_slots, num_kv_heads, head_dim).transpose(1, 2)
         mask = g.mask
     if g.max_query_len == 1:

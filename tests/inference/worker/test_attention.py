@@ -1,12 +1,33 @@
-"""The torch attention backend against a naive per-sequence, per-token reference on random paged layouts."""
+"""The CPU attention backends (plain torch, and torch with the C++ decode kernel) against a naive
+per-sequence, per-token reference on random paged layouts."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from inference.worker.attention import AttentionMetadata, get_attention_backend
+from inference.worker.attention import AttentionMetadata, cpu_kernels, get_attention_backend, keys_by_token
 from inference.worker.attention.torch_backend import TorchAttentionBackend, _context_buckets
+
+BACKENDS = ["torch", "cpu"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    if request.param == "cpu" and not cpu_kernels.load():
+        pytest.fail(f"the C++ kernels must build here: {cpu_kernels.unavailable_reason()}")
+    return get_attention_backend(request.param, "cpu")
+
+
+def in_layout(k_by_token: torch.Tensor, backend) -> torch.Tensor:
+    """A K cache built as ``[blocks, block_size, kv_heads, head_dim]``, stored the way ``backend`` keeps it."""
+    return k_by_token.permute(0, 2, 3, 1).contiguous() if backend.k_transposed else k_by_token
+
+
+def cascade_used(meta: AttentionMetadata) -> bool:
+    state = meta.state
+    prefix = state.decodes.prefix if hasattr(state, "decodes") else state.prefix
+    return prefix is not None
 
 
 def naive_paged_attention(
@@ -63,16 +84,16 @@ def run_case(case: dict, paged_layout) -> tuple[torch.Tensor, torch.Tensor, torc
 
 
 @pytest.mark.parametrize("seed", range(24))
-def test_torch_backend_matches_naive_reference(seed: int, paged_layout) -> None:
+def test_backend_matches_naive_reference(seed: int, paged_layout, backend) -> None:
     case = random_case(seed)
     q, k, v, meta, caches = run_case(case, paged_layout)
-    k_cache, v_cache = caches["k_cache"], caches["v_cache"]
+    k_cache, v_cache = in_layout(caches["k_cache"], backend), caches["v_cache"]
     scale = case["head_dim"] ** -0.5
-    backend = TorchAttentionBackend()
     backend.prepare(meta, case["block_size"])
     out = backend.forward(q, k, v, k_cache, v_cache, meta, scale)
 
-    flat_k = k_cache.view(-1, case["kv_heads"], case["head_dim"])
+    k_cache = keys_by_token(k_cache, backend.k_transposed)
+    flat_k = k_cache.reshape(-1, case["kv_heads"], case["head_dim"])
     flat_v = v_cache.view(-1, case["kv_heads"], case["head_dim"])
     assert torch.equal(flat_k[meta.slot_mapping], k) and torch.equal(flat_v[meta.slot_mapping], v)
     expected = naive_paged_attention(q, k_cache, v_cache, meta, scale)
@@ -90,25 +111,31 @@ def test_torch_backend_matches_naive_reference(seed: int, paged_layout) -> None:
         ([1, 30, 1, 1], [500, 30, 4, 480]),  # the same, mixed with a fresh prompt
     ],
 )
-def test_explicit_layouts(query_lens, context_lens, paged_layout) -> None:
+def test_explicit_layouts(query_lens, context_lens, paged_layout, backend) -> None:
     case = dict(query_lens=query_lens, context_lens=context_lens, block_size=4, heads=6, kv_heads=2,
                 head_dim=16, gen=torch.Generator().manual_seed(7))  # fmt: skip
     q, k, v, meta, caches = run_case(case, paged_layout)
-    backend = TorchAttentionBackend()
+    k_cache = in_layout(caches["k_cache"], backend)
     backend.prepare(meta, 4)
-    out = backend.forward(q, k, v, caches["k_cache"], caches["v_cache"], meta, 0.25)
-    expected = naive_paged_attention(q, caches["k_cache"], caches["v_cache"], meta, 0.25)
+    out = backend.forward(q, k, v, k_cache, caches["v_cache"], meta, 0.25)
+    k_cache = keys_by_token(k_cache, backend.k_transposed)
+    expected = naive_paged_attention(q, k_cache, caches["v_cache"], meta, 0.25)
     torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
 
 
 def test_backend_selection(monkeypatch) -> None:
-    assert get_attention_backend("auto", "cpu").name == "torch"
+    assert get_attention_backend("auto", "cpu").name == "cpu"  # the kernels build on every machine we run on
     assert get_attention_backend("torch", "cpu").name == "torch"
     with pytest.raises(ValueError, match="unknown attention backend"):
         get_attention_backend("flash", "cpu")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(ValueError, match="needs a CUDA device"):
         get_attention_backend("triton", "cpu")
+    # Where the kernels cannot be built (no compiler), "auto" falls back to plain torch and "cpu" says why.
+    monkeypatch.setattr(cpu_kernels, "_state", {"ok": False, "reason": "no C++ compiler"})
+    assert get_attention_backend("auto", "cpu").name == "torch"
+    with pytest.raises(RuntimeError, match=r"no C\+\+ compiler"):
+        get_attention_backend("cpu", "cpu")
 
 
 def test_decodes_are_bucketed_by_context_length() -> None:
@@ -154,26 +181,50 @@ def shared_prefix_layout(prefix_blocks: int, own_lens: list[int], block_size: in
 
 
 @pytest.mark.parametrize("own_lens", [[1, 5, 40, 3], [16, 17, 1], [200, 2, 90, 7, 31]])
-def test_cascade_over_a_shared_prefix_matches_the_reference(own_lens, monkeypatch) -> None:
+def test_cascade_over_a_shared_prefix_matches_the_reference(own_lens, monkeypatch, backend) -> None:
     from inference.worker.attention import torch_backend
 
     gen, bs, heads, kv_heads, dim = torch.Generator().manual_seed(len(own_lens)), 4, 9, 3, 16
     meta, num_blocks = shared_prefix_layout(20, own_lens, bs, gen)
-    k_cache = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen)
+    k_cache = in_layout(torch.randn(num_blocks, bs, kv_heads, dim, generator=gen), backend)
     v_cache = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen)
     num_tokens = meta.slot_mapping.numel()
     q = torch.randn(num_tokens, heads, dim, generator=gen)
     k = torch.randn(num_tokens, kv_heads, dim, generator=gen)
     v = torch.randn(num_tokens, kv_heads, dim, generator=gen)
-    backend = TorchAttentionBackend()
     backend.prepare(meta, bs)
-    assert meta.state.prefix is not None and meta.state.prefix.block_ids.numel() == 20  # the cascade is used
+    assert cascade_used(meta)
     out = backend.forward(q, k, v, k_cache, v_cache, meta, 0.25)
-    expected = naive_paged_attention(q, k_cache, v_cache, meta, 0.25)
+    expected = naive_paged_attention(q, keys_by_token(k_cache, backend.k_transposed), v_cache, meta, 0.25)
     torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
 
     monkeypatch.setattr(torch_backend, "CASCADE_MIN_TOKENS", 10**9)  # the same step without the cascade
     backend.prepare(meta, bs)
-    assert meta.state.prefix is None
+    assert not cascade_used(meta)
     plain = backend.forward(q, k, v, k_cache, v_cache, meta, 0.25)
     torch.testing.assert_close(out, plain, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_cpu_kernel_in_half_precision_matches_fp32(dtype, monkeypatch) -> None:
+    """The kernel reads bf16/fp16 caches and accumulates in fp32: as close to the fp32 result as the inputs'
+    rounding allows, with and without the cascade."""
+    from inference.worker.attention import torch_backend
+
+    gen, bs, heads, kv_heads, dim = torch.Generator().manual_seed(3), 16, 9, 3, 64
+    meta, num_blocks = shared_prefix_layout(6, [100, 3, 250, 17, 64], bs, gen)
+    caches = [torch.randn(num_blocks, bs, kv_heads, dim, generator=gen) for _ in range(2)]
+    num_tokens = meta.slot_mapping.numel()
+    q, k, v = (torch.randn(num_tokens, h, dim, generator=gen) for h in (heads, kv_heads, kv_heads))
+    cpu = get_attention_backend("cpu", "cpu")
+    for cascade in (True, False):
+        if not cascade:
+            monkeypatch.setattr(torch_backend, "CASCADE_MIN_TOKENS", 10**9)
+        cpu.prepare(meta, bs)
+        assert cascade_used(meta) == cascade
+        low = [in_layout(caches[0], cpu).to(dtype), caches[1].to(dtype)]
+        out = cpu.forward(q.to(dtype), k.to(dtype), v.to(dtype), *low, meta, dim**-0.5)
+        low[0] = keys_by_token(low[0], True)
+        expected = naive_paged_attention(q.to(dtype).float(), *(c.float() for c in low), meta, dim**-0.5)
+        assert out.dtype == dtype
+        torch.testing.assert_close(out.double(), expected, atol=2e-2, rtol=2e-2)

@@ -1,0 +1,115 @@
+"""Paged attention on CPU with the C++ decode kernel (``cpu_kernels``): decodes read the cache in place.
+
+Decodes, the bulk of every busy step, go to ``paged_decode_attention``: each sequence walks its own blocks,
+so nothing is copied and nothing is padded. When the decodes share leading blocks (the store's system prompt),
+attention over those is one dense product for all of them, as in the torch backend's cascade, and the kernel
+continues each sequence's softmax from that partial result. Prefill chunks are compute-bound matrix products,
+which torch's kernels already do well: they take the torch backend's path.
+
+The K cache is stored transposed per block (``k_transposed``, see ``attention/__init__.py``): the kernel then
+scores a block's 16 keys with one vector FMA per dimension instead of 16 dot products and their horizontal sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from inference.worker.attention import AttentionMetadata, cpu_kernels, keys_by_token, torch_backend
+from inference.worker.attention.torch_backend import (
+    TorchAttentionBackend,
+    _attend_prefix,
+    _build_group,
+    _Group,
+    _Prefix,
+    _shared_prefix_blocks,
+    attend_group,
+)
+
+
+@dataclass
+class _Decodes:
+    rows: torch.Tensor  # [N] int64: each decode's flat token (its row of q and of the output)
+    block_tables: torch.Tensor  # [N, W] int32, contiguous
+    context_lens: torch.Tensor  # [N] int32
+    shared_blocks: int  # leading blocks attended through the prefix (0: none)
+    prefix: _Prefix | None
+
+
+@dataclass
+class _CpuState:
+    decodes: _Decodes | None
+    chunks: _Group | None
+    slot_block: torch.Tensor  # [T] int64: the block and offset of each new token's slot
+    slot_offset: torch.Tensor
+
+
+class CpuAttentionBackend(TorchAttentionBackend):
+    name = "cpu"
+    k_transposed = True
+
+    def __init__(self) -> None:
+        if not cpu_kernels.load():
+            raise RuntimeError(f"the cpu attention backend needs its C++ kernels: {cpu_kernels.unavailable_reason()}")
+
+    def prepare(self, meta: AttentionMetadata, block_size: int) -> None:
+        qsl = meta.query_start_loc.long()
+        query_start = qsl[:-1]
+        query_lens = qsl[1:] - query_start
+        context_lens = meta.context_lens.long()
+        num_tokens = meta.slot_mapping.shape[0]
+        all_seqs = torch.arange(meta.num_seqs)
+        is_decode = query_lens == 1
+        decode_idx, chunk_idx = all_seqs[is_decode], all_seqs[~is_decode]
+        decodes = None
+        if decode_idx.numel():
+            shared = _shared_prefix_blocks(decode_idx, context_lens, meta.block_tables, block_size)
+            if shared * block_size < torch_backend.CASCADE_MIN_TOKENS:
+                shared = 0
+            rows = query_start[decode_idx].contiguous()
+            prefix = _Prefix(meta.block_tables[decode_idx[0], :shared].long(), rows) if shared else None
+            decodes = _Decodes(
+                rows,
+                meta.block_tables.index_select(0, decode_idx).contiguous(),
+                meta.context_lens.index_select(0, decode_idx).contiguous(),
+                shared,
+                prefix,
+            )
+        chunks = None
+        if chunk_idx.numel():
+            chunks = _build_group(
+                chunk_idx, query_start, query_lens, context_lens, meta.block_tables, block_size, num_tokens
+            )
+        slots = meta.slot_mapping
+        meta.state = _CpuState(decodes, chunks, slots // block_size, slots % block_size)
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> torch.Tensor:
+        state: _CpuState = meta.state
+        num_kv_heads, head_dim = v.shape[1], v.shape[2]
+        v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, meta.slot_mapping, v)
+        keys_by_token(k_cache, True).index_put_((state.slot_block, state.slot_offset), k)
+        if state.decodes is None and state.chunks is not None and state.chunks.query_index is None:
+            return attend_group(state.chunks, q, k, v, k_cache, v_cache, scale, k_transposed=True)  # prefills only
+        out = torch.empty(q.shape, dtype=q.dtype)
+        if state.chunks is not None:
+            attend_group(state.chunks, q, k, v, k_cache, v_cache, scale, out=out, k_transposed=True)
+        d = state.decodes
+        if d is not None:
+            prefix = None
+            if d.prefix is not None:
+                prefix_out, prefix_lse = _attend_prefix(d.prefix, q, k_cache, v_cache, scale, k_transposed=True)
+                prefix = (prefix_out, prefix_lse.float().contiguous())
+            cpu_kernels.paged_decode_attention(
+                out, q, k_cache, v_cache, d.rows, d.block_tables, d.context_lens, scale, d.shared_blocks, prefix
+            )
+        return out

@@ -1,0 +1,99 @@
+"""The C++ CPU kernels (``csrc/``), built on first use with torch's extension builder and cached.
+
+Plain torch cannot read the paged cache in place: every decode would have to copy its blocks into a padded
+buffer in each layer. ``paged_decode_attention`` walks each sequence's block table directly. Building needs a
+C++ compiler; where there is none, :func:`load` returns False once, with the reason, and the torch path is used.
+
+``python -m inference.worker.attention.cpu_kernels`` builds it ahead of time (scripts/setup.sh does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import threading
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("csrc") / "paged_decode.cpp"
+_lock = threading.Lock()
+_state: dict[str, object] = {}
+
+
+def _build_name() -> str:
+    # -march=native code is only valid on the CPU it was built for: the CPU's flags are part of the cache key.
+    flags = ""
+    try:
+        flags = next(
+            (line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), ""
+        )
+    except OSError:
+        flags = platform.processor()
+    digest = hashlib.sha256((flags + torch.__version__).encode()).hexdigest()[:10]
+    return f"shop_assistant_cpu_{digest}"
+
+
+def load(verbose: bool = False) -> bool:
+    """Build (once per machine) and load the kernels; False, with the reason logged, when they cannot be."""
+    with _lock:
+        if "ok" in _state:
+            return bool(_state["ok"])
+        if os.environ.get("ENGINE_CPU_KERNELS", "1") in ("0", "false", "no"):
+            _state.update(ok=False, reason="disabled by ENGINE_CPU_KERNELS=0")
+            return False
+        try:
+            from torch.utils import cpp_extension
+
+            cpp_extension.load(
+                name=_build_name(),
+                sources=[str(SOURCE)],
+                extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast"],
+                extra_ldflags=["-fopenmp"],
+                is_python_module=False,
+                verbose=verbose,
+            )
+            _state.update(ok=True, reason="")
+        except Exception as exc:  # no compiler, no ninja, a build error: the torch path still works
+            _state.update(ok=False, reason=f"{type(exc).__name__}: {exc}".splitlines()[0])
+            logger.warning("C++ CPU kernels unavailable, using the torch attention path (%s)", _state["reason"])
+        return bool(_state["ok"])
+
+
+def unavailable_reason() -> str:
+    return str(_state.get("reason", "not loaded yet"))
+
+
+def paged_decode_attention(
+    out: torch.Tensor,
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    rows: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+    start_block: int = 0,
+    prefix: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> None:
+    """Attention of one query token per sequence over its paged context, written into ``out`` in place.
+
+    Sequence ``i`` reads query row ``rows[i]`` of ``q`` ``[T, H, D]``, attends over the keys of blocks
+    ``block_tables[i, start_block:]`` up to ``context_lens[i]`` tokens, and writes row ``rows[i]`` of ``out``.
+    ``prefix``: ``(out [N, H, D], lse [N, H] float32)`` of its attention over the first ``start_block``
+    blocks, merged in (cascade attention); without it those blocks are skipped, so pass ``start_block=0``.
+    """
+    prefix_out, prefix_lse = prefix if prefix is not None else (None, None)
+    torch.ops.shop_assistant.paged_decode_attention_(
+        out, q, k_cache, v_cache, rows, block_tables, context_lens, start_block, prefix_out, prefix_lse, scale
+    )
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    ok = load(verbose=False)
+    print("C++ CPU kernels:", "ready" if ok else f"unavailable ({unavailable_reason()})")

@@ -1,0 +1,238 @@
+// Decode attention that reads the paged KV cache in place (the CPU twin of vLLM's paged_attention kernel).
+// K blocks are stored transposed ([blocks, kv_heads, head_dim, block_size]), V blocks as tokens
+// ([blocks, block_size, kv_heads, head_dim]); the cpu backend (cpu_backend.py) owns that layout.
+//
+// One query token per sequence. Each sequence walks its own block table block by block with an online
+// softmax, so no K/V is ever copied into a padded buffer. When the decodes share leading blocks (the
+// store's system prompt), the caller attends over those once for all of them and passes the result in
+// (`prefix_out`, `prefix_lse`): the walk starts from that partial softmax at block `start_block`, which is
+// the cascade-attention merge done for free.
+//
+// Registered as torch.ops.shop_assistant.paged_decode_attention_; built on first use by cpu_kernels.py.
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <omp.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+// exp for the softmax, written so that the compiler vectorises it inside `omp simd` loops (libm's expf is a
+// scalar call per score). Cody-Waite range reduction and a degree-7 polynomial: within 2 ulp of expf over
+// the softmax's range; below -87 it returns ~1e-38, not 0, which weighs nothing next to the running sum.
+#pragma omp declare simd notinbranch
+inline float fast_exp(float x) {
+  x = std::max(x, -87.0f);
+  // round(x / ln 2) by the 1.5 * 2^23 trick (std::floor keeps GCC from vectorising the loop)
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693145751953125f;    // ln 2, high part (n * hi is exact)
+  r = r - n * 1.42860682030941723212e-6f;  // ln 2, low part
+  float p = 1.98412698e-4f;                // 1/7!
+  p = p * r + 1.38888889e-3f;
+  p = p * r + 8.33333333e-3f;
+  p = p * r + 4.16666667e-2f;
+  p = p * r + 1.66666667e-1f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+
+// Element to float. bf16 by hand: c10's conversion goes through memcpy, which keeps the loops scalar.
+inline float to_float(float x) { return x; }
+inline float to_float(c10::BFloat16 x) { return std::bit_cast<float>(static_cast<uint32_t>(x.x) << 16); }
+inline float to_float(c10::Half x) { return static_cast<float>(x); }
+
+struct Shape {
+  int64_t heads, kv_heads, head_dim, block_size;
+  int64_t q_row, q_head;                // strides of q (elements)
+  int64_t o_row, o_head;                // strides of out
+  int64_t k_block, k_head, k_dim;       // strides of k_cache [blocks, kv_heads, head_dim, block_size]
+  int64_t v_block, v_token, v_head;     // strides of v_cache [blocks, block_size, kv_heads, head_dim]
+};
+
+// One sequence: its query heads against blocks [start_block, ceil(ctx / block_size)) of its table.
+// kD, kBS: head_dim and block_size known at compile time (the loops unroll into vector FMAs), 0 if not.
+//
+// K is stored transposed per block (dimension-major, the block's tokens contiguous), so a head's scores for
+// the block's tokens are head_dim vector FMAs with the query element broadcast: no horizontal sums. V is
+// token-major: the weighted sum adds each token's row, scaled by its weight, to the accumulator.
+template <typename T, int kD, int kBS>
+void decode_one(const Shape& s, const T* q, const T* k_cache, const T* v_cache, const int32_t* table,
+                int64_t ctx, int64_t start_block, const T* prefix_out, const float* prefix_lse, float scale,
+                T* out) {
+  const int64_t H = s.heads, G = s.heads / s.kv_heads;
+  const int64_t D = kD > 0 ? kD : s.head_dim, bs = kBS > 0 ? kBS : s.block_size;
+  std::vector<float> qf(H * D), acc(H * D), m(H), l(H), p(H * bs);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t d = 0; d < D; ++d) qf[h * D + d] = static_cast<float>(q[h * s.q_head + d]) * scale;
+  if (prefix_out != nullptr) {
+    // The prefix's softmax as a running state: max = its log-sum-exp, sum = 1, accumulator = its output.
+    for (int64_t h = 0; h < H; ++h) {
+      m[h] = prefix_lse[h];
+      l[h] = 1.f;
+      for (int64_t d = 0; d < D; ++d) acc[h * D + d] = static_cast<float>(prefix_out[h * s.o_head + d]);
+    }
+  } else {
+    std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+    std::fill(l.begin(), l.end(), 0.f);
+    std::fill(acc.begin(), acc.end(), 0.f);
+  }
+  const int64_t num_blocks = (ctx + bs - 1) / bs;
+  for (int64_t b = start_block; b < num_blocks; ++b) {
+    const int64_t n = std::min(bs, ctx - b * bs);  // the last block's slots past n hold stale values: unread
+    const T* kb = k_cache + static_cast<int64_t>(table[b]) * s.k_block;
+    const T* vb = v_cache + static_cast<int64_t>(table[b]) * s.v_block;
+    for (int64_t h = 0; h < H; ++h) {
+      const T* kt = kb + (h / G) * s.k_head;
+      const float* qh = &qf[h * D];
+      float* ph = &p[h * bs];
+      // Four independent sums over the dimensions: one chain of dependent FMAs would wait on each one's
+      // latency (measured: 3x slower).
+      float s0[kBS > 0 ? kBS : 64] = {}, s1[kBS > 0 ? kBS : 64] = {}, s2[kBS > 0 ? kBS : 64] = {},
+            s3[kBS > 0 ? kBS : 64] = {};
+      for (int64_t d = 0; d + 3 < D; d += 4) {
+        const T* r0 = kt + d * s.k_dim;
+        const T* r1 = r0 + s.k_dim;
+        const T* r2 = r1 + s.k_dim;
+        const T* r3 = r2 + s.k_dim;
+        const float q0 = qh[d], q1 = qh[d + 1], q2 = qh[d + 2], q3 = qh[d + 3];
+#pragma omp simd
+        for (int64_t t = 0; t < bs; ++t) {
+          s0[t] += q0 * to_float(r0[t]);
+          s1[t] += q1 * to_float(r1[t]);
+          s2[t] += q2 * to_float(r2[t]);
+          s3[t] += q3 * to_float(r3[t]);
+        }
+      }
+      for (int64_t d = D & ~int64_t{3}; d < D; ++d) {
+        const T* r0 = kt + d * s.k_dim;
+#pragma omp simd
+        for (int64_t t = 0; t < bs; ++t) s0[t] += qh[d] * to_float(r0[t]);
+      }
+#pragma omp simd
+      for (int64_t t = 0; t < bs; ++t) ph[t] = (s0[t] + s1[t]) + (s2[t] + s3[t]);
+      float block_max = ph[0];
+      for (int64_t t = 1; t < n; ++t) block_max = std::max(block_max, ph[t]);
+      const float new_max = std::max(m[h], block_max);
+      const float correction = m[h] == -std::numeric_limits<float>::infinity() ? 0.f : fast_exp(m[h] - new_max);
+      float sum = 0.f;
+#pragma omp simd
+      for (int64_t t = 0; t < bs; ++t) ph[t] = fast_exp(ph[t] - new_max);
+      for (int64_t t = n; t < bs; ++t) ph[t] = 0.f;  // stale slots of the last block weigh nothing
+#pragma omp simd reduction(+ : sum)
+      for (int64_t t = 0; t < bs; ++t) sum += ph[t];
+      l[h] = l[h] * correction + sum;
+      m[h] = new_max;
+      float* a = &acc[h * D];
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) a[d] *= correction;
+    }
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t kh = 0, h = 0; kh < s.kv_heads; ++kh) {
+        const T* vrow = vb + t * s.v_token + kh * s.v_head;
+        for (int64_t g = 0; g < G; ++g, ++h) {
+          const float w = p[h * bs + t];
+          float* a = &acc[h * D];
+#pragma omp simd
+          for (int64_t d = 0; d < D; ++d) a[d] += w * to_float(vrow[d]);
+        }
+      }
+  }
+  for (int64_t h = 0; h < H; ++h) {
+    const float inv = 1.f / l[h];
+    for (int64_t d = 0; d < D; ++d) out[h * s.o_head + d] = static_cast<T>(acc[h * D + d] * inv);
+  }
+}
+
+// The sequences in `order`, one at a time per thread, pulled dynamically (their lengths differ widely).
+template <typename T>
+void run_all(const Shape& s, const std::vector<int64_t>& order, const T* q, const T* k_cache, const T* v_cache,
+             const int64_t* row, const int32_t* tables, int64_t width, const int32_t* ctx, int64_t start_block,
+             const T* prefix_out, int64_t p_row, const float* prefix_lse, float scale, T* out) {
+  const int64_t N = static_cast<int64_t>(order.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(at::get_num_threads())
+  for (int64_t j = 0; j < N; ++j) {
+    const int64_t i = order[j];
+    const T* qi = q + row[i] * s.q_row;
+    const T* pi = prefix_out != nullptr ? prefix_out + i * p_row : nullptr;
+    const float* li = prefix_lse != nullptr ? prefix_lse + i * s.heads : nullptr;
+    T* oi = out + row[i] * s.o_row;
+    const int32_t* ti = tables + i * width;
+    if (s.head_dim == 64 && s.block_size == 16) {
+      decode_one<T, 64, 16>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi);
+    } else if (s.head_dim == 128 && s.block_size == 16) {
+      decode_one<T, 128, 16>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi);
+    } else {
+      decode_one<T, 0, 0>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi);
+    }
+  }
+}
+
+void paged_decode_attention(at::Tensor out, const at::Tensor& q, const at::Tensor& k_cache,
+                            const at::Tensor& v_cache, const at::Tensor& rows, const at::Tensor& block_tables,
+                            const at::Tensor& context_lens, int64_t start_block,
+                            const std::optional<at::Tensor>& prefix_out,
+                            const std::optional<at::Tensor>& prefix_lse, double scale) {
+  TORCH_CHECK(q.dim() == 3 && out.dim() == 3 && k_cache.dim() == 4 && v_cache.dim() == 4,
+              "q/out [T, H, D], k_cache [B, KVH, D, bs], v_cache [B, bs, KVH, D]");
+  TORCH_CHECK(q.stride(2) == 1 && out.stride(2) == 1 && v_cache.stride(3) == 1 &&
+                  (k_cache.stride(3) == 1 || k_cache.size(3) == 1),
+              "head_dim (of q, out, V) and the block's tokens (of K) must be contiguous");
+  TORCH_CHECK(q.scalar_type() == k_cache.scalar_type() && out.scalar_type() == q.scalar_type(), "one dtype");
+  TORCH_CHECK(rows.scalar_type() == at::kLong && block_tables.scalar_type() == at::kInt &&
+                  context_lens.scalar_type() == at::kInt,
+              "rows int64, block_tables and context_lens int32");
+  TORCH_CHECK(block_tables.is_contiguous() && rows.is_contiguous() && context_lens.is_contiguous());
+  const int64_t N = rows.size(0);
+  const Shape s{q.size(1),         v_cache.size(2),   q.size(2),         v_cache.size(1),
+                q.stride(0),       q.stride(1),       out.stride(0),     out.stride(1),
+                k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+                v_cache.stride(0), v_cache.stride(1), v_cache.stride(2)};
+  TORCH_CHECK(s.heads % s.kv_heads == 0 && v_cache.size(3) == s.head_dim && k_cache.size(1) == s.kv_heads &&
+                  k_cache.size(2) == s.head_dim && k_cache.size(3) == s.block_size,
+              "head shapes disagree");
+  TORCH_CHECK(s.block_size <= 64, "block_size up to 64");
+  const bool has_prefix = prefix_out.has_value();
+  if (has_prefix) {
+    TORCH_CHECK(prefix_lse.has_value() && prefix_lse->scalar_type() == at::kFloat && prefix_lse->is_contiguous());
+    TORCH_CHECK(prefix_out->stride(1) == out.stride(1) && prefix_out->stride(2) == 1, "prefix_out layout");
+  }
+  const int64_t* row = rows.data_ptr<int64_t>();
+  const int32_t* tables = block_tables.data_ptr<int32_t>();
+  const int32_t* ctx = context_lens.data_ptr<int32_t>();
+  const int64_t width = block_tables.size(1);
+  // Longest first: with dynamic scheduling that keeps both cores busy to the end of the step.
+  std::vector<int64_t> order(N);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ctx[a] > ctx[b]; });
+  const float* plp = has_prefix ? prefix_lse->data_ptr<float>() : nullptr;
+  const int64_t p_row = has_prefix ? prefix_out->stride(0) : 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "paged_decode_attention", [&] {
+    run_all<scalar_t>(s, order, q.data_ptr<scalar_t>(), k_cache.data_ptr<scalar_t>(), v_cache.data_ptr<scalar_t>(),
+                      row, tables, width, ctx, start_block,
+                      has_prefix ? prefix_out->data_ptr<scalar_t>() : nullptr, p_row, plp,
+                      static_cast<float>(scale), out.data_ptr<scalar_t>());
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY(shop_assistant, m) {
+  m.def(
+      "paged_decode_attention_(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor rows, "
+      "Tensor block_tables, Tensor context_lens, int start_block, Tensor? prefix_out, Tensor? prefix_lse, "
+      "float scale) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(shop_assistant, CPU, m) { m.impl("paged_decode_attention_", &paged_decode_attention); }
