@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = ap.add_argument_group("systems")
     s.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {', '.join(SYSTEMS)}")
     s.add_argument("--device", default="cpu")
+    s.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto",
+                   help="of our engine's systems and vLLM (auto: float32 on CPU, bfloat16 on CUDA); hf-static "
+                        "stays float32 on CPU")
     s.add_argument("--kv-memory-mb", type=float, default=KV_MEMORY_MB, help="KV budget of our engine's systems")
     s.add_argument("--kv-blocks", type=int, help="KV budget in blocks (overrides --kv-memory-mb)")
     s.add_argument("--block-size", type=int, default=16)
@@ -96,18 +99,24 @@ def machine_info(device: str) -> dict[str, Any]:
     return info
 
 
-def block_bytes(model_dir: str, device: str, block_size: int) -> int:
-    """Bytes of one KV block (K and V, all layers) in the engine's dtype on ``device`` (fp32 CPU, bf16 CUDA)."""
+def resolved_dtype(dtype: str, device: str) -> str:
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if device.startswith("cuda") else "float32"
+
+
+def block_bytes(model_dir: str, device: str, block_size: int, dtype: str = "auto") -> int:
+    """Bytes of one KV block (K and V, all layers) in the engine's dtype (auto: fp32 CPU, bf16 CUDA)."""
     from inference.worker.loader import load_model_config
 
     mc = load_model_config(model_dir)
-    dtype_bytes = 2 if device.startswith("cuda") else 4
+    dtype_bytes = 4 if resolved_dtype(dtype, device) == "float32" else 2
     return 2 * mc.num_hidden_layers * mc.num_key_value_heads * mc.head_dim * block_size * dtype_bytes
 
 
 def _worker_command(name: str, args: argparse.Namespace, workload_file: str, result: str) -> list[str]:
     cmd = [sys.executable, "-m", "inference.bench", "--_worker", name, "--_result", result,
-           "--workload-file", workload_file, "--model-dir", args.model_dir, "--device", args.device,
+           "--workload-file", workload_file, "--model-dir", args.model_dir, "--device", args.device, "--dtype", args.dtype,
            "--kv-blocks", str(args.kv_blocks), "--block-size", str(args.block_size),
            "--max-num-seqs", str(args.max_num_seqs), "--max-num-batched-tokens", str(args.max_num_batched_tokens),
            "--max-model-len", str(args.max_model_len), "--hf-batch-size", str(args.hf_batch_size),
@@ -174,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = loader.load_tokenizer(args.model_dir)
     eos = loader.load_model_config(args.model_dir).eos_token_ids
     if args.kv_blocks is None:
-        args.kv_blocks = int(args.kv_memory_mb * 2**20 // block_bytes(args.model_dir, args.device, args.block_size))
+        per_block = block_bytes(args.model_dir, args.device, args.block_size, args.dtype)
+        args.kv_blocks = int(args.kv_memory_mb * 2**20 // per_block)
 
     if args.workload_file:
         workload = workload_mod.load(args.workload_file, lambda text: tokenizer.encode(text, add_special_tokens=False))
@@ -223,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         "config": {
             "kv_blocks": args.kv_blocks,
             "block_size": args.block_size,
-            "kv_budget_mb": args.kv_blocks * block_bytes(args.model_dir, args.device, args.block_size) / 2**20,
+            "kv_budget_mb": args.kv_blocks * block_bytes(args.model_dir, args.device, args.block_size, args.dtype)
+            / 2**20,
+            "dtype": resolved_dtype(args.dtype, args.device),
             "max_num_seqs": args.max_num_seqs,
             "max_num_batched_tokens": args.max_num_batched_tokens,
             "max_model_len": args.max_model_len,

@@ -75,7 +75,9 @@ def run_script(python: str, module: str, args: list[str], env: dict[str, str] | 
 
 
 def run_vllm(python: str, workload_file: str, model_dir: str, max_model_len: int, max_num_seqs: int,
-             kv_gib: int, device: str, timeout: float | None = None) -> dict[str, Any]:
+             kv_gib: int, device: str, timeout: float | None = None, dtype: str = "auto") -> dict[str, Any]:
+    """vLLM on the same workload; ``dtype`` "auto" is float32 on CPU (fastest on CPUs without AMX, see
+    docs/benchmark.md) and bfloat16 on CUDA."""
     env = {
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
         "HF_HUB_OFFLINE": "1",
@@ -84,14 +86,12 @@ def run_vllm(python: str, workload_file: str, model_dir: str, max_model_len: int
     args = ["--workload-file", workload_file, "--model", model_dir, "--max-model-len", str(max_model_len),
             "--max-num-seqs", str(max_num_seqs)]
     if device == "cpu":
-        # peers.md: fp32 beat bf16 on this CPU; binding both cores gave +67%; the KV space is whole GiB.
+        # Binding both cores gave +67%; the KV space is whole GiB.
         cores = os.cpu_count() or 1
         # Without OMP_NUM_THREADS it drops torch to one thread when the engine core runs in-process.
         env.update(VLLM_CPU_KVCACHE_SPACE=str(kv_gib), VLLM_CPU_OMP_THREADS_BIND=f"0-{cores - 1}",
                    OMP_NUM_THREADS=str(cores))
-        args += ["--dtype", "float32"]
-    else:
-        args += ["--dtype", "bfloat16"]
+    args += ["--dtype", dtype if dtype != "auto" else ("float32" if device == "cpu" else "bfloat16")]
     return run_script(python, "inference.bench.vllm_script", args, env, timeout)
 
 

@@ -36,7 +36,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
         if name == "vllm":
             return peers.run_vllm(str(vllm_python(args.vllm_python)), args.workload_file, args.model_dir,
                                   args.max_model_len, args.max_num_seqs, args.vllm_kv_gib, args.device,
-                                  args.peer_timeout)
+                                  args.peer_timeout, args.dtype)
         return peers.run_llama_cpp(llama_cpp_python(args.llama_cpp_python), args.workload_file, args.gguf,
                                    args.max_model_len, args.peer_timeout)
     bar = _progress(name, workload.num_requests)
@@ -51,6 +51,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 enable_prefix_caching=name == "paged",
                 num_gpu_blocks_override=args.kv_blocks,
                 device=args.device,
+                dtype=args.dtype,
                 block_size=args.block_size,
                 max_num_seqs=args.max_num_seqs,
                 max_num_batched_tokens=args.max_num_batched_tokens,

@@ -28,6 +28,8 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.9
     num_gpu_blocks_override: int | None = None  # exact block count (tests, bench)
     kv_allocator: Literal["paged", "contiguous"] = "paged"
+    # CPU: run the projections on oneDNN with weights packed once at load (faster than F.linear's MKL here).
+    cpu_packed_linears: bool = True
     enforce_eager: bool = False  # True: no CUDA graphs
     seed: int = 0
 

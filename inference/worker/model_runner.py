@@ -73,6 +73,7 @@ class ModelRunner:
             self.model_config, weights, self.backend, config.max_model_len, self.dtype, self.device
         )
         del weights
+        self.packed_linears = config.cpu_packed_linears and self.model.pack_for_cpu(config.max_num_seqs)
         self.load_seconds = time.perf_counter() - start
         self.bytes_per_block = kv_cache.kv_cache_bytes_per_block(self.model_config, self.block_size, self.dtype)
         self.num_blocks = self._determine_num_blocks()

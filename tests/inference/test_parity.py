@@ -214,7 +214,7 @@ def test_greedy_parity_with_a_shared_system_prompt(
 
     calls = []
     real = torch_backend._attend_prefix
-    monkeypatch.setattr(torch_backend, "_attend_prefix", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(torch_backend, "_attend_prefix", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     stream = _token_stream(tokenizer, 2000)
     system = stream[: 10 * BLOCK]
     prompts = [system + stream[400 + 53 * i : 400 + 53 * i + 20 + 9 * i] for i in range(6)]

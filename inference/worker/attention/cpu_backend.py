@@ -19,7 +19,6 @@ import torch
 from inference.worker.attention import AttentionMetadata, cpu_kernels, keys_by_token, torch_backend
 from inference.worker.attention.torch_backend import (
     TorchAttentionBackend,
-    _attend_prefix,
     _build_group,
     _Group,
     _Prefix,
@@ -107,7 +106,7 @@ class CpuAttentionBackend(TorchAttentionBackend):
         if d is not None:
             prefix = None
             if d.prefix is not None:
-                prefix_out, prefix_lse = _attend_prefix(d.prefix, q, k_cache, v_cache, scale, k_transposed=True)
+                prefix_out, prefix_lse = torch_backend._attend_prefix(d.prefix, q, k_cache, v_cache, scale, k_transposed=True)
                 prefix = (prefix_out, prefix_lse.float().contiguous())
             cpu_kernels.paged_decode_attention(
                 out, q, k_cache, v_cache, d.rows, d.block_tables, d.context_lens, scale, d.shared_blocks, prefix

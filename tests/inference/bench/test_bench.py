@@ -105,6 +105,7 @@ def test_quick_run_writes_sane_json(tmp_path: Path) -> None:
     assert {"paged_vs_hf_static_throughput", "paged_vs_contiguous_concurrency", "paged_vs_vllm_throughput"} <= set(
         doc["ratios"])
     assert doc["machine"]["matmul_gflops"] > 0 and len(doc["machine"]["loadavg_start"]) == 3
+    assert doc["config"]["dtype"] == "float32"  # --dtype auto on CPU
     for peer in ("vllm", "llama-cpp"):
         assert doc["systems"][peer]["skipped"].startswith("not installed")
         assert doc["ratios"]["paged_vs_vllm_throughput"] is None

@@ -136,3 +136,19 @@ def test_gpu_check_fails_clearly_without_cuda(capsys) -> None:
 
     assert gpu_check.main([]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_cpu_projections_run_on_packed_weights_with_the_same_logits(tiny_path: Path) -> None:
+    """On CPU every projection runs on a oneDNN-packed copy of its weight (the weight itself is dropped); the
+    logits equal those of plain ``F.linear`` up to fp32 summation order."""
+    packed, plain = make_runner(tiny_path), make_runner(tiny_path, cpu_packed_linears=False)
+    assert packed.packed_linears and not plain.packed_linears
+    attn = packed.model.layers[0].self_attn
+    assert attn.qkv_proj.packed is not None and attn.qkv_proj.weight.numel() == 0
+    assert plain.model.layers[0].self_attn.qkv_proj.packed is None
+    tokens = list(range(3, 20))
+    logits = [
+        runner.execute(SchedulerOutput([ScheduledSeq(seq_with("a", tokens, 0, [0, 1, 2, 3, 4]), len(tokens))]))
+        for runner in (packed, plain)
+    ]
+    torch.testing.assert_close(logits[0], logits[1], atol=1e-4, rtol=1e-4)
