@@ -437,6 +437,8 @@ class ChatSession:
         end: Frame = {"type": "end", "message_id": message_id, "finish_reason": finish, "usage": result.usage}
         if prepared.composition.fixed:
             end["reply"] = prepared.composition.kind
+        if result.revised:  # the figure guard took back a sentence already partly shown: this is the answer
+            end["text"] = text
         if result.timing:
             end["timing"] = result.timing
         self._generating = False  # the next message may come as soon as the shopper sees `end`
