@@ -106,7 +106,7 @@ def plan(
     """
     composition = compose(store, text, retrieve, previous)
     decoding = decoding_for(store)
-    content = user_turn_content(text, composition.facts, cards_shown=bool(composition.cards))
+    content = user_turn_content(text, composition.facts)
     if composition.kind == HANDOFF and conversation is not None:
         handoff.request_handoff(conversation)
     if composition.fixed:

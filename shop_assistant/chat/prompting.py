@@ -21,12 +21,6 @@ from typing import Any, Protocol
 from inference.chat_template import encode_chat
 
 NO_RESULTS = "(nothing in the catalog matched this message)"
-# With product cards on screen the prices are already shown, exactly; a price the model writes can only be a
-# copy or a mistake, and small models make up discounts ("68.5% off") when left to talk about prices.
-CARDS_NOTE = (
-    "The shopper sees these products as cards with their price and stock: do not write prices, discounts or "
-    "stock counts."
-)
 # Fewest tokens worth generating: below this the answer would be cut off almost at once, so refuse instead.
 MIN_ANSWER_TOKENS = 16
 
@@ -65,11 +59,16 @@ class AssembledPrompt:
     turns_dropped: int
 
 
-def user_turn_content(text: str, facts: str, cards_shown: bool = False) -> str:
-    """The latest user turn: catalog results first, the shopper's words last (small models attend to the end)."""
+def user_turn_content(text: str, facts: str) -> str:
+    """The latest user turn: catalog results first, the shopper's words last (small models attend to the end).
+
+    No note telling the model not to write prices: measured on the evaluation set (CHAT_SEED=0), "the cards
+    show prices and stock: do not write prices, discounts or stock counts" after the facts made product answers
+    longer (median 76 words against 49) without fewer made-up figures (4 against 5 of 36). The figure guard
+    (decoding.FigureGuard) is what keeps them off the screen.
+    """
     facts = facts.strip() or NO_RESULTS
-    note = f"\n{CARDS_NOTE}" if cards_shown else ""
-    return f"Catalog results for this message:\n{facts}{note}\n\nShopper: {text.strip()}"
+    return f"Catalog results for this message:\n{facts}\n\nShopper: {text.strip()}"
 
 
 def chat_messages(system_prompt: str, turns: Sequence[Turn], latest_user: str) -> list[dict[str, str]]:

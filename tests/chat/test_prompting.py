@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from shop_assistant.chat.prompting import (
-    CARDS_NOTE,
     PromptTooLongError,
     Turn,
     assemble,
@@ -31,12 +30,6 @@ def test_system_prompt_comes_first_and_facts_go_in_the_latest_user_turn(tokenize
     # The facts are in the user turn: the system message is exactly the published prompt.
     assert f"system\n{SYSTEM}<|im_end|>" in text
     assert text.rstrip().endswith("assistant")  # the generation prompt opens the answer
-
-
-def test_with_cards_on_screen_the_model_is_told_not_to_write_prices():
-    with_cards = user_turn_content("Any jackets?", "1. Storm Shell Jacket - 129.00 USD", cards_shown=True)
-    assert with_cards.index("129.00") < with_cards.index(CARDS_NOTE) < with_cards.index("Shopper: Any jackets?")
-    assert CARDS_NOTE not in user_turn_content("What is your return policy?", 'Store document "Returns": 30 days.')
 
 
 def test_no_catalog_results_are_said_explicitly():
