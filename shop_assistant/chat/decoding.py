@@ -158,6 +158,7 @@ FIGURE = regex.compile(
     regex.IGNORECASE,
 )
 _ANY_NUMBER = re.compile(_NUMBER)
+_FIGURE_CORE = re.compile(r"[\d$€£]")  # where the part of a figure that is held back begins
 _SKU = re.compile(r"\[SKU [^\]]*\]")
 _LIST_NUMBER = re.compile(r"^\s*\d+\.\s", re.MULTILINE)  # "1. Stormshell ...": a position, not a figure
 # Where a sentence ends: the answer may be cut there without leaving half a sentence on screen.
@@ -205,17 +206,20 @@ class FigureGuard:
     """Shows the streamed text, holding back a figure until it is complete, and ends the answer at a made-up one.
 
     A figure is allowed when its value is among ``allowed`` (see ``allowed_figures``). Text is held back only
-    from where a figure may be starting (a currency sign, a number, "in stock") until what follows settles it;
-    other text passes at once. An unsupported figure ends the answer at the last sentence end before it: the
-    figure itself is never shown. The words of its sentence before it may already be on screen (they streamed
-    before anything showed a figure was coming); ``kept`` is then shorter than ``shown`` and the client is told
-    to replace the text with it (``end.text``, docs/chat-protocol.md).
+    from a digit or a currency sign that may belong to a figure until what follows settles it (usually the next
+    token); words pass at once, also those that may lead into a figure ("in stock", "USD"): holding every "I"
+    or "a" that might begin one would delay most answers' first token by a whole engine step. An unsupported
+    figure ends the answer at the last sentence end before it: the number itself is never shown. The words of
+    its sentence before it may already be on screen (they streamed before anything showed a figure was
+    coming); ``kept`` is then shorter than ``shown`` and the client is told to replace the text with it
+    (``end.text``, docs/chat-protocol.md).
     """
 
     def __init__(self, allowed: Iterable[Decimal]) -> None:
         self.allowed = frozenset(allowed)
         self._text = ""
         self._released = 0
+        self._scan = 0  # no figure starts before this: everything before it has been checked
         self.kept: str | None = None  # the answer as it stands, once a figure was refused
         self.refused = ""  # that figure
 
@@ -244,18 +248,24 @@ class FigureGuard:
         return bool(amounts(figure_number) & self.allowed)
 
     def _advance(self, final: bool) -> str:
-        text, position, hold = self._text, self._released, len(self._text)
-        while (match := FIGURE.search(text, position, partial=not final)) is not None:
-            if match.start() == match.end():  # nothing of a figure written yet
+        text, position, hold = self._text, self._scan, len(self._text)
+        while True:
+            match = FIGURE.search(text, position, partial=not final)
+            if match is None or match.start() == match.end():  # no figure can start before the end
+                position = len(text)
                 break
             # "$89" followed by "." or nothing may still become "$89.99": wait for the next character.
             still_growing = not final and text[match.end() :] in ("", ".", ",")
             if match.partial or still_growing:
-                hold = match.start()
+                position = match.start()  # checked again, whole, once more text has come
+                core = _FIGURE_CORE.search(text, match.start())
+                hold = core.start() if core is not None else len(text)
                 break
             if not self.is_allowed(match.group("n")):
                 return self._refuse(match.start(), match.group())
             position = match.end()
+        self._scan = position
+        hold = max(hold, self._released)
         shown = text[self._released : hold]
         self._released = hold
         return shown
