@@ -166,12 +166,21 @@ async def connection_opened(session: Any, send: Any, new: bool) -> None:
         await send({"type": "agent_joined", "agent": agent})
 
 
-async def hold_for_agent(session: Any, text: str) -> bool:
+def is_held(conversation_id: uuid.UUID) -> bool:
+    """A person has the conversation (blocking: the database)."""
+    return _status(conversation_id)[0] == Conversation.Status.AGENT
+
+
+async def hold_for_agent(session: Any, text: str, held: bool | None = None) -> bool:
     """A shopper's (valid) message: show it to the console; True when a person has the conversation, and then
-    the bot stays silent: the message is logged and kept in the transcript the bot will see after a hand back."""
+    the bot stays silent: the message is logged and kept in the transcript the bot will see after a hand back.
+
+    ``held``: ``is_held`` as the caller already read it (the chat reads it on the thread that plans the answer,
+    so a message costs one trip to a worker thread, not two); None reads it here.
+    """
     conversation = session.conversation
-    status, _ = await database_sync_to_async(_status)(conversation.id)
-    held = status == Conversation.Status.AGENT
+    if held is None:
+        held = await database_sync_to_async(is_held)(conversation.id)
     await _group_send(
         group_name(conversation.id),
         {

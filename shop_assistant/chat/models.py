@@ -63,6 +63,7 @@ class Message(models.Model):
         ERROR = "error"
         REPETITION = "repetition"  # the loop guard ended an answer that started repeating itself
         FIXED = "fixed"  # a fixed reply (no match, handoff, "are you a bot?"): no model text
+        UNSUPPORTED_FIGURE = "unsupported_figure"  # ended before a price or stock figure the model made up
 
     # The id the protocol calls message_id; chosen by the consumer so that a retried task is idempotent.
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -74,7 +75,7 @@ class Message(models.Model):
     model_text = models.TextField(blank=True)
     products = models.JSONField(default=list, blank=True)
     agent = models.CharField(max_length=150, blank=True)
-    finish_reason = models.CharField(max_length=10, choices=FinishReason.choices, blank=True)
+    finish_reason = models.CharField(max_length=20, choices=FinishReason.choices, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)

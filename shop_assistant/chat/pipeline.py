@@ -1,14 +1,17 @@
 """The answer pipeline, step by step: retrieve and compose, assemble the prompt, generate, (the session) record.
 
 ``plan`` does everything that blocks (database, embeddings, tokenizer) and runs on a worker thread; ``generate``
-streams the model's text through the loop guard. The session (``session.py``) sends the frames and records.
+streams the model's text through the loop guard and the figure guard. The session (``session.py``) sends the
+frames and records.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from catalog.models import Store
@@ -17,12 +20,22 @@ from shop_assistant.prompts.services import ensure_default_prompt, published_pro
 from . import engine as engine_service
 from . import handoff, metrics
 from .composition import HANDOFF, Composition, compose
-from .decoding import FINISH_FIXED, FINISH_REPETITION, Decoding, LoopGuard, decoding_for
+from .decoding import (
+    FINISH_FIXED,
+    FINISH_REPETITION,
+    FINISH_UNSUPPORTED_FIGURE,
+    QUOTED_ANSWER_MAX_TOKENS,
+    Decoding,
+    FigureGuard,
+    LoopGuard,
+    allowed_figures,
+    decoding_for,
+)
 from .models import Conversation
 from .prompting import Turn, assemble, user_turn_content
 from .retrieval import retrieve
 
-
+logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Plan:
@@ -33,6 +46,8 @@ class Plan:
     decoding: Decoding
     token_ids: list[int] = field(default_factory=list)  # empty for a fixed reply
     max_tokens: int = 0
+    # The figures the answer may state: every number the model was given (see ``figures_for``).
+    figures: frozenset[Decimal] = frozenset()
 
 
 @dataclass
@@ -43,10 +58,36 @@ class Generated:
     finish_reason: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
     timing: dict[str, float] | None = None
+    # True when the answer kept is shorter than what was streamed (the figure guard cut a sentence already
+    # partly shown): the client replaces the streamed text with ``text`` (``end.text``).
+    revised: bool = False
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+
+def answer_budget(decoding: Decoding, composition: Composition) -> int:
+    """A policy answer next to its quote gets a short budget: the quote carries the fact, and a small model
+    given room drifts from it into made-up rules and figures."""
+    if composition.quotes and not composition.cards:
+        return min(decoding.max_tokens, QUOTED_ANSWER_MAX_TOKENS)
+    return decoding.max_tokens
+
+
+def figures_for(
+    system_prompt: str, turns: Sequence[Turn], content: str, composition: Composition
+) -> frozenset[Decimal]:
+    """What the answer may quote: the store's prompt and policies, the earlier turns (each user turn keeps its
+    catalog results; earlier answers passed this guard), this turn's facts and the shopper's own words (a
+    "$150" budget), the cards' prices and the quotes shown."""
+    return allowed_figures(
+        system_prompt,
+        content,
+        *(turn.content for turn in turns),
+        *(str(card.get("price") or "") for card in composition.cards),
+        *(quote["text"] for quote in composition.quotes),
+    )
 
 
 def plan(
@@ -79,9 +120,10 @@ def plan(
             turns,
             content,
             max_model_len=engine.max_model_len,
-            max_tokens=decoding.max_tokens,
+            max_tokens=answer_budget(decoding, composition),
         )
-    return Plan(composition, content, decoding, assembled.token_ids, assembled.max_tokens)
+    figures = figures_for(system_prompt, turns, content, composition)
+    return Plan(composition, content, decoding, assembled.token_ids, assembled.max_tokens, figures)
 
 
 async def generate(
@@ -93,12 +135,14 @@ async def generate(
     session_id: str | None,
     cache_salt: str,
 ) -> AsyncIterator[str]:
-    """Step 3: stream the model's answer into ``result``, yielding each piece of text as it comes.
+    """Step 3: stream the model's answer into ``result``, yielding each piece of text as it may be shown.
 
-    Ends early (finish reason "repetition") when the loop guard sees the answer repeating itself; leaving the
+    Ends early (finish reason "repetition") when the loop guard sees the answer repeating itself, and
+    ("unsupported_figure") before a price, percentage or stock count the model was not given; leaving the
     stream closes it, which aborts the engine request and frees its KV blocks.
     """
-    guard = LoopGuard()
+    loops = LoopGuard()
+    figures = FigureGuard(prepared.figures)
     stream = engine.stream(
         request_id,
         prepared.token_ids,
@@ -110,10 +154,23 @@ async def generate(
     async with contextlib.aclosing(stream):
         async for delta in stream:
             if delta.text:
-                result.parts.append(delta.text)
-                yield delta.text
-                if guard.feed(delta.text):
-                    result.finish_reason = FINISH_REPETITION
+                shown = figures.feed(delta.text)
+                if shown:
+                    result.parts.append(shown)
+                    yield shown
+                if figures.tripped:
+                    _refused(result, figures)
+                    return
+                if loops.feed(delta.text):
+                    # The held tail (a figure still forming) is checked as it stands: it may be shown.
+                    tail = figures.finish()
+                    if tail:
+                        result.parts.append(tail)
+                        yield tail
+                    if figures.tripped:
+                        _refused(result, figures)
+                    else:
+                        result.finish_reason = FINISH_REPETITION
                     return
             if delta.finish_reason:
                 result.finish_reason = delta.finish_reason
@@ -122,3 +179,21 @@ async def generate(
                 metrics.observe_request(delta.metrics, delta.usage, delta.finish_reason)
             if delta.metrics is not None:
                 result.timing = delta.metrics.timing_ms()
+    tail = figures.finish()
+    if tail:
+        result.parts.append(tail)
+        yield tail
+    if figures.tripped:
+        _refused(result, figures)
+
+
+def _refused(result: Generated, figures: FigureGuard) -> None:
+    """The answer ends before the refused figure; what was streamed of its sentence is taken back."""
+    # Logged so that a store owner's question "why did the answer stop?" has an answer, and made-up figures can
+    # be counted per store.
+    logger.info("answer cut before a figure nobody gave the model: %r", figures.refused)
+    result.finish_reason = FINISH_UNSUPPORTED_FIGURE
+    kept = figures.kept or ""
+    if result.text != kept:
+        result.parts = [kept] if kept else []
+        result.revised = True

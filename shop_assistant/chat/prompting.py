@@ -60,7 +60,13 @@ class AssembledPrompt:
 
 
 def user_turn_content(text: str, facts: str) -> str:
-    """The latest user turn: catalog results first, the shopper's words last (small models attend to the end)."""
+    """The latest user turn: catalog results first, the shopper's words last (small models attend to the end).
+
+    No note telling the model not to write prices: measured on the evaluation set (CHAT_SEED=0), "the cards
+    show prices and stock: do not write prices, discounts or stock counts" after the facts made product answers
+    longer (median 76 words against 49) without fewer made-up figures (4 against 5 of 36). The figure guard
+    (decoding.FigureGuard) is what keeps them off the screen.
+    """
     facts = facts.strip() or NO_RESULTS
     return f"Catalog results for this message:\n{facts}\n\nShopper: {text.strip()}"
 

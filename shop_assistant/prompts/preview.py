@@ -75,4 +75,6 @@ async def preview_events(store: Store, version: PromptVersion, question: str) ->
                 first_token_ms = round((time.perf_counter() - started) * 1000, 1)
             yield {"type": "token", "text": piece}
     end = {"type": "end", "finish_reason": result.finish_reason or "error", "usage": result.usage}
+    if result.revised:
+        end["text"] = result.text
     yield {**end, "first_token_ms": first_token_ms}

@@ -231,6 +231,7 @@
         answers[frame.message_id].querySelector(".text").appendChild(document.createTextNode(frame.text));
         scroll();
       } else if (frame.type === "end" && answers[frame.message_id]) {
+        if (typeof frame.text === "string") answers[frame.message_id].querySelector(".text").textContent = frame.text;
         answers[frame.message_id].removeAttribute("aria-busy");
         delete answers[frame.message_id];
       }

@@ -100,6 +100,7 @@
     } else if (event.type === "token") {
       cell.querySelector(".text").textContent += event.text;
     } else if (event.type === "end") {
+      if (typeof event.text === "string") cell.querySelector(".text").textContent = event.text;
       var u = event.usage || {};
       cell.querySelector(".stats").textContent =
         u.prompt_tokens + " prompt tokens, " + u.cached_tokens + " cached · " + u.completion_tokens +

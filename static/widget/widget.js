@@ -359,6 +359,8 @@
       case "end":
         if (generating && generating.id === frame.message_id) {
           var notes = { abort: "Stopped.", length: "(answer cut short)", error: "Sorry, something went wrong. Please try again." };
+          // An answer cut before a made-up price: the server's kept text replaces the sentence already shown.
+          if (typeof frame.text === "string") generating.text = frame.text;
           if (frame.finish_reason === "error" && !generating.text) generating.bubble.classList.add("sa-failed");
           if (frame.reply) {
             // A fixed reply of the store (no match, handoff, "are you a bot?"), not model text.

@@ -98,6 +98,9 @@ class Answer:
 
     @property
     def text(self) -> str:
+        """What the shopper is left with: an answer cut before a made-up figure comes with its kept text."""
+        if self.end is not None and "text" in self.end:
+            return self.end["text"]
         return "".join(self.tokens)
 
 

@@ -324,7 +324,7 @@ async def test_fixed_replies_quotes_and_the_handoff_record(ws, demo_store):
     policy = await client.ask("How much does express shipping cost?")
     assert [f["type"] for f in policy.frames[:2]] == ["start", "sources"]
     assert any("14.95" in item["text"] for item in policy.sources)
-    assert policy.end["finish_reason"] in {"stop", "length", "repetition"}
+    assert policy.end["finish_reason"] in {"stop", "length", "repetition", "unsupported_figure"}
 
     no_match = await client.ask("Do you sell laptops?")
     assert no_match.products is None and no_match.end["finish_reason"] == "fixed"

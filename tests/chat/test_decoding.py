@@ -1,11 +1,23 @@
-"""shop_assistant.chat.decoding: per-store sampling settings, the loop guard and the human-claim stop strings."""
+"""shop_assistant.chat.decoding: per-store sampling settings, the loop guard, the human-claim stop strings and the
+figure guard."""
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 import pytest
 
 from catalog.models import Store
-from shop_assistant.chat.decoding import HUMAN_CLAIM_STOPS, LoopGuard, decoding_for, words_of
+from shop_assistant.chat.decoding import (
+    HUMAN_CLAIM_STOPS,
+    FigureGuard,
+    LoopGuard,
+    allowed_figures,
+    amounts,
+    decoding_for,
+    figures_of,
+    words_of,
+)
 from shop_assistant.chat.evaluation import claims_human, is_loop
 
 LOOPING = "I'm happy to help you find a waterproof jacket that fits your budget. " * 8
@@ -82,3 +94,150 @@ def test_store_settings_override_the_site_defaults(settings):
     params = decoding.sampling_params(40)
     assert params.max_tokens == 40 and params.repetition_penalty == 1.3 and params.seed == 7
     assert "I'm a human" in params.stop
+
+
+# --- the figure guard -----------------------------------------------------------------------------------------
+
+FACTS = (
+    "Catalog results for this message:\n"
+    "Products from the catalog priced up to 150.00 USD:\n"
+    "1. Featherlight Down Vest (M) - 109.00 USD (was 129.00) - in stock [SKU DO-FDV-M]\n"
+    "2. Cascade Fleece Jacket (M / Forest) - 79.00 USD - in stock [SKU DO-CFJ-M-FOR]\n\n"
+    "Shopper: Do you have a waterproof jacket under $150?"
+)
+POLICIES = "Shipping: standard shipping takes 3-5 business days; orders over $50 ship free."
+
+
+def stream(guard: FigureGuard, pieces: list[str]) -> list[str]:
+    """What the shopper is shown after each piece, and (last) what the end of the stream releases."""
+    return [guard.feed(piece) for piece in pieces] + [guard.finish()]
+
+
+def tokens(text: str) -> list[str]:
+    """``text`` cut like the model's tokens: a word with the space before it."""
+    import re
+
+    return re.findall(r"\s*\S+", text)
+
+
+@pytest.mark.parametrize(
+    ("figure", "given"),
+    [
+        ("$79", "79.00 USD"),
+        ("79.00 USD", "$79"),
+        ("$ 109.00", "109"),
+        ("USD 14.95", "costs 14.95 USD"),
+        ("$1,299.99", "1299.99"),
+        ("89,00 €", "89.00"),
+        ("1.299,00 EUR", "1,299.00"),
+        ("20% off", "save 20 percent"),
+    ],
+)
+def test_a_figure_is_allowed_by_value_whatever_its_format(figure, given):
+    guard = FigureGuard(allowed_figures(given))
+    text = f"It is {figure} today."
+    assert "".join(stream(guard, tokens(text))) == text
+    assert not guard.tripped
+
+
+@pytest.mark.parametrize(
+    "figure", ["$78", "79.01 USD", "$1,299", "68.5% off", "10 percent", "only 7 left", "in stock: 4", "4 units left"]
+)
+def test_a_figure_nobody_gave_is_refused(figure):
+    guard = FigureGuard(allowed_figures(FACTS, POLICIES))
+    text = f"Good news. The vest is {figure} this week."
+    shown = "".join(stream(guard, tokens(text)))
+    assert guard.tripped and guard.refused in figure
+    assert guard.kept == "Good news." and shown.startswith("Good news. The vest is") and guard.refused not in shown
+
+
+def test_thousands_separators_are_never_read_as_decimals():
+    assert amounts("189.00") == {Decimal("189")}
+    assert amounts("1,299.99") == {Decimal("1299.99")}
+    assert amounts("1.299") == {Decimal("1.299"), Decimal("1299")}  # ambiguous: either reading
+    assert Decimal("18900") not in allowed_figures("189.00 USD")
+
+
+def test_a_held_back_figure_is_released_once_complete_and_allowed():
+    guard = FigureGuard(allowed_figures(FACTS))
+    assert guard.feed("The fleece is ") == "The fleece is "
+    assert guard.feed("$7") == ""  # may become $70, $79.50, ...
+    assert guard.feed("9") == ""
+    assert guard.feed(".") == ""  # "$79." may still become "$79.50"
+    assert guard.feed("00 and") == "$79.00 and"
+    assert guard.feed(" warm.") == " warm."
+    assert guard.finish() == "" and not guard.tripped
+
+
+def test_the_answer_ends_at_the_sentence_before_an_invented_figure():
+    guard = FigureGuard(allowed_figures(FACTS, POLICIES))
+    text = "We have the Cascade Fleece Jacket for $79.00. It is 68.5% off today! Order now."
+    shown = "".join(stream(guard, tokens(text)))
+    assert guard.tripped and guard.refused == "68.5%"
+    assert guard.kept == "We have the Cascade Fleece Jacket for $79.00."
+    assert "68.5" not in shown
+    # Its sentence had begun streaming before the figure showed itself: the client is told to take it back.
+    assert shown == "We have the Cascade Fleece Jacket for $79.00. It is "
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("Yes, we do. We sell:\n\n1. Cascade Fleece Jacket: $79.00\n2. Featherlight Vest: 68.5% off",
+         "Yes, we do. We sell:\n\n1. Cascade Fleece Jacket: $79.00"),
+        ("Yes, we do. Here are the jackets we sell:\n\n1. Featherlight Vest: 68.5% off", "Yes, we do."),
+    ],
+)
+def test_a_cut_inside_a_list_leaves_no_dangling_marker_or_heading(text, kept):
+    guard = FigureGuard(allowed_figures(FACTS))
+    shown = "".join(stream(guard, tokens(text)))
+    assert guard.kept == kept and "68.5" not in shown
+
+
+def test_an_invented_figure_at_the_very_end_is_checked_when_the_stream_ends():
+    guard = FigureGuard(allowed_figures(FACTS))
+    shown = "".join(stream(guard, tokens("Sure. It costs $28.60")))
+    assert guard.tripped and guard.kept == "Sure." and "28" not in shown
+
+
+def test_the_shoppers_own_budget_and_the_store_policies_are_allowed():
+    guard = FigureGuard(allowed_figures(FACTS, POLICIES))
+    text = "Both are under your $150 budget, and orders over $50 ship free."
+    assert "".join(stream(guard, tokens(text))) == text and not guard.tripped
+    assert figures_of(text) == ["$150", "$50"]
+
+
+def test_skus_and_list_numbers_allow_nothing():
+    allowed = allowed_figures("1. Ridgeline Tent - 249.00 USD [SKU RT-2024]")
+    assert allowed == {Decimal("249")}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm happy to help: the Stormshell is waterproof and breathable, with taped seams and pit zips.",
+        "It is in stock and ships the same day; a USB cable and a bag come with it.",
+        "Sure! Ask about sizes, colours or anything else.",
+    ],
+)
+def test_words_are_never_held_back(text):
+    """Not even words that may lead into a figure ("I" into "in stock: 3", "a" into "aud 5"): only digits wait."""
+    guard = FigureGuard(allowed_figures(FACTS))
+    pieces = tokens(text) + list(text[:3])  # whole words, and single letters as the first tokens may be
+    assert [guard.feed(piece) for piece in tokens(text)] == tokens(text)
+    guard = FigureGuard(frozenset())
+    assert [guard.feed(piece) for piece in pieces[-3:]] == list(text[:3])
+    assert guard.finish() == ""
+
+
+def test_a_bare_number_waits_one_piece_and_is_then_shown():
+    guard = FigureGuard(allowed_figures(FACTS))
+    assert [guard.feed(piece) for piece in tokens("The Ridgeline 2-Person Tent, 30 days.")] == [
+        "The", " Ridgeline", " 2-Person", " Tent,", " ", "30 days."
+    ]
+
+
+def test_words_shown_before_a_refused_figure_are_taken_back():
+    guard = FigureGuard(allowed_figures(FACTS))
+    shown = "".join(stream(guard, tokens("Good news. It is in stock: 12 today.")))
+    assert shown == "Good news. It is in stock: " and guard.kept == "Good news."

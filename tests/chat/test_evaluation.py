@@ -9,7 +9,15 @@ from channels.db import database_sync_to_async
 from django.core.management import call_command
 
 from shop_assistant.chat import evaluation
-from shop_assistant.chat.evaluation import Outcome, claims_human, failures, is_loop, load_questions, summarize
+from shop_assistant.chat.evaluation import (
+    Outcome,
+    claims_human,
+    failures,
+    is_loop,
+    load_questions,
+    summarize,
+    unsupported_figures,
+)
 
 
 def test_the_question_set_covers_every_kind_of_check():
@@ -29,6 +37,19 @@ def test_loops_and_human_claims_are_recognised():
     assert not claims_human("I can connect you with a human agent.")
 
 
+def test_made_up_prices_and_percentages_are_found():
+    given = ["Do you have a jacket under $150?", "79.00", "Shipping is free on orders over 50 USD."]
+    answer = "The fleece is $79, 68.5% off, so $23.50 under your $150 budget; orders over $50 ship free. 2 left."
+    assert unsupported_figures(answer, given) == ["68.5%", "$23.50"]
+    assert unsupported_figures("It costs 1,299.00 USD.", ["1299"]) == []
+
+
+def test_the_question_set_invites_made_up_figures():
+    texts = [q.text.lower() for q in load_questions()]
+    assert any("under $150" in t for t in texts) and any("how much" in t for t in texts)
+    assert any("discount" in t or "sale" in t for t in texts) and any("in stock" in t for t in texts)
+
+
 def test_thresholds():
     good = Outcome("demo", "q", answer="Yes, it is 30 days.", words=5, fact_on_screen=True)
     assert failures(summarize([good])) == []
@@ -36,6 +57,8 @@ def test_thresholds():
     assert failures(summarize([looping])) == [
         "loops 1 > 0", "median_words 90 > 80", "handoff_recorded 0.0 < 1.0"
     ]
+    invented = Outcome("demo", "q", answer="It is 68.5% off.", words=4, unsupported_figures=["68.5%"])
+    assert failures(summarize([good, invented])) == ["unsupported_figures 1 > 0"]
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import re
 import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ SAMPLE_STORES = {f"shopify-{path.stem}": path for path in sorted(SAMPLES_DIR.glo
 THRESHOLDS = {
     "loops": 0,
     "human_claims": 0,
+    "unsupported_figures": 0,
     "median_words": 80,
     "product_in_cards": 0.90,
     "fact_on_screen": 0.95,
@@ -39,6 +41,13 @@ HUMAN_CLAIM = re.compile(
     r"|\bhuman agent here\b|\bi\s*am\s+not\s+a\s+(?:bot|robot|machine|ai)\b|\bi['’]m\s+not\s+a\s+(?:bot|robot|ai)\b",
     re.IGNORECASE,
 )
+# Money and percentages as a shopper reads them; written apart from the figure guard (decoding.FigureGuard), so
+# the evaluation checks the guard instead of repeating it.
+_SHOWN_FIGURE = re.compile(
+    r"[$€£]\s?(\d[\d,]*(?:\.\d+)?)|(\d[\d,]*(?:\.\d+)?)\s?(?:%|percent\b|(?:usd|eur|gbp|dollars?|euros?)\b)",
+    re.IGNORECASE,
+)
+_PLAIN_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _NO_MATCH_WORDS = re.compile(r"\b(?:don['’]t|do not|doesn['’]t|couldn['’]t|could not|can['’]t|cannot)\s+"
                              r"(?:carry|sell|have|stock|find)\b|\bno (?:product|match)", re.IGNORECASE)
 
@@ -63,6 +72,7 @@ class Outcome:
     words: int = 0
     loop: bool = False
     human_claim: bool = False
+    unsupported_figures: list[str] = field(default_factory=list)  # money/percent figures nobody gave the model
     product_in_cards: bool | None = None  # None: not asked of this question
     fact_on_screen: bool | None = None
     no_match_handled: bool | None = None
@@ -86,6 +96,21 @@ def is_loop(text: str, n: int = LOOP_NGRAM, repeats: int = LOOP_REPEATS) -> bool
 
 def claims_human(text: str) -> bool:
     return bool(HUMAN_CLAIM.search(text))
+
+
+def _value(number: str) -> Decimal:
+    return Decimal(number.replace(",", "").rstrip("."))
+
+
+def unsupported_figures(answer: str, allowed_texts: list[str]) -> list[str]:
+    """The money and percent figures of ``answer`` whose value is in none of ``allowed_texts`` (the cards'
+    prices, the quotes, the facts the model was given, the store's prompt and the shopper's question)."""
+    allowed = {_value(number) for text in allowed_texts for number in _PLAIN_NUMBER.findall(text)}
+    return [
+        match.group().strip()
+        for match in _SHOWN_FIGURE.finditer(answer)
+        if _value(match.group(1) or match.group(2)) not in allowed
+    ]
 
 
 def ensure_stores(slugs: set[str]) -> None:
@@ -116,7 +141,8 @@ async def ask(question: Question) -> Outcome:
 
     from channels.db import database_sync_to_async
 
-    from shop_assistant.chat.models import Conversation
+    from shop_assistant.chat.models import Conversation, Message
+    from shop_assistant.prompts.services import published_prompt
 
     from ..session import ChatSession
 
@@ -139,21 +165,33 @@ async def ask(question: Question) -> Outcome:
     await session.wait_idle()  # the answer is recorded (and a handoff saved) before we look
     outcome.seconds = round(time.perf_counter() - started, 2)
     parts = []
+    allowed = [question.text]
     for frame in frames:
         kind = frame["type"]
         if kind == "token":
             parts.append(frame["text"])
         elif kind == "products":
             outcome.cards = [item["title"] for item in frame["items"]]
+            allowed += [str(item.get("price") or "") for item in frame["items"]]
         elif kind == "sources":
             outcome.sources = [item["text"] for item in frame["items"]]
+            allowed += outcome.sources
         elif kind == "end":
             outcome.finish_reason = frame["finish_reason"]
             outcome.reply = frame.get("reply", "")
         elif kind == "error":
             outcome.error = f"{frame['code']}: {frame['message']}"
-    outcome.answer = "".join(parts)
-    conversation = await database_sync_to_async(Conversation.objects.get)(pk=session.conversation.pk)
+    # What stays on screen: a sentence taken back by the figure guard comes as the `end` frame's text.
+    outcome.answer = next((f["text"] for f in frames if f["type"] == "end" and "text" in f), "".join(parts))
+
+    def given_to_model() -> list[str]:
+        conversation = Conversation.objects.get(pk=session.conversation.pk)
+        prompt = published_prompt(conversation.store)
+        facts = Message.objects.filter(conversation=conversation, role="user").values_list("model_text", flat=True)
+        return [conversation, prompt.full_text() if prompt else "", *facts]
+
+    conversation, *given = await database_sync_to_async(given_to_model)()
+    outcome.unsupported_figures = unsupported_figures(outcome.answer, allowed + given)
     _judge(question, outcome, conversation)
     await session.close()
     return outcome
@@ -192,6 +230,8 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
         "loop_rate": round(sum(o.loop for o in outcomes) / len(outcomes), 3) if outcomes else 0.0,
         "guard_stops": sum(o.finish_reason == "repetition" for o in outcomes),
         "human_claims": sum(o.human_claim for o in outcomes),
+        "unsupported_figures": sum(bool(o.unsupported_figures) for o in outcomes),
+        "figure_stops": sum(o.finish_reason == "unsupported_figure" for o in outcomes),
         "median_words": statistics.median(words) if words else 0,
         "over_150_words": sum(o.words > 150 for o in outcomes),
         "product_in_cards": _rate([o.product_in_cards for o in outcomes]),
@@ -207,7 +247,7 @@ def failures(summary: dict[str, Any]) -> list[str]:
     missed = []
     if summary["errors"]:
         missed.append(f"errors {summary['errors']} > 0")
-    for name in ("loops", "human_claims"):
+    for name in ("loops", "human_claims", "unsupported_figures"):
         if summary[name] > THRESHOLDS[name]:
             missed.append(f"{name} {summary[name]} > {THRESHOLDS[name]}")
     if summary["median_words"] > THRESHOLDS["median_words"]:

@@ -13,7 +13,8 @@ from shop_assistant.chat import evaluation
 class Command(BaseCommand):
     help = (
         "Ask the question set through the chat pipeline (one fresh session each) and report loops, words, "
-        "human claims, products in the cards, facts on screen, no-match and handoff handling."
+        "human claims, made-up prices or percentages, products in the cards, facts on screen, no-match and handoff "
+        "handling."
     )
 
     def add_arguments(self, parser) -> None:
@@ -36,7 +37,12 @@ class Command(BaseCommand):
         def progress(outcome: evaluation.Outcome) -> None:
             marks = "".join(
                 mark
-                for mark, bad in (("L", outcome.loop), ("H", outcome.human_claim), ("E", bool(outcome.error)))
+                for mark, bad in (
+                    ("L", outcome.loop),
+                    ("H", outcome.human_claim),
+                    ("F", bool(outcome.unsupported_figures)),
+                    ("E", bool(outcome.error)),
+                )
                 if bad
             )
             checks = " ".join(
@@ -44,9 +50,10 @@ class Command(BaseCommand):
                 for name in ("product_in_cards", "fact_on_screen", "no_match_handled", "handoff_recorded")
                 if (value := getattr(outcome, name)) is not None
             )
+            figures = f" unsupported={outcome.unsupported_figures}" if outcome.unsupported_figures else ""
             self.stdout.write(
                 f"[{outcome.store}] {outcome.question!r}: {outcome.words} words, {outcome.finish_reason}"
-                f"{' ' + marks if marks else ''} {checks}\n    {outcome.answer[:160]!r}"
+                f"{' ' + marks if marks else ''} {checks}{figures}\n    {outcome.answer[:160]!r}"
             )
 
         outcomes, summary = asyncio.run(evaluation.evaluate(questions, progress=progress))
