@@ -2,8 +2,11 @@
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 SHOP_ASSISTANT_CACHE_DIR=/var/cache/shop-assistant
+    PIP_DISABLE_PIP_VERSION_CHECK=1 SHOP_ASSISTANT_CACHE_DIR=/var/cache/shop-assistant \
+    TORCH_EXTENSIONS_DIR=/var/cache/shop-assistant/torch_extensions
 WORKDIR /app
+# g++ builds the engine's C++ CPU kernels (for the CPU they run on: a host with other CPU flags rebuilds them).
+RUN apt-get update && apt-get install -y --no-install-recommends g++ && rm -rf /var/lib/apt/lists/*
 
 COPY requirements.txt requirements-nodeps.txt ./
 RUN pip install --no-cache-dir -r requirements.txt \
@@ -12,6 +15,7 @@ RUN pip install --no-cache-dir -r requirements.txt \
 COPY . .
 # Convert the bundled GGUF at build time so containers start in seconds.
 RUN python -m inference.worker.loader --prepare \
+ && python -m inference.worker.attention.cpu_kernels \
  && DEBUG=1 python manage.py collectstatic --noinput -v 0
 
 RUN useradd --system --home /app shop && mkdir -p /app/var && chown -R shop /app/var /var/cache/shop-assistant

@@ -163,13 +163,10 @@ async def generate(
                     return
                 if loops.feed(delta.text):
                     # The held tail (a figure still forming) is checked as it stands: it may be shown.
-                    tail = figures.finish()
+                    tail = _finish_figures(result, figures)
                     if tail:
-                        result.parts.append(tail)
                         yield tail
-                    if figures.tripped:
-                        _refused(result, figures)
-                    else:
+                    if not figures.tripped:
                         result.finish_reason = FINISH_REPETITION
                     return
             if delta.finish_reason:
@@ -179,12 +176,19 @@ async def generate(
                 metrics.observe_request(delta.metrics, delta.usage, delta.finish_reason)
             if delta.metrics is not None:
                 result.timing = delta.metrics.timing_ms()
+    tail = _finish_figures(result, figures)
+    if tail:
+        yield tail
+
+
+def _finish_figures(result: Generated, figures: FigureGuard) -> str:
+    """The guard's held tail, checked now that no more text comes: what of it may be shown ("" if nothing)."""
     tail = figures.finish()
     if tail:
         result.parts.append(tail)
-        yield tail
     if figures.tripped:
         _refused(result, figures)
+    return tail
 
 
 def _refused(result: Generated, figures: FigureGuard) -> None:
