@@ -64,8 +64,6 @@ class CpuAttentionBackend(TorchAttentionBackend):
         decodes = None
         if decode_idx.numel():
             shared = _shared_prefix_blocks(decode_idx, context_lens, meta.block_tables, block_size)
-            if shared * block_size < torch_backend.CASCADE_MIN_TOKENS:
-                shared = 0
             rows = query_start[decode_idx].contiguous()
             prefix = _Prefix(meta.block_tables[decode_idx[0], :shared].long(), rows) if shared else None
             decodes = _Decodes(
@@ -106,8 +104,8 @@ class CpuAttentionBackend(TorchAttentionBackend):
         if d is not None:
             prefix = None
             if d.prefix is not None:
-                prefix_out, prefix_lse = torch_backend._attend_prefix(d.prefix, q, k_cache, v_cache, scale, k_transposed=True)
-                prefix = (prefix_out, prefix_lse.float().contiguous())
+                out_p, lse_p = torch_backend._attend_prefix(d.prefix, q, k_cache, v_cache, scale, k_transposed=True)
+                prefix = (out_p, lse_p.float().contiguous())
             cpu_kernels.paged_decode_attention(
                 out, q, k_cache, v_cache, d.rows, d.block_tables, d.context_lens, scale, d.shared_blocks, prefix
             )

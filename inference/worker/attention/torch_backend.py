@@ -115,13 +115,14 @@ def _shared_prefix_blocks(
     seq_idx: torch.Tensor, context_lens: torch.Tensor, block_tables: torch.Tensor, block_size: int
 ) -> int:
     """Leading blocks that every sequence of ``seq_idx`` has in common (same physical block), each sequence
-    keeping at least its last token outside them."""
+    keeping at least its last token outside them; 0 when they are too few for a cascade to pay."""
     if seq_idx.numel() < 2:
         return 0
     limit = int((context_lens[seq_idx] - 1).min()) // block_size
     tables = block_tables[seq_idx, :limit]
     same = (tables == tables[:1]).all(0)
-    return int(same.int().cumprod(0).sum()) if limit else 0
+    shared = int(same.int().cumprod(0).sum()) if limit else 0
+    return shared if shared * block_size >= CASCADE_MIN_TOKENS else 0
 
 
 # Cost of one more group, in gathered key slots: a group adds about five ops per layer, which take about as
@@ -179,8 +180,6 @@ class TorchAttentionBackend(AttentionBackend):
             is_decode = query_lens == 1
             decodes, chunks = all_seqs[is_decode], all_seqs[~is_decode]
         shared = _shared_prefix_blocks(decodes, context_lens, meta.block_tables, block_size)
-        if shared * block_size < CASCADE_MIN_TOKENS:
-            shared = 0
         suffix_lens = context_lens - shared * block_size
         buckets = _context_buckets(decodes, suffix_lens, block_size) if decodes.numel() else []
         groups = [_build_group(idx, *args, skip_blocks=shared) for idx in buckets]
