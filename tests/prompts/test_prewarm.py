@@ -57,9 +57,12 @@ async def test_prewarm_caches_the_full_blocks_for_the_stores_salt_only(transacti
     other_salt = await first_turn_usage(chat_engine, store, text, "Do you sell tents?", "another-store-salt")
     assert other_salt["cached_tokens"] == 0
 
-    # The blocking form (the background thread's) finds it warm already: everything but the last partial block.
+    # The blocking form (the background thread's) finds it warm already: every full block, except that the engine
+    # always computes a prompt's last token, so a prefix of exactly n blocks finds n - 1 of them (the uuid in the
+    # marker makes the prefix's length vary from run to run).
     again = await asyncio.to_thread(prewarm, store, version)
-    assert again.cached_tokens == full and again.warm_tokens == full
+    assert again.cached_tokens == (prefix - 1) // block * block and again.warm_tokens == full
+    assert again.cached_tokens >= full - block
 
 
 async def first_token_ms(store: Store) -> tuple[float, dict]:
