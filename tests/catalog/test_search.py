@@ -147,6 +147,7 @@ def test_bulk_updates_show_once_the_index_is_old(sample_store, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.backend_agnostic
 def test_median_latency(sample_store, capsys):
     store, _ = sample_store
     search.warm_up(store)

@@ -62,6 +62,7 @@ def test_thresholds():
 
 
 @pytest.mark.slow
+@pytest.mark.backend_agnostic  # the answers' quality, the same on any database
 @pytest.mark.usefixtures("chat_engine")
 async def test_the_ci_subset_meets_the_bar(transactional_db, settings, capsys):
     """Greedy decoding with a fixed seed and the shipped answer budget, one fresh session per question."""

@@ -14,7 +14,8 @@ from tests.conftest import REPO_ROOT
 
 from .conftest import session_cookie
 
-pytestmark = [pytest.mark.slow, pytest.mark.services]
+# A latency figure over the Redis layer; the database only holds the store.
+pytestmark = [pytest.mark.slow, pytest.mark.services, pytest.mark.backend_agnostic]
 SHOPPERS = 20
 MAX_TOKENS = "32"
 
