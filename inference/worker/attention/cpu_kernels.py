@@ -38,6 +38,11 @@ def _build_name() -> str:
     return f"shop_assistant_cpu_{digest}"
 
 
+def _vector_flags() -> list[str]:
+    # GCC tunes some x86 CPUs (AMD Zen 1, for one) to 128-bit vectors; the kernel's register tiles assume 256.
+    return ["-mprefer-vector-width=256"] if platform.machine() in ("x86_64", "AMD64") else []
+
+
 def load(verbose: bool = False) -> bool:
     """Build (once per machine) and load the kernels; False, with the reason logged, when they cannot be."""
     with _lock:
@@ -52,7 +57,7 @@ def load(verbose: bool = False) -> bool:
             cpp_extension.load(
                 name=_build_name(),
                 sources=[str(SOURCE)],
-                extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast"],
+                extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-fno-trapping-math", *_vector_flags()],
                 extra_ldflags=["-fopenmp"],
                 is_python_module=False,
                 verbose=verbose,

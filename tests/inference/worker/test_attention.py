@@ -228,3 +228,36 @@ def test_cpu_kernel_in_half_precision_matches_fp32(dtype, monkeypatch) -> None:
         expected = naive_paged_attention(q.to(dtype).float(), *(c.float() for c in low), meta, dim**-0.5)
         assert out.dtype == dtype
         torch.testing.assert_close(out.double(), expected, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("heads,kv_heads,dim", [(4, 4, 64), (8, 4, 64), (9, 3, 64), (8, 2, 128), (14, 2, 64)])
+def test_cpu_kernel_grouped_fast_path_matches_the_reference(heads, kv_heads, dim, monkeypatch) -> None:
+    """head_dim 64/128 with blocks of 16 take the kernel's compile-time variant (one per group size), which
+    scores a KV head's query heads together and prefetches the next block: same result as the float64
+    reference and as the generic loop (a group size it has no variant for, 5, runs that one)."""
+    from inference.worker.attention import torch_backend
+
+    gen, bs = torch.Generator().manual_seed(heads * dim), 16
+    meta, num_blocks = shared_prefix_layout(6, [1, 15, 16, 17, 95, 160], bs, gen)
+    k_by_token = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen)
+    v_cache = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen)
+    num_tokens = meta.slot_mapping.numel()
+    q, k, v = (torch.randn(num_tokens, h, dim, generator=gen) for h in (heads, kv_heads, kv_heads))
+    cpu = get_attention_backend("cpu", "cpu")
+    for cascade in (True, False):
+        if not cascade:
+            monkeypatch.setattr(torch_backend, "CASCADE_MIN_TOKENS", 10**9)
+        k_cache, v_copy = in_layout(k_by_token.clone(), cpu), v_cache.clone()
+        cpu.prepare(meta, bs)
+        assert cascade_used(meta) == cascade
+        out = cpu.forward(q, k, v, k_cache, v_copy, meta, dim**-0.5)
+        expected = naive_paged_attention(q, keys_by_token(k_cache, True), v_copy, meta, dim**-0.5)
+        torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+
+    # The generic loop on the same inputs: a group of 5 has no compile-time variant.
+    wide_q = q.repeat_interleave(5, dim=1)[:, : kv_heads * 5]
+    k_cache, v_copy = in_layout(k_by_token.clone(), cpu), v_cache.clone()
+    cpu.prepare(meta, bs)
+    out = cpu.forward(wide_q, k, v, k_cache, v_copy, meta, dim**-0.5)
+    expected = naive_paged_attention(wide_q, keys_by_token(k_cache, True), v_copy, meta, dim**-0.5)
+    torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)

@@ -155,6 +155,169 @@ void decode_one(const Shape& s, const T* q, const T* k_cache, const T* v_cache, 
   }
 }
 
+// Vector registers of this build: the tiles below are sized so their sums stay in registers. On x86 the
+// build asks for 256-bit vectors (cpu_kernels.py), which GCC would otherwise shorten to 128 bits on some CPUs.
+#if defined(__AVX512F__)
+constexpr int kLanes = 8, kRegisters = 32;
+#elif defined(__AVX__)
+constexpr int kLanes = 8, kRegisters = 16;
+#else
+constexpr int kLanes = 4, kRegisters = 16;
+#endif
+
+// The fast path of `decode_one`: head_dim kD, block_size kBS and kG query heads per KV head known at compile
+// time. The kG query heads of a KV head are scored together, so each K row and each V row is loaded once for
+// all of them (grouped-query attention reads a KV head kG times otherwise), and the sums over a block's
+// tokens stay in registers: the output accumulator is loaded and stored once per block, not once per token.
+template <typename T, int kD, int kBS, int kG>
+void decode_grouped(const Shape& s, const T* q, const T* k_cache, const T* v_cache, const int32_t* table,
+                    int64_t ctx, int64_t start_block, const T* prefix_out, const float* prefix_lse, float scale,
+                    T* out) {
+  // Independent partial sums per head over the dimensions, enough for the FMA units' latency (about eight
+  // chains in flight), as a power of two that divides kD.
+  constexpr int kVecs = (kBS + kLanes - 1) / kLanes;
+  constexpr int kWant = (2 * kRegisters / 4 + kG * kVecs - 1) / (kG * kVecs);
+  constexpr int kP = kWant >= 4 ? 4 : (kWant >= 2 ? 2 : 1);
+  // V columns per register tile: kG tiles of kC floats, plus the V row, in the register file.
+  constexpr int kC = (kG * 2 * kLanes + 2 * kLanes <= kRegisters * kLanes && kD % (2 * kLanes) == 0) ? 2 * kLanes
+                                                                                                      : kLanes;
+  static_assert(kD % kP == 0 && kD % kC == 0, "tile sizes divide head_dim");
+  const int64_t H = s.heads, KVH = s.kv_heads;
+  std::vector<float> qf(H * kD), acc(H * kD), m(H), l(H);
+  for (int64_t h = 0; h < H; ++h)
+    for (int d = 0; d < kD; ++d) qf[h * kD + d] = static_cast<float>(q[h * s.q_head + d]) * scale;
+  if (prefix_out != nullptr) {
+    for (int64_t h = 0; h < H; ++h) {
+      m[h] = prefix_lse[h];
+      l[h] = 1.f;
+      for (int d = 0; d < kD; ++d) acc[h * kD + d] = static_cast<float>(prefix_out[h * s.o_head + d]);
+    }
+  } else {
+    std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+    std::fill(l.begin(), l.end(), 0.f);
+    std::fill(acc.begin(), acc.end(), 0.f);
+  }
+  const int64_t num_blocks = (ctx + kBS - 1) / kBS;
+  for (int64_t b = start_block; b < num_blocks; ++b) {
+    const int64_t n = std::min<int64_t>(kBS, ctx - b * kBS);  // slots past n hold stale values: never read
+    const T* kb = k_cache + static_cast<int64_t>(table[b]) * s.k_block;
+    const T* vb = v_cache + static_cast<int64_t>(table[b]) * s.v_block;
+    // The next block lives anywhere in the cache (that is the point of paging), so the hardware prefetcher
+    // cannot guess it: while this block's KV head kh is scored, its part of the next block is fetched, a few
+    // cache lines per step of the loop over dimensions (perf showed the V loads waiting on memory).
+    const bool has_next = b + 1 < num_blocks;
+    const char* next_k = has_next ? reinterpret_cast<const char*>(k_cache + static_cast<int64_t>(table[b + 1]) * s.k_block) : nullptr;
+    const char* next_v = has_next ? reinterpret_cast<const char*>(v_cache + static_cast<int64_t>(table[b + 1]) * s.v_block) : nullptr;
+    for (int64_t kh = 0; kh < KVH; ++kh) {
+      const T* kt = kb + kh * s.k_head;
+      const float* qg = &qf[kh * kG * kD];
+      alignas(64) float sc[kP][kG][kBS] = {};
+      for (int d = 0; d < kD; d += kP) {
+        if (has_next) {
+          // K of head kh: kD * kBS contiguous elements; V: kBS rows of kD, one per token.
+          constexpr int kLines = kD * kBS * static_cast<int>(sizeof(T)) / 64, kRowLines = kLines / kBS;
+          constexpr int kPerStep = (kLines + kD / kP - 1) / (kD / kP);
+          for (int i = d / kP * kPerStep; i < std::min(kLines, (d / kP + 1) * kPerStep); ++i) {
+            __builtin_prefetch(next_k + kh * s.k_head * static_cast<int64_t>(sizeof(T)) + i * 64);
+            __builtin_prefetch(next_v + ((i / kRowLines) * s.v_token + kh * s.v_head) * static_cast<int64_t>(sizeof(T)) +
+                               (i % kRowLines) * 64);
+          }
+        }
+#pragma GCC unroll 8
+        for (int u = 0; u < kP; ++u) {
+          const T* row = kt + (d + u) * s.k_dim;
+          alignas(64) float kr[kBS];
+#pragma omp simd
+          for (int t = 0; t < kBS; ++t) kr[t] = to_float(row[t]);
+#pragma GCC unroll 8
+          for (int g = 0; g < kG; ++g) {
+            const float qv = qg[g * kD + d + u];
+#pragma omp simd
+            for (int t = 0; t < kBS; ++t) sc[u][g][t] += qv * kr[t];
+          }
+        }
+      }
+      // Online softmax, per query head: the block's weights in p, the old sums rescaled by `correction`.
+      alignas(64) float p[kG][kBS];
+      float correction[kG];
+      for (int g = 0; g < kG; ++g) {
+        const int64_t h = kh * kG + g;
+#pragma omp simd
+        for (int t = 0; t < kBS; ++t) {
+          float v = sc[0][g][t];
+          for (int u = 1; u < kP; ++u) v += sc[u][g][t];
+          p[g][t] = v;
+        }
+        float block_max = p[g][0];
+        for (int64_t t = 1; t < n; ++t) block_max = std::max(block_max, p[g][t]);
+        const float new_max = std::max(m[h], block_max);
+        correction[g] = m[h] == -std::numeric_limits<float>::infinity() ? 0.f : fast_exp(m[h] - new_max);
+#pragma omp simd
+        for (int t = 0; t < kBS; ++t) p[g][t] = fast_exp(p[g][t] - new_max);
+        for (int64_t t = n; t < kBS; ++t) p[g][t] = 0.f;
+        float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+        for (int t = 0; t < kBS; ++t) sum += p[g][t];
+        l[h] = l[h] * correction[g] + sum;
+        m[h] = new_max;
+      }
+      // Weighted sum of the block's V rows, kC columns at a time, the kG heads' tiles in registers.
+      float* ag = &acc[kh * kG * kD];
+      const T* vk = vb + kh * s.v_head;
+      for (int c = 0; c < kD; c += kC) {
+        alignas(64) float r[kG][kC];
+#pragma GCC unroll 8
+        for (int g = 0; g < kG; ++g)
+#pragma omp simd
+          for (int j = 0; j < kC; ++j) r[g][j] = ag[g * kD + c + j] * correction[g];
+        for (int64_t t = 0; t < n; ++t) {
+          const T* vr = vk + t * s.v_token + c;
+          alignas(64) float vv[kC];
+#pragma omp simd
+          for (int j = 0; j < kC; ++j) vv[j] = to_float(vr[j]);
+#pragma GCC unroll 8
+          for (int g = 0; g < kG; ++g) {
+            const float w = p[g][t];
+#pragma omp simd
+            for (int j = 0; j < kC; ++j) r[g][j] += w * vv[j];
+          }
+        }
+#pragma GCC unroll 8
+        for (int g = 0; g < kG; ++g)
+#pragma omp simd
+          for (int j = 0; j < kC; ++j) ag[g * kD + c + j] = r[g][j];
+      }
+    }
+  }
+  for (int64_t h = 0; h < H; ++h) {
+    const float inv = 1.f / l[h];
+    for (int d = 0; d < kD; ++d) out[h * s.o_head + d] = static_cast<T>(acc[h * kD + d] * inv);
+  }
+}
+
+// Picks the compile-time variant for this model's shapes; false when there is none (the generic path runs).
+template <typename T, int kD, int kBS>
+bool decode_fast(const Shape& s, const T* q, const T* k_cache, const T* v_cache, const int32_t* table, int64_t ctx,
+                 int64_t start_block, const T* prefix_out, const float* prefix_lse, float scale, T* out) {
+  switch (s.heads / s.kv_heads) {
+#define SHOP_ASSISTANT_GROUP(G)                                                                                \
+  case G:                                                                                                      \
+    decode_grouped<T, kD, kBS, G>(s, q, k_cache, v_cache, table, ctx, start_block, prefix_out, prefix_lse,    \
+                                  scale, out);                                                                 \
+    return true;
+    SHOP_ASSISTANT_GROUP(1)
+    SHOP_ASSISTANT_GROUP(2)
+    SHOP_ASSISTANT_GROUP(3)
+    SHOP_ASSISTANT_GROUP(4)
+    SHOP_ASSISTANT_GROUP(6)
+    SHOP_ASSISTANT_GROUP(7)
+    SHOP_ASSISTANT_GROUP(8)
+#undef SHOP_ASSISTANT_GROUP
+    default:
+      return false;
+  }
+}
+
 // The sequences in `order`, one at a time per thread, pulled dynamically (their lengths differ widely).
 template <typename T>
 void run_all(const Shape& s, const std::vector<int64_t>& order, const T* q, const T* k_cache, const T* v_cache,
@@ -169,7 +332,11 @@ void run_all(const Shape& s, const std::vector<int64_t>& order, const T* q, cons
     const float* li = prefix_lse != nullptr ? prefix_lse + i * s.heads : nullptr;
     T* oi = out + row[i] * s.o_row;
     const int32_t* ti = tables + i * width;
-    if (s.head_dim == 64 && s.block_size == 16) {
+    if (s.head_dim == 64 && s.block_size == 16 && s.k_dim == 16 &&
+        decode_fast<T, 64, 16>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi)) {
+    } else if (s.head_dim == 128 && s.block_size == 16 && s.k_dim == 16 &&
+               decode_fast<T, 128, 16>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi)) {
+    } else if (s.head_dim == 64 && s.block_size == 16) {
       decode_one<T, 64, 16>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi);
     } else if (s.head_dim == 128 && s.block_size == 16) {
       decode_one<T, 128, 16>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi);
