@@ -61,6 +61,27 @@ struct Shape {
   int64_t v_block, v_token, v_head;     // strides of v_cache [blocks, block_size, kv_heads, head_dim]
 };
 
+// A sequence's softmax state before its first block: the scaled query in fp32 and, with a cascade prefix,
+// the prefix's softmax as a running state (max = its log-sum-exp, sum = 1, accumulator = its output).
+template <typename T>
+void start_softmax(const Shape& s, int64_t D, const T* q, const T* prefix_out, const float* prefix_lse, float scale,
+                   std::vector<float>& qf, std::vector<float>& acc, std::vector<float>& m, std::vector<float>& l) {
+  const int64_t H = s.heads;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t d = 0; d < D; ++d) qf[h * D + d] = static_cast<float>(q[h * s.q_head + d]) * scale;
+  if (prefix_out != nullptr) {
+    for (int64_t h = 0; h < H; ++h) {
+      m[h] = prefix_lse[h];
+      l[h] = 1.f;
+      for (int64_t d = 0; d < D; ++d) acc[h * D + d] = static_cast<float>(prefix_out[h * s.o_head + d]);
+    }
+  } else {
+    std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+    std::fill(l.begin(), l.end(), 0.f);
+    std::fill(acc.begin(), acc.end(), 0.f);
+  }
+}
+
 // One sequence: its query heads against blocks [start_block, ceil(ctx / block_size)) of its table.
 // kD, kBS: head_dim and block_size known at compile time (the loops unroll into vector FMAs), 0 if not.
 //
@@ -74,20 +95,7 @@ void decode_one(const Shape& s, const T* q, const T* k_cache, const T* v_cache, 
   const int64_t H = s.heads, G = s.heads / s.kv_heads;
   const int64_t D = kD > 0 ? kD : s.head_dim, bs = kBS > 0 ? kBS : s.block_size;
   std::vector<float> qf(H * D), acc(H * D), m(H), l(H), p(H * bs);
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t d = 0; d < D; ++d) qf[h * D + d] = static_cast<float>(q[h * s.q_head + d]) * scale;
-  if (prefix_out != nullptr) {
-    // The prefix's softmax as a running state: max = its log-sum-exp, sum = 1, accumulator = its output.
-    for (int64_t h = 0; h < H; ++h) {
-      m[h] = prefix_lse[h];
-      l[h] = 1.f;
-      for (int64_t d = 0; d < D; ++d) acc[h * D + d] = static_cast<float>(prefix_out[h * s.o_head + d]);
-    }
-  } else {
-    std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
-    std::fill(l.begin(), l.end(), 0.f);
-    std::fill(acc.begin(), acc.end(), 0.f);
-  }
+  start_softmax(s, D, q, prefix_out, prefix_lse, scale, qf, acc, m, l);
   const int64_t num_blocks = (ctx + bs - 1) / bs;
   for (int64_t b = start_block; b < num_blocks; ++b) {
     const int64_t n = std::min(bs, ctx - b * bs);  // the last block's slots past n hold stale values: unread
@@ -184,19 +192,7 @@ void decode_grouped(const Shape& s, const T* q, const T* k_cache, const T* v_cac
   static_assert(kD % kP == 0 && kD % kC == 0, "tile sizes divide head_dim");
   const int64_t H = s.heads, KVH = s.kv_heads;
   std::vector<float> qf(H * kD), acc(H * kD), m(H), l(H);
-  for (int64_t h = 0; h < H; ++h)
-    for (int d = 0; d < kD; ++d) qf[h * kD + d] = static_cast<float>(q[h * s.q_head + d]) * scale;
-  if (prefix_out != nullptr) {
-    for (int64_t h = 0; h < H; ++h) {
-      m[h] = prefix_lse[h];
-      l[h] = 1.f;
-      for (int d = 0; d < kD; ++d) acc[h * kD + d] = static_cast<float>(prefix_out[h * s.o_head + d]);
-    }
-  } else {
-    std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
-    std::fill(l.begin(), l.end(), 0.f);
-    std::fill(acc.begin(), acc.end(), 0.f);
-  }
+  start_softmax(s, kD, q, prefix_out, prefix_lse, scale, qf, acc, m, l);
   const int64_t num_blocks = (ctx + kBS - 1) / kBS;
   for (int64_t b = start_block; b < num_blocks; ++b) {
     const int64_t n = std::min<int64_t>(kBS, ctx - b * kBS);  // slots past n hold stale values: never read
