@@ -444,20 +444,16 @@ class ChatSession:
     async def _finish(
         self, message_id: str, prepared: Plan, result: Generated, user_logged: asyncio.Future[None]
     ) -> None:
-        """Step 4: the `end` frame first (the shopper need not wait for the log), then record the answer."""
+        """Step 4: record the answer, then send the `end` frame.
+
+        In that order so that an answer the shopper has seen end is in the history: a server stopped right after
+        `end` (a deploy, a restart) lost the answer when the write came second. The write is one row (or one
+        Celery message), a few milliseconds after the last token.
+        """
         finish = result.finish_reason or ("abort" if self._stop_requested else "error")
         text = result.text
         if text:
             self.turns.append(Turn("assistant", text))
-        end: Frame = {"type": "end", "message_id": message_id, "finish_reason": finish, "usage": result.usage}
-        if prepared.composition.fixed:
-            end["reply"] = prepared.composition.kind
-        if result.revised:  # the figure guard took back a sentence already partly shown: this is the answer
-            end["text"] = text
-        if result.timing:
-            end["timing"] = result.timing
-        self._generating = False  # the next message may come as soon as the shopper sees `end`
-        await self.send(end)
         answer = MessageRecord(
             self.conversation.id,
             "assistant",
@@ -468,4 +464,13 @@ class ChatSession:
             usage=result.usage,
         )
         await asyncio.shield(user_logged)
-        await self._record(answer)
+        await asyncio.shield(self._record(answer))
+        end: Frame = {"type": "end", "message_id": message_id, "finish_reason": finish, "usage": result.usage}
+        if prepared.composition.fixed:
+            end["reply"] = prepared.composition.kind
+        if result.revised:  # the figure guard took back a sentence already partly shown: this is the answer
+            end["text"] = text
+        if result.timing:
+            end["timing"] = result.timing
+        self._generating = False  # the next message may come as soon as the shopper sees `end`
+        await self.send(end)
