@@ -25,22 +25,25 @@ _lock = threading.Lock()
 _state: dict[str, object] = {}
 
 
+def _cpu_flags() -> str:
+    try:
+        return next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        return platform.processor()
+
+
 def _build_name() -> str:
     # -march=native code is only valid on the CPU it was built for: the CPU's flags are part of the cache key.
-    flags = ""
-    try:
-        flags = next(
-            (line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), ""
-        )
-    except OSError:
-        flags = platform.processor()
-    digest = hashlib.sha256((flags + torch.__version__).encode()).hexdigest()[:10]
+    digest = hashlib.sha256((_cpu_flags() + torch.__version__).encode()).hexdigest()[:10]
     return f"shop_assistant_cpu_{digest}"
 
 
 def _vector_flags() -> list[str]:
-    # GCC tunes some x86 CPUs (AMD Zen 1, for one) to 128-bit vectors; the kernel's register tiles assume 256.
-    return ["-mprefer-vector-width=256"] if platform.machine() in ("x86_64", "AMD64") else []
+    # GCC uses 256-bit vectors on AVX-512 CPUs and 128-bit ones on some AVX2 CPUs (AMD Zen 1); the kernel's
+    # register tiles are sized for the widest the CPU has (its kLanes).
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return []
+    return ["-mprefer-vector-width=512" if "avx512f" in _cpu_flags().split() else "-mprefer-vector-width=256"]
 
 
 def load(verbose: bool = False) -> bool:
