@@ -30,6 +30,8 @@ class EngineConfig:
     kv_allocator: Literal["paged", "contiguous"] = "paged"
     # CPU: run the projections on oneDNN with weights packed once at load (faster than F.linear's MKL here).
     cpu_packed_linears: bool = True
+    # CPU: the layer's elementwise steps (RMSNorm + residual, RoPE, SiLU * up) as fused C++ ops (cpu_kernels).
+    cpu_fused_ops: bool = True
     enforce_eager: bool = False  # True: no CUDA graphs
     seed: int = 0
 

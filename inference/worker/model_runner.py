@@ -74,6 +74,7 @@ class ModelRunner:
         )
         del weights
         self.packed_linears = config.cpu_packed_linears and self.model.pack_for_cpu(config.max_num_seqs)
+        self.fused_cpu_ops = config.cpu_fused_ops and self.model.use_fused_cpu_ops()
         self.load_seconds = time.perf_counter() - start
         self.bytes_per_block = kv_cache.kv_cache_bytes_per_block(self.model_config, self.block_size, self.dtype)
         self.num_blocks = self._determine_num_blocks()

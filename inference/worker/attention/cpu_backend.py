@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from inference.worker.attention import AttentionMetadata, cpu_kernels, keys_by_token, torch_backend
+from inference.worker.attention import AttentionMetadata, cpu_kernels, torch_backend
 from inference.worker.attention.torch_backend import (
     TorchAttentionBackend,
     _build_group,
@@ -40,8 +40,6 @@ class _Decodes:
 class _CpuState:
     decodes: _Decodes | None
     chunks: _Group | None
-    slot_block: torch.Tensor  # [T] int64: the block and offset of each new token's slot
-    slot_offset: torch.Tensor
 
 
 class CpuAttentionBackend(TorchAttentionBackend):
@@ -78,8 +76,7 @@ class CpuAttentionBackend(TorchAttentionBackend):
             chunks = _build_group(
                 chunk_idx, query_start, query_lens, context_lens, meta.block_tables, block_size, num_tokens
             )
-        slots = meta.slot_mapping
-        meta.state = _CpuState(decodes, chunks, slots // block_size, slots % block_size)
+        meta.state = _CpuState(decodes, chunks)
 
     def forward(
         self,
@@ -92,9 +89,7 @@ class CpuAttentionBackend(TorchAttentionBackend):
         scale: float,
     ) -> torch.Tensor:
         state: _CpuState = meta.state
-        num_kv_heads, head_dim = v.shape[1], v.shape[2]
-        v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, meta.slot_mapping, v)
-        keys_by_token(k_cache, True).index_put_((state.slot_block, state.slot_offset), k)
+        cpu_kernels.store_kv(k, v, k_cache, v_cache, meta.slot_mapping, k_transposed=True)
         if state.decodes is None and state.chunks is not None and state.chunks.query_index is None:
             return attend_group(state.chunks, q, k, v, k_cache, v_cache, scale, k_transposed=True)  # prefills only
         out = torch.empty(q.shape, dtype=q.dtype)

@@ -20,7 +20,8 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("csrc") / "paged_decode.cpp"
+CSRC = Path(__file__).with_name("csrc")
+SOURCES = [CSRC / "paged_decode.cpp", CSRC / "fused_ops.cpp"]
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
@@ -34,7 +35,9 @@ def _cpu_flags() -> str:
 
 def _build_name() -> str:
     # -march=native code is only valid on the CPU it was built for: the CPU's flags are part of the cache key.
-    digest = hashlib.sha256((_cpu_flags() + torch.__version__).encode()).hexdigest()[:10]
+    # The sources (headers included) too: torch's builder does not look at headers when deciding to rebuild.
+    sources = b"".join(path.read_bytes() for path in sorted(CSRC.iterdir()) if path.suffix in (".cpp", ".h"))
+    digest = hashlib.sha256((_cpu_flags() + torch.__version__).encode() + sources).hexdigest()[:10]
     return f"shop_assistant_cpu_{digest}"
 
 
@@ -59,7 +62,7 @@ def load(verbose: bool = False) -> bool:
 
             cpp_extension.load(
                 name=_build_name(),
-                sources=[str(SOURCE)],
+                sources=[str(path) for path in SOURCES],
                 extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-fno-trapping-math", *_vector_flags()],
                 extra_ldflags=["-fopenmp"],
                 is_python_module=False,
@@ -99,6 +102,36 @@ def paged_decode_attention(
     torch.ops.shop_assistant.paged_decode_attention_(
         out, q, k_cache, v_cache, rows, block_tables, context_lens, start_block, prefix_out, prefix_lse, scale
     )
+
+
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
+) -> torch.Tensor:
+    """transformers' RMSNorm of ``x`` ``[rows, hidden]`` in one pass; with ``residual``, ``x`` is added to it
+    first, in place (the decoder layer's residual stream), and the sum is what gets normalised."""
+    out = torch.empty_like(x)
+    torch.ops.shop_assistant.rms_norm_(out, x, residual, weight, eps)
+    return out
+
+
+def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` of ``gate_up`` ``[rows, 2n]`` (gate first), rounded as the two torch ops round."""
+    out = gate_up.new_empty(gate_up.shape[0], gate_up.shape[1] // 2)
+    torch.ops.shop_assistant.silu_and_mul_(out, gate_up)
+    return out
+
+
+def rotary_embedding_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
+    """Rotate-half RoPE of ``x`` ``[rows, heads, dim]`` in place, ``cos``/``sin`` ``[rows, dim / 2]``."""
+    torch.ops.shop_assistant.rotary_embedding_(x, cos, sin)
+
+
+def store_kv(
+    k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
+    k_transposed: bool,
+) -> None:
+    """Write this step's ``k``, ``v`` ``[T, kv_heads, dim]`` into cache slots ``slots`` (int64; -1 skips)."""
+    torch.ops.shop_assistant.store_kv_(k, v, k_cache, v_cache, slots, k_transposed)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inference.worker.attention import AttentionBackend, AttentionMetadata
+from inference.worker.attention import AttentionBackend, AttentionMetadata, cpu_kernels
 from inference.worker.loader import ModelConfig
 
 
@@ -53,6 +53,9 @@ class Linear(nn.Linear):
 
 
 class RMSNorm(nn.Module):
+    # True: the C++ CPU op (cpu_kernels.rms_norm), one pass instead of up to nine torch ops.
+    fused: bool = False
+
     def __init__(self, hidden_size: int, eps: float) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(hidden_size))
@@ -62,6 +65,9 @@ class RMSNorm(nn.Module):
         self, x: torch.Tensor, residual: torch.Tensor | None = None
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Normalise ``x``; with ``residual``, add it first and also return the sum (the next residual)."""
+        if self.fused:
+            out = cpu_kernels.rms_norm(x, self.weight, self.eps, residual)  # residual += x, in place
+            return out if residual is None else (out, residual)
         if residual is not None:
             x = x + residual
             residual = x
@@ -128,6 +134,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class LlamaAttention(nn.Module):
+    fused: bool = False  # True: RoPE by the C++ CPU op, in place
+
     def __init__(self, config: ModelConfig, backend: AttentionBackend) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
@@ -150,7 +158,10 @@ class LlamaAttention(nn.Module):
         qkv = self.qkv_proj(hidden)
         # q and k are adjacent in qkv: rotate them in one go.
         qk = qkv[:, : self.q_size + self.kv_size].view(num_tokens, self.num_heads + self.num_kv_heads, self.head_dim)
-        qk = apply_rope(qk, cos, sin)
+        if self.fused:
+            cpu_kernels.rotary_embedding_(qk, cos[:, 0], sin[:, 0])
+        else:
+            qk = apply_rope(qk, cos, sin)
         q, k = qk.split([self.num_heads, self.num_kv_heads], dim=1)
         v = qkv[:, self.q_size + self.kv_size :].view(num_tokens, self.num_kv_heads, self.head_dim)
         out = self.backend.forward(q, k, v, self.k_cache, self.v_cache, meta, self.scale)
@@ -158,6 +169,8 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaMLP(nn.Module):
+    fused: bool = False  # True: SiLU(gate) * up by the C++ CPU op
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.intermediate_size = config.intermediate_size
@@ -165,6 +178,8 @@ class LlamaMLP(nn.Module):
         self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused:
+            return self.down_proj(cpu_kernels.silu_and_mul(self.gate_up_proj(x)))
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
@@ -245,6 +260,16 @@ class LlamaForCausalLM(nn.Module):
         # The vocabulary projection keeps its source: with tied embeddings it is also the embedding table.
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         self.lm_head_packed = pack_weight(weight, batch_hint)
+        return True
+
+    def use_fused_cpu_ops(self) -> bool:
+        """Run RMSNorm (with its residual add), RoPE and SiLU * up as the C++ CPU ops; False, changing nothing,
+        where they can't run (not on CPU, or no compiler for the kernels)."""
+        if self.embed_tokens.weight.device.type != "cpu" or not cpu_kernels.load():
+            return False
+        for module in self.modules():
+            if isinstance(module, (RMSNorm, LlamaAttention, LlamaMLP)):
+                module.fused = True
         return True
 
     def kv_cache_layers(self) -> list[LlamaAttention]:

@@ -152,3 +152,18 @@ def test_cpu_projections_run_on_packed_weights_with_the_same_logits(tiny_path: P
         for runner in (packed, plain)
     ]
     torch.testing.assert_close(logits[0], logits[1], atol=1e-4, rtol=1e-4)
+
+
+def test_cpu_fused_ops_give_the_logits_of_the_torch_ops(tiny_path: Path) -> None:
+    """On CPU RMSNorm (with its residual add), RoPE and SiLU * up run as fused C++ ops (cpu_kernels); the
+    logits equal those of the plain torch ops up to fp32 summation order, over a prefill and a decode."""
+    fused, plain = make_runner(tiny_path), make_runner(tiny_path, cpu_fused_ops=False)
+    assert fused.fused_cpu_ops and not plain.fused_cpu_ops
+    assert fused.model.layers[0].mlp.fused and not plain.model.layers[0].mlp.fused
+    tokens = list(range(3, 20))
+    for runner in (fused, plain):
+        prefill = runner.execute(SchedulerOutput([ScheduledSeq(seq_with("a", tokens, 0, [0, 1, 2, 3, 4]), 17)]))
+        decode = runner.execute(SchedulerOutput([ScheduledSeq(seq_with("a", tokens + [7], 17, [0, 1, 2, 3, 4]), 1)]))
+        runner.logits = (prefill, decode)
+    for got, expected in zip(fused.logits, plain.logits):
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)

@@ -17,6 +17,8 @@
 #include <omp.h>
 #include <torch/library.h>
 
+#include "vec.h"
+
 #include <algorithm>
 #include <cmath>
 #include <bit>
@@ -28,31 +30,7 @@
 
 namespace {
 
-// exp for the softmax, written so that the compiler vectorises it inside `omp simd` loops (libm's expf is a
-// scalar call per score). Cody-Waite range reduction and a degree-7 polynomial: within 2 ulp of expf over
-// the softmax's range; below -87 it returns ~1e-38, not 0, which weighs nothing next to the running sum.
-#pragma omp declare simd notinbranch
-inline float fast_exp(float x) {
-  x = std::max(x, -87.0f);
-  // round(x / ln 2) by the 1.5 * 2^23 trick (std::floor keeps GCC from vectorising the loop)
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693145751953125f;    // ln 2, high part (n * hi is exact)
-  r = r - n * 1.42860682030941723212e-6f;  // ln 2, low part
-  float p = 1.98412698e-4f;                // 1/7!
-  p = p * r + 1.38888889e-3f;
-  p = p * r + 8.33333333e-3f;
-  p = p * r + 4.16666667e-2f;
-  p = p * r + 1.66666667e-1f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-}
-
-// Element to float. bf16 by hand: c10's conversion goes through memcpy, which keeps the loops scalar.
-inline float to_float(float x) { return x; }
-inline float to_float(c10::BFloat16 x) { return std::bit_cast<float>(static_cast<uint32_t>(x.x) << 16); }
-inline float to_float(c10::Half x) { return static_cast<float>(x); }
+using namespace shop_assistant;
 
 struct Shape {
   int64_t heads, kv_heads, head_dim, block_size;
@@ -164,17 +142,6 @@ void decode_one(const Shape& s, const T* q, const T* k_cache, const T* v_cache, 
   }
 }
 
-// Vector registers of this build: the tiles below are sized so their sums stay in registers. On x86 the
-// build asks for vectors as wide as the CPU has (cpu_kernels.py): 512 bits with AVX-512, else 256 (GCC would
-// otherwise use 256 on AVX-512 CPUs and 128 on some AVX2 ones).
-#if defined(__AVX512F__)
-constexpr int kLanes = 16, kRegisters = 32;
-#elif defined(__AVX__)
-constexpr int kLanes = 8, kRegisters = 16;
-#else
-constexpr int kLanes = 4, kRegisters = 16;
-#endif
-
 // Columns of V per register tile in the weighted sum: kG tiles of kC floats plus the V row itself must fit
 // in the register file (a few registers spare), as a divisor of head_dim.
 template <int kD, int kG>
@@ -183,62 +150,6 @@ constexpr int v_tile() {
     if (kD % c == 0 && (kG + 1) * c <= (kRegisters - 4) * kLanes) return c;
   return kLanes;
 }
-
-// Explicit vectors of kLanes floats (GCC/Clang vector extensions: no intrinsics, any architecture), so the
-// register tiles below are what the compiler emits rather than what its auto-vectoriser happens to choose
-// (which differed by 1.6x between vector widths, in opposite directions for fp32 and bf16).
-typedef float VecF __attribute__((vector_size(kLanes * sizeof(float))));
-typedef uint16_t VecU16 __attribute__((vector_size(kLanes * sizeof(uint16_t))));
-typedef uint32_t VecU32 __attribute__((vector_size(kLanes * sizeof(uint32_t))));
-
-inline VecF load_vec(const float* p) {
-  VecF v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline VecF load_vec(const c10::BFloat16* p) {  // bf16 is the top half of an fp32: widen and shift
-  VecU16 h;
-  std::memcpy(&h, p, sizeof h);
-  return reinterpret_cast<VecF>(__builtin_convertvector(h, VecU32) << 16);
-}
-template <typename T>
-inline VecF load_vec(const T* p) {  // fp16, fp64: element by element
-  VecF v;
-  for (int i = 0; i < kLanes; ++i) v[i] = static_cast<float>(p[i]);
-  return v;
-}
-typedef int32_t VecI32 __attribute__((vector_size(kLanes * sizeof(int32_t))));
-
-// x in every lane (a per-lane loop compiles to one masked broadcast per lane; x * 1 folds to one broadcast).
-inline VecF splat(float x) { return (VecF{} + 1.0f) * x; }
-inline VecF max_vec(VecF a, VecF b) { return a > b ? a : b; }
-inline float max_lanes(VecF v) {
-  float m = v[0];
-  for (int i = 1; i < kLanes; ++i) m = std::max(m, v[i]);
-  return m;
-}
-inline float sum_lanes(VecF v) {
-  float s = 0.f;
-  for (int i = 0; i < kLanes; ++i) s += v[i];
-  return s;
-}
-// fast_exp on a vector, the same steps.
-inline VecF exp_vec(VecF x) {
-  x = max_vec(x, splat(-87.0f));
-  const VecF n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  VecF r = x - n * 0.693145751953125f;
-  r = r - n * 1.42860682030941723212e-6f;
-  VecF p = splat(1.98412698e-4f);
-  p = p * r + 1.38888889e-3f;
-  p = p * r + 8.33333333e-3f;
-  p = p * r + 4.16666667e-2f;
-  p = p * r + 1.66666667e-1f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  return p * reinterpret_cast<VecF>((__builtin_convertvector(n, VecI32) + 127) << 23);
-}
-inline void store_vec(float* p, VecF v) { std::memcpy(p, &v, sizeof v); }
 
 // Scratch of one thread, reused across calls: a sequence's scores and its scaled query.
 struct Scratch {

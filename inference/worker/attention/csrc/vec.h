@@ -1,0 +1,143 @@
+// Helpers shared by the CPU kernels: exp for softmax and SiLU, element conversions, and explicit vectors.
+#pragma once
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+namespace shop_assistant {
+
+// exp for the softmax, written so that the compiler vectorises it inside `omp simd` loops (libm's expf is a
+// scalar call per score). Cody-Waite range reduction and a degree-7 polynomial: within 2 ulp of expf over
+// the softmax's range; below -87 it returns ~1e-38, not 0, which weighs nothing next to the running sum.
+#pragma omp declare simd notinbranch
+inline float fast_exp(float x) {
+  x = std::max(x, -87.0f);
+  // round(x / ln 2) by the 1.5 * 2^23 trick (std::floor keeps GCC from vectorising the loop)
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693145751953125f;    // ln 2, high part (n * hi is exact)
+  r = r - n * 1.42860682030941723212e-6f;  // ln 2, low part
+  float p = 1.98412698e-4f;                // 1/7!
+  p = p * r + 1.38888889e-3f;
+  p = p * r + 8.33333333e-3f;
+  p = p * r + 4.16666667e-2f;
+  p = p * r + 1.66666667e-1f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+
+// Element to float. bf16 by hand: c10's conversion goes through memcpy, which keeps the loops scalar.
+inline float to_float(float x) { return x; }
+inline float to_float(c10::BFloat16 x) { return std::bit_cast<float>(static_cast<uint32_t>(x.x) << 16); }
+inline float to_float(c10::Half x) { return static_cast<float>(x); }
+
+// Vector registers of this build: the tiles below are sized so their sums stay in registers. On x86 the
+// build asks for vectors as wide as the CPU has (cpu_kernels.py): 512 bits with AVX-512, else 256 (GCC would
+// otherwise use 256 on AVX-512 CPUs and 128 on some AVX2 ones).
+#if defined(__AVX512F__)
+constexpr int kLanes = 16, kRegisters = 32;
+#elif defined(__AVX__)
+constexpr int kLanes = 8, kRegisters = 16;
+#else
+constexpr int kLanes = 4, kRegisters = 16;
+#endif
+
+// Explicit vectors of kLanes floats (GCC/Clang vector extensions: no intrinsics, any architecture), so the
+// register tiles below are what the compiler emits rather than what its auto-vectoriser happens to choose
+// (which differed by 1.6x between vector widths, in opposite directions for fp32 and bf16).
+typedef float VecF __attribute__((vector_size(kLanes * sizeof(float))));
+typedef uint16_t VecU16 __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+typedef uint32_t VecU32 __attribute__((vector_size(kLanes * sizeof(uint32_t))));
+
+inline VecF load_vec(const float* p) {
+  VecF v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline VecF load_vec(const c10::BFloat16* p) {  // bf16 is the top half of an fp32: widen and shift
+  VecU16 h;
+  std::memcpy(&h, p, sizeof h);
+  return reinterpret_cast<VecF>(__builtin_convertvector(h, VecU32) << 16);
+}
+template <typename T>
+inline VecF load_vec(const T* p) {  // fp16, fp64: element by element
+  VecF v;
+  for (int i = 0; i < kLanes; ++i) v[i] = static_cast<float>(p[i]);
+  return v;
+}
+typedef int32_t VecI32 __attribute__((vector_size(kLanes * sizeof(int32_t))));
+
+// x in every lane (a per-lane loop compiles to one masked broadcast per lane; x * 1 folds to one broadcast).
+inline VecF splat(float x) { return (VecF{} + 1.0f) * x; }
+inline VecF max_vec(VecF a, VecF b) { return a > b ? a : b; }
+inline float max_lanes(VecF v) {
+  float m = v[0];
+  for (int i = 1; i < kLanes; ++i) m = std::max(m, v[i]);
+  return m;
+}
+inline float sum_lanes(VecF v) {
+  float s = 0.f;
+  for (int i = 0; i < kLanes; ++i) s += v[i];
+  return s;
+}
+inline VecF min_vec(VecF a, VecF b) { return a < b ? a : b; }
+// fast_exp on a vector, the same steps; above 88.7 it returns about 3e38 (expf: infinity), so that
+// 1 + exp(-x) in SiLU stays finite for very negative x.
+inline VecF exp_vec(VecF x) {
+  x = min_vec(max_vec(x, splat(-87.0f)), splat(88.7f));
+  const VecF n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  VecF r = x - n * 0.693145751953125f;
+  r = r - n * 1.42860682030941723212e-6f;
+  VecF p = splat(1.98412698e-4f);
+  p = p * r + 1.38888889e-3f;
+  p = p * r + 8.33333333e-3f;
+  p = p * r + 4.16666667e-2f;
+  p = p * r + 1.66666667e-1f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return p * reinterpret_cast<VecF>((__builtin_convertvector(n, VecI32) + 127) << 23);
+}
+inline void store_vec(float* p, VecF v) { std::memcpy(p, &v, sizeof v); }
+
+// A float vector stored as T, rounded to nearest even (bf16: as c10::BFloat16 rounds; no NaNs expected).
+// fp32: nothing to round, but the value must exist as a float, as torch stores it: the barrier keeps the
+// compiler from contracting a product and the sum it feeds into one FMA (one rounding fewer than torch).
+template <typename V>
+inline V materialize(V v) {
+#if defined(__x86_64__)
+  __asm__("" : "+v"(v));
+#elif defined(__aarch64__)
+  __asm__("" : "+w"(v));
+#endif
+  return v;
+}
+inline VecF round_vec(VecF v, float*) { return materialize(v); }
+inline VecF round_vec(VecF v, c10::BFloat16*) {
+  VecU32 u = reinterpret_cast<VecU32>(v);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  return reinterpret_cast<VecF>(u);
+}
+template <typename T>
+inline VecF round_vec(VecF v, T*) {  // fp16: element by element
+  for (int i = 0; i < kLanes; ++i) v[i] = static_cast<float>(static_cast<T>(v[i]));
+  return v;
+}
+// v rounded to T, the same rounding (store after round_vec: the bf16 store then only drops the low half).
+inline void store_as(float* p, VecF v) { store_vec(p, v); }
+inline void store_as(c10::BFloat16* p, VecF v) {
+  const VecU16 h = __builtin_convertvector(reinterpret_cast<VecU32>(round_vec(v, p)) >> 16, VecU16);
+  std::memcpy(p, &h, sizeof h);
+}
+template <typename T>
+inline void store_as(T* p, VecF v) {
+  for (int i = 0; i < kLanes; ++i) p[i] = static_cast<T>(v[i]);
+}
+
+}  // namespace shop_assistant

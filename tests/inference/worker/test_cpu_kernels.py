@@ -1,0 +1,104 @@
+"""The fused C++ CPU ops (``attention/cpu_kernels``): each against the torch ops it replaces in the model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from inference.worker.attention import cpu_kernels, keys_by_token
+from inference.worker.models.llama import RMSNorm, apply_rope
+
+pytestmark = pytest.mark.skipif(not cpu_kernels.load(), reason="needs a C++ compiler")
+
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def torch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' LlamaRMSNorm: fp32 statistics, the normalised value cast back, then the weight."""
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * xf.to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows,hidden", [(1, 576), (48, 576), (130, 64), (5, 100)])  # 100: a scalar tail
+def test_rms_norm_with_the_residual_add(dtype, rows, hidden) -> None:
+    gen = torch.Generator().manual_seed(rows * hidden)
+    x, residual = (torch.randn(rows, hidden, generator=gen).to(dtype) for _ in range(2))
+    weight = (1 + 0.1 * torch.randn(hidden, generator=gen)).to(dtype)
+    expected_sum = x + residual  # rounded to dtype, as the layer's residual stream is
+    fused_residual = residual.clone()
+    out = cpu_kernels.rms_norm(x, weight, 1e-5, fused_residual)
+    assert torch.equal(fused_residual, expected_sum)
+    expected = torch_rms_norm(expected_sum, weight, 1e-5)
+    # The sum of squares runs in another order than torch's: the scale may differ in its last bit, which bf16
+    # rounding then shows in a rare element as one unit of its last place.
+    tolerance = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=0, rtol=2**-7)
+    torch.testing.assert_close(out, expected, **tolerance)
+    if dtype == torch.bfloat16:
+        assert (out != expected).float().mean() < 0.01
+    torch.testing.assert_close(cpu_kernels.rms_norm(x, weight, 1e-5), torch_rms_norm(x, weight, 1e-5), **tolerance)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_rms_norm_module_uses_the_op_when_fused(dtype) -> None:
+    norm = RMSNorm(64, 1e-6).to(dtype)
+    x, residual = torch.randn(7, 64).to(dtype), torch.randn(7, 64).to(dtype)
+    plain_out, plain_residual = norm(x, residual.clone())
+    norm.fused = True
+    fused_out, fused_residual = norm(x, residual.clone())
+    assert torch.equal(fused_residual, plain_residual)
+    torch.testing.assert_close(fused_out, plain_out, atol=1e-5, rtol=1e-5 if dtype == torch.float32 else 2**-7)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows,n", [(48, 1536), (3, 40)])  # 40: a scalar tail after the vectors
+def test_silu_and_mul(dtype, rows, n) -> None:
+    gen = torch.Generator().manual_seed(n)
+    gate_up = (3 * torch.randn(rows, 2 * n, generator=gen)).to(dtype)
+    gate_up[0, :4] = torch.tensor([-200.0, -90.0, 90.0, 0.0])  # exp's clamps: silu(-200) = -0, silu(90) = 90
+    gate, up = gate_up.split(n, dim=-1)
+    out = cpu_kernels.silu_and_mul(gate_up)
+    expected = F.silu(gate) * up
+    # Our exp is within 2 ulp of libm's (fp32); after bf16 rounding that shows in a rare element.
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-6 if dtype == torch.float32 else 2**-7)
+    assert torch.isfinite(out).all()
+    if dtype == torch.bfloat16:
+        assert (out != expected).float().mean() < 0.01
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dim", [64, 24])  # 24: half of 12, below one vector
+def test_rotary_embedding_in_place_equals_apply_rope(dtype, dim) -> None:
+    """Bit for bit, on the strided q/k view of a fused qkv projection: every product rounded as torch does."""
+    gen = torch.Generator().manual_seed(dim)
+    rows, heads, kv_heads = 11, 9, 3
+    qkv = torch.randn(rows, (heads + 2 * kv_heads) * dim, generator=gen).to(dtype)
+    angles = torch.rand(rows, dim // 2, generator=gen) * 100
+    cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+    qk = qkv[:, : (heads + kv_heads) * dim].view(rows, heads + kv_heads, dim)
+    expected = apply_rope(qk, cos.unsqueeze(1), sin.unsqueeze(1))
+    v_before = qkv[:, (heads + kv_heads) * dim :].clone()
+    cpu_kernels.rotary_embedding_(qk, cos, sin)
+    assert torch.equal(qk, expected)
+    assert torch.equal(qkv[:, (heads + kv_heads) * dim :], v_before)  # V, beside q and k, untouched
+
+
+@pytest.mark.parametrize("k_transposed", [True, False])
+def test_store_kv_writes_each_slot_and_skips_padding(k_transposed) -> None:
+    gen = torch.Generator().manual_seed(1)
+    blocks, bs, heads, dim = 6, 4, 3, 8
+    k, v = (torch.randn(5, heads, dim, generator=gen) for _ in range(2))
+    slots = torch.tensor([0, 7, -1, 21, 9])
+    v_cache = torch.zeros(blocks, bs, heads, dim)
+    k_cache = torch.zeros(blocks, heads, dim, bs) if k_transposed else torch.zeros(blocks, bs, heads, dim)
+    cpu_kernels.store_kv(k, v, k_cache, v_cache, slots, k_transposed)
+    keys, values = keys_by_token(k_cache, k_transposed).reshape(-1, heads, dim), v_cache.view(-1, heads, dim)
+    written = slots >= 0
+    assert torch.equal(keys[slots[written]], k[written]) and torch.equal(values[slots[written]], v[written])
+    untouched = torch.ones(blocks * bs, dtype=torch.bool)
+    untouched[slots[written]] = False
+    assert not keys[untouched].any() and not values[untouched].any()
+    with pytest.raises(RuntimeError, match="outside the cache"):
+        cpu_kernels.store_kv(k, v, k_cache, v_cache, torch.tensor([0, 1, 2, 3, blocks * bs]), k_transposed)
