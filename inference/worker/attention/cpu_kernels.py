@@ -9,6 +9,7 @@ C++ compiler; where there is none, :func:`load` returns False once, with the rea
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -26,6 +27,7 @@ _lock = threading.Lock()
 _state: dict[str, object] = {}
 
 
+@functools.cache
 def _cpu_flags() -> str:
     try:
         return next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")

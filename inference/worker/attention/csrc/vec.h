@@ -11,25 +11,30 @@
 
 namespace shop_assistant {
 
-// exp for the softmax, written so that the compiler vectorises it inside `omp simd` loops (libm's expf is a
-// scalar call per score). Cody-Waite range reduction and a degree-7 polynomial: within 2 ulp of expf over
-// the softmax's range; below -87 it returns ~1e-38, not 0, which weighs nothing next to the running sum.
-#pragma omp declare simd notinbranch
-inline float fast_exp(float x) {
-  x = std::max(x, -87.0f);
-  // round(x / ln 2) by the 1.5 * 2^23 trick (std::floor keeps GCC from vectorising the loop)
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693145751953125f;    // ln 2, high part (n * hi is exact)
+// exp's core for the softmax and SiLU, on a float or a vector of them: Cody-Waite range reduction and a
+// degree-7 polynomial, within 2 ulp of expf. `x` is already clamped to the caller's range and `n` is
+// round(x / ln 2), found by the 1.5 * 2^23 trick (std::floor keeps GCC from vectorising the loop). Returns
+// exp(x) / 2^n; the caller scales by 2^n in its own type.
+template <typename V>
+inline V exp_reduced(V x, V n) {
+  V r = x - n * 0.693145751953125f;    // ln 2, high part (n * hi is exact)
   r = r - n * 1.42860682030941723212e-6f;  // ln 2, low part
-  float p = 1.98412698e-4f;                // 1/7!
-  p = p * r + 1.38888889e-3f;
+  V p = r * 1.98412698e-4f + 1.38888889e-3f;  // 1/7!, ...
   p = p * r + 8.33333333e-3f;
   p = p * r + 4.16666667e-2f;
   p = p * r + 1.66666667e-1f;
   p = p * r + 0.5f;
   p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return p * r + 1.0f;
+}
+
+// exp for the softmax, written so that the compiler vectorises it inside `omp simd` loops (libm's expf is a
+// scalar call per score). Below -87 it returns ~1e-38, not 0, which weighs nothing next to the running sum.
+#pragma omp declare simd notinbranch
+inline float fast_exp(float x) {
+  x = std::max(x, -87.0f);
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  return exp_reduced(x, n) * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
 }
 
 // Element to float. bf16 by hand: c10's conversion goes through memcpy, which keeps the loops scalar.
@@ -87,22 +92,12 @@ inline float sum_lanes(VecF v) {
   return s;
 }
 inline VecF min_vec(VecF a, VecF b) { return a < b ? a : b; }
-// fast_exp on a vector, the same steps; above 88.7 it returns about 3e38 (expf: infinity), so that
-// 1 + exp(-x) in SiLU stays finite for very negative x.
+// fast_exp on a vector; above 88.7 it returns about 3e38 (expf: infinity), so that 1 + exp(-x) in SiLU stays
+// finite for very negative x.
 inline VecF exp_vec(VecF x) {
   x = min_vec(max_vec(x, splat(-87.0f)), splat(88.7f));
   const VecF n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  VecF r = x - n * 0.693145751953125f;
-  r = r - n * 1.42860682030941723212e-6f;
-  VecF p = splat(1.98412698e-4f);
-  p = p * r + 1.38888889e-3f;
-  p = p * r + 8.33333333e-3f;
-  p = p * r + 4.16666667e-2f;
-  p = p * r + 1.66666667e-1f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  return p * reinterpret_cast<VecF>((__builtin_convertvector(n, VecI32) + 127) << 23);
+  return exp_reduced(x, n) * reinterpret_cast<VecF>((__builtin_convertvector(n, VecI32) + 127) << 23);
 }
 inline void store_vec(float* p, VecF v) { std::memcpy(p, &v, sizeof v); }
 
