@@ -20,7 +20,14 @@ from typing import Any
 
 from inference.bench import report
 from inference.bench import workload as workload_mod
-from inference.bench.systems import SYSTEMS, llama_cpp_python, missing_package, parse_systems, vllm_python
+from inference.bench.systems import (
+    SYSTEMS,
+    llama_cpp_python,
+    missing_package,
+    parse_systems,
+    resolved_dtype,
+    vllm_python,
+)
 
 FULL_SESSIONS = 48
 QUICK_SESSIONS = 12
@@ -42,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {', '.join(SYSTEMS)}")
     s.add_argument("--device", default="cpu")
     s.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto",
-                   help="of our engine's systems and vLLM (auto: float32 on CPU, bfloat16 on CUDA); hf-static "
+                   help="of our engine's systems and vLLM (auto: the engine's choice, bf16 on CUDA and on CPUs with bf16 instructions); hf-static "
                         "stays float32 on CPU")
     s.add_argument("--kv-memory-mb", type=float, default=KV_MEMORY_MB, help="KV budget of our engine's systems")
     s.add_argument("--kv-blocks", type=int, help="KV budget in blocks (overrides --kv-memory-mb)")
@@ -99,14 +106,8 @@ def machine_info(device: str) -> dict[str, Any]:
     return info
 
 
-def resolved_dtype(dtype: str, device: str) -> str:
-    if dtype != "auto":
-        return dtype
-    return "bfloat16" if device.startswith("cuda") else "float32"
-
-
 def block_bytes(model_dir: str, device: str, block_size: int, dtype: str = "auto") -> int:
-    """Bytes of one KV block (K and V, all layers) in the engine's dtype (auto: fp32 CPU, bf16 CUDA)."""
+    """Bytes of one KV block (K and V, all layers) in the engine's dtype (``resolved_dtype``)."""
     from inference.worker.loader import load_model_config
 
     mc = load_model_config(model_dir)

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from inference.bench.systems import resolved_dtype
+
 RESULT_PREFIX = "BENCH_RESULT "
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,8 +78,7 @@ def run_script(python: str, module: str, args: list[str], env: dict[str, str] | 
 
 def run_vllm(python: str, workload_file: str, model_dir: str, max_model_len: int, max_num_seqs: int,
              kv_gib: int, device: str, timeout: float | None = None, dtype: str = "auto") -> dict[str, Any]:
-    """vLLM on the same workload; ``dtype`` "auto" is float32 on CPU (fastest on CPUs without AMX, see
-    docs/benchmark.md) and bfloat16 on CUDA."""
+    """vLLM on the same workload, in ``dtype`` ("auto": our engine's choice on this machine)."""
     env = {
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
         "HF_HUB_OFFLINE": "1",
@@ -91,7 +92,7 @@ def run_vllm(python: str, workload_file: str, model_dir: str, max_model_len: int
         # Without OMP_NUM_THREADS it drops torch to one thread when the engine core runs in-process.
         env.update(VLLM_CPU_KVCACHE_SPACE=str(kv_gib), VLLM_CPU_OMP_THREADS_BIND=f"0-{cores - 1}",
                    OMP_NUM_THREADS=str(cores))
-    args += ["--dtype", dtype if dtype != "auto" else ("float32" if device == "cpu" else "bfloat16")]
+    args += ["--dtype", resolved_dtype(dtype, device)]
     return run_script(python, "inference.bench.vllm_script", args, env, timeout)
 
 

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prefix", type=int, default=464, help="shared tokens (whole blocks)")
     parser.add_argument("--own-min", type=int, default=30)
     parser.add_argument("--own-max", type=int, default=900)
-    parser.add_argument("--backends", default="torch,cpu")
+    parser.add_argument("--backends", default="torch,cpu",
+                        help="attention backends; cpu:cascade / cpu:plain force the cpu backend's cascade on / off")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=None)
@@ -67,8 +68,11 @@ def main(argv: list[str] | None = None) -> None:
     runners = {}
     for name in args.backends.split(","):
         # One runner per backend: each keeps the cache in its own layout.
-        config = EngineConfig(dtype=args.dtype, attention_backend=name, num_gpu_blocks_override=blocks)
+        backend, _, variant = name.partition(":")
+        config = EngineConfig(dtype=args.dtype, attention_backend=backend, num_gpu_blocks_override=blocks)
         runner = runners[name] = ModelRunner(config)
+        if variant:
+            runner.backend.cascade = variant == "cascade"
         for index, layer in enumerate(runner.model.kv_cache_layers()):
             layer_gen = torch.Generator().manual_seed(args.seed * 1000 + index)  # the same values for every backend
             keys_by_token(layer.k_cache, runner.backend.k_transposed).copy_(torch.randn(layer.v_cache.shape, generator=layer_gen))

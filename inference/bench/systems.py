@@ -69,3 +69,17 @@ def missing_package(python: str | None, package: str) -> str | None:
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"not installed ({python}: {e})"
     return None if rc == 0 else f"not installed ({package} not importable from {python})"
+
+
+def resolved_dtype(dtype: str, device: str) -> str:
+    """The engine's choice for "auto" (``model_runner.resolve_dtype``) as a name: every system, peers included,
+    runs in it."""
+    if dtype != "auto":
+        return dtype
+    if device.startswith("cuda"):
+        return "bfloat16"
+    import torch
+
+    from inference.worker.model_runner import resolve_dtype
+
+    return str(resolve_dtype("auto", torch.device(device))).removeprefix("torch.")

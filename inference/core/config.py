@@ -14,7 +14,7 @@ from inference.core.utils import cdiv
 class EngineConfig:
     model: str | None = None  # None: the bundled SmolLM2-135M-Instruct GGUF
     device: str = "cpu"
-    dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
+    dtype: str = "auto"  # auto: bfloat16 on CUDA and on CPUs with bf16 instructions, else float32
     attention_backend: Literal["auto", "torch", "cpu", "triton"] = "auto"
     block_size: int = 16
     max_num_seqs: int = 64

@@ -23,7 +23,7 @@ import torch
 from inference.core.config import EngineConfig
 from inference.core.utils import cdiv
 from inference.worker import kv_cache
-from inference.worker.attention import AttentionBackend, get_attention_backend
+from inference.worker.attention import AttentionBackend, cpu_kernels, get_attention_backend
 from inference.worker.cuda_graphs import CudaGraphs
 from inference.worker.loader import load_weights, resolve_model
 from inference.worker.models import get_model_class
@@ -42,13 +42,14 @@ _DTYPES = {
 
 
 def resolve_dtype(name: str | torch.dtype, device: torch.device) -> torch.dtype:
-    """"auto" is fp32 on CPU (fastest and exact there) and bf16 on CUDA (fp16 where bf16 is missing)."""
+    """"auto": bf16 on CUDA (fp16 where bf16 is missing) and on CPUs with bf16 instructions (AVX512-BF16,
+    AMX), where it is the faster mode; fp32 on other CPUs (faster there, and the exact-parity mode)."""
     if isinstance(name, torch.dtype):
         return name
     if name == "auto":
-        if device.type != "cuda":
-            return torch.float32
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if device.type == "cpu" and cpu_kernels.cpu_has_bf16_instructions() else torch.float32
     try:
         return _DTYPES[name]
     except KeyError:

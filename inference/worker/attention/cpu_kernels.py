@@ -22,7 +22,7 @@ import torch
 logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = [CSRC / "paged_decode.cpp", CSRC / "fused_ops.cpp"]
+SOURCES = [CSRC / "paged_decode.cpp", CSRC / "prefix_attention.cpp", CSRC / "fused_ops.cpp"]
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
@@ -33,6 +33,12 @@ def _cpu_flags() -> str:
         return next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
     except OSError:
         return platform.processor()
+
+
+def cpu_has_bf16_instructions() -> bool:
+    """The CPU multiplies bf16 natively (x86 AVX512-BF16 or AMX-BF16): bf16 matmuls and the kernel's bf16 dot
+    products then run faster than fp32 ones, and weights and KV cache take half the memory traffic."""
+    return bool({"avx512_bf16", "amx_bf16"} & set(_cpu_flags().split()))
 
 
 def _build_name() -> str:
@@ -104,6 +110,28 @@ def paged_decode_attention(
     torch.ops.shop_assistant.paged_decode_attention_(
         out, q, k_cache, v_cache, rows, block_tables, context_lens, start_block, prefix_out, prefix_lse, scale
     )
+
+
+def prefix_attention_supported(head_dim: int, block_size: int) -> bool:
+    return head_dim in (64, 128) and block_size == 16
+
+
+def prefix_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    rows: torch.Tensor,
+    blocks: torch.Tensor,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of query rows ``rows`` of ``q`` ``[T, H, D]`` over the same whole blocks ``blocks`` (int32):
+    ``(out [N, H, D], lse [N, H] float32)``, the ``prefix`` that :func:`paged_decode_attention` continues.
+    The K cache is stored transposed (``[blocks, kv_heads, D, 16]``); head_dim 64 or 128, 16-token blocks."""
+    n, heads, dim = rows.shape[0], q.shape[1], q.shape[2]
+    out = q.new_empty(n, heads, dim)
+    lse = torch.empty(n, heads, dtype=torch.float32)
+    torch.ops.shop_assistant.prefix_attention_(out, lse, q, k_cache, v_cache, rows, blocks, scale)
+    return out, lse
 
 
 def rms_norm(

@@ -287,7 +287,10 @@ def _attend_prefix(
     qp = q.index_select(0, prefix.query_index).view(n, num_kv_heads, group, head_dim)
     qp = qp.permute(1, 0, 2, 3).reshape(1, num_kv_heads, n * group, head_dim)
     if k_transposed:  # [P, kv_heads, head_dim, block_size] -> [1, kv_heads, P * block_size, head_dim]
+        # contiguous: for one block the reshape is a view with head_dim strided, which torch's CPU flash
+        # kernel reads wrongly (torch 2.13).
         kp = k_cache.index_select(0, prefix.block_ids).permute(1, 0, 3, 2).reshape(1, num_kv_heads, -1, head_dim)
+        kp = kp.contiguous()
     else:
         kp = k_cache.index_select(0, prefix.block_ids).view(-1, num_kv_heads, head_dim).transpose(0, 1).unsqueeze(0)
     vp = v_cache.index_select(0, prefix.block_ids).view(-1, num_kv_heads, head_dim).transpose(0, 1).unsqueeze(0)

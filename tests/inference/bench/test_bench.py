@@ -18,6 +18,7 @@ from inference.bench import workload as wl
 from inference.bench.driver import RequestRecord, SessionDriver
 from inference.bench.metrics import SYSTEM_KEYS, KVSample, KVTrace, percentile, summarize
 from inference.bench.systems import SYSTEMS
+from inference.worker.attention import cpu_kernels
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -105,7 +106,8 @@ def test_quick_run_writes_sane_json(tmp_path: Path) -> None:
     assert {"paged_vs_hf_static_throughput", "paged_vs_contiguous_concurrency", "paged_vs_vllm_throughput"} <= set(
         doc["ratios"])
     assert doc["machine"]["matmul_gflops"] > 0 and len(doc["machine"]["loadavg_start"]) == 3
-    assert doc["config"]["dtype"] == "float32"  # --dtype auto on CPU
+    # --dtype auto: the engine's choice on this CPU
+    assert doc["config"]["dtype"] == ("bfloat16" if cpu_kernels.cpu_has_bf16_instructions() else "float32")
     for peer in ("vllm", "llama-cpp"):
         assert doc["systems"][peer]["skipped"].startswith("not installed")
         assert doc["ratios"]["paged_vs_vllm_throughput"] is None

@@ -19,6 +19,12 @@ def backend(request):
     return get_attention_backend(request.param, "cpu")
 
 
+def with_cascade(backend):
+    """``backend`` with the cascade on (the cpu backend's can be turned off)."""
+    backend.cascade = True
+    return backend
+
+
 def in_layout(k_by_token: torch.Tensor, backend) -> torch.Tensor:
     """A K cache built as ``[blocks, block_size, kv_heads, head_dim]``, stored the way ``backend`` keeps it."""
     return k_by_token.permute(0, 2, 3, 1).contiguous() if backend.k_transposed else k_by_token
@@ -186,6 +192,7 @@ def test_cascade_over_a_shared_prefix_matches_the_reference(own_lens, monkeypatc
 
     gen, bs, heads, kv_heads, dim = torch.Generator().manual_seed(len(own_lens)), 4, 9, 3, 16
     meta, num_blocks = shared_prefix_layout(20, own_lens, bs, gen)
+    backend = with_cascade(backend)
     k_cache = in_layout(torch.randn(num_blocks, bs, kv_heads, dim, generator=gen), backend)
     v_cache = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen)
     num_tokens = meta.slot_mapping.numel()
@@ -216,7 +223,7 @@ def test_cpu_kernel_in_half_precision_matches_fp32(dtype, monkeypatch) -> None:
     caches = [torch.randn(num_blocks, bs, kv_heads, dim, generator=gen) for _ in range(2)]
     num_tokens = meta.slot_mapping.numel()
     q, k, v = (torch.randn(num_tokens, h, dim, generator=gen) for h in (heads, kv_heads, kv_heads))
-    cpu = get_attention_backend("cpu", "cpu")
+    cpu = with_cascade(get_attention_backend("cpu", "cpu"))
     for cascade in (True, False):
         if not cascade:
             monkeypatch.setattr(torch_backend, "CASCADE_MIN_TOKENS", 10**9)
@@ -243,7 +250,7 @@ def test_cpu_kernel_grouped_fast_path_matches_the_reference(heads, kv_heads, dim
     v_cache = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen)
     num_tokens = meta.slot_mapping.numel()
     q, k, v = (torch.randn(num_tokens, h, dim, generator=gen) for h in (heads, kv_heads, kv_heads))
-    cpu = get_attention_backend("cpu", "cpu")
+    cpu = with_cascade(get_attention_backend("cpu", "cpu"))
     for cascade in (True, False):
         if not cascade:
             monkeypatch.setattr(torch_backend, "CASCADE_MIN_TOKENS", 10**9)
@@ -261,3 +268,25 @@ def test_cpu_kernel_grouped_fast_path_matches_the_reference(heads, kv_heads, dim
     out = cpu.forward(wide_q, k, v, k_cache, v_copy, meta, dim**-0.5)
     expected = naive_paged_attention(wide_q, keys_by_token(k_cache, True), v_copy, meta, dim**-0.5)
     torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("heads,kv_heads,dim", [(4, 4, 64), (8, 4, 64), (9, 3, 64), (8, 2, 128), (14, 2, 64)])
+def test_cpu_kernel_fast_path_in_bf16_matches_fp32(heads, kv_heads, dim) -> None:
+    """The bf16 variants of the fast path (bf16 dot products where the CPU has AVX512-BF16, the softmax
+    weights rounded to bf16 for the V sum): the fp32 result of the same bf16 inputs, within bf16 rounding,
+    for odd and even context lengths (an odd last token is paired with zeros), prefix read by the kernel."""
+    gen, bs = torch.Generator().manual_seed(heads + dim), 16
+    meta, num_blocks = shared_prefix_layout(6, [1, 2, 15, 16, 17, 95, 160, 333], bs, gen)
+    k_by_token = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen).bfloat16()
+    v_cache = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen).bfloat16()
+    num_tokens = meta.slot_mapping.numel()
+    q, k, v = (torch.randn(num_tokens, h, dim, generator=gen).bfloat16() for h in (heads, kv_heads, kv_heads))
+    cpu = get_attention_backend("cpu", "cpu")
+    cpu.cascade = False
+    k_cache = in_layout(k_by_token.clone(), cpu)
+    cpu.prepare(meta, bs)
+    assert not cascade_used(meta)
+    out = cpu.forward(q, k, v, k_cache, v_cache, meta, dim**-0.5)
+    expected = naive_paged_attention(q.float(), keys_by_token(k_cache, True).float(), v_cache.float(), meta, dim**-0.5)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.double(), expected, atol=1e-2, rtol=1e-2)

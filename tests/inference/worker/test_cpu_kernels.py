@@ -102,3 +102,26 @@ def test_store_kv_writes_each_slot_and_skips_padding(k_transposed) -> None:
     assert not keys[untouched].any() and not values[untouched].any()
     with pytest.raises(RuntimeError, match="outside the cache"):
         cpu_kernels.store_kv(k, v, k_cache, v_cache, torch.tensor([0, 1, 2, 3, blocks * bs]), k_transposed)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n,heads,kv_heads,dim,prefix_blocks", [(48, 9, 3, 64, 29), (5, 9, 3, 64, 3),
+                                                                  (3, 8, 2, 128, 4), (1, 4, 4, 64, 1)])
+def test_prefix_attention_matches_the_dense_product(dtype, n, heads, kv_heads, dim, prefix_blocks) -> None:
+    """The C++ cascade prefix (tiles of 8 query rows, the last one partial) against the torch backend's one
+    dense SDPA product per KV head over the same blocks: outputs and log-sum-exps."""
+    from inference.worker.attention import torch_backend
+
+    gen, bs, num_blocks = torch.Generator().manual_seed(n * dim), 16, 64
+    k_cache = torch.randn(num_blocks, kv_heads, dim, bs, generator=gen).to(dtype)  # transposed per block
+    v_cache = torch.randn(num_blocks, bs, kv_heads, dim, generator=gen).to(dtype)
+    q = torch.randn(n + 7, heads, dim, generator=gen).to(dtype)
+    rows = torch.randperm(n + 7, generator=gen)[:n].sort().values
+    blocks = torch.randperm(num_blocks, generator=gen)[:prefix_blocks].to(torch.int32)
+    out, lse = cpu_kernels.prefix_attention(q, k_cache, v_cache, rows, blocks, dim**-0.5)
+    prefix = torch_backend._Prefix(blocks.long(), rows)
+    expected, expected_lse = torch_backend._attend_prefix(prefix, q.float(), k_cache.float(), v_cache.float(),
+                                                          dim**-0.5, k_transposed=True)
+    tolerance = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(out.float(), expected, **tolerance)
+    torch.testing.assert_close(lse, expected_lse.float(), **tolerance)

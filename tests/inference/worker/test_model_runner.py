@@ -24,7 +24,7 @@ def tiny_path(tmp_path_factory) -> Path:
 
 
 def make_runner(path: Path, **overrides) -> ModelRunner:
-    options = dict(model=str(path), block_size=4, num_gpu_blocks_override=32, max_model_len=64)
+    options = dict(model=str(path), dtype="float32", block_size=4, num_gpu_blocks_override=32, max_model_len=64)
     return ModelRunner(EngineConfig(**{**options, **overrides}))
 
 
@@ -119,9 +119,15 @@ def test_unknown_architecture_fails_before_loading(tmp_path: Path) -> None:
         make_runner(tmp_path)
 
 
-def test_dtypes_and_graph_sizes() -> None:
+def test_dtypes_and_graph_sizes(monkeypatch) -> None:
+    from inference.worker.attention import cpu_kernels
+
     cpu = torch.device("cpu")
-    assert resolve_dtype("auto", cpu) == torch.float32
+    # auto: bf16 where the CPU multiplies bf16 natively, fp32 elsewhere.
+    for flags, expected in [("fpu avx2 avx512f avx512_bf16", torch.bfloat16), ("fpu amx_bf16 amx_tile", torch.bfloat16),
+                            ("fpu avx2 avx512f", torch.float32), ("", torch.float32)]:
+        monkeypatch.setattr(cpu_kernels, "_cpu_flags", lambda flags=flags: flags)
+        assert resolve_dtype("auto", cpu) == expected, flags
     assert resolve_dtype("bfloat16", cpu) == torch.bfloat16 and resolve_dtype("half", cpu) == torch.float16
     with pytest.raises(ValueError, match="unknown dtype"):
         resolve_dtype("int8", cpu)

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -154,7 +155,38 @@ constexpr int v_tile() {
 // Scratch of one thread, reused across calls: a sequence's scores and its scaled query.
 struct Scratch {
   std::vector<float> scores, qf, acc, m, l, prefix_weight;
+  std::vector<uint32_t> q_pairs;     // bf16 dot path: the query's dimensions in pairs
+  std::vector<uint16_t> weights;     // bf16 dot path: the softmax weights rounded to bf16
 };
+
+// The bf16 dot-product path (vdpbf16ps, see vec.h) of decode_grouped's scores and V sum: bf16 caches on a
+// CPU with AVX512-BF16, 16-token blocks. As torch's flash attention does for bf16, the softmax weights are
+// rounded to bf16 for the V sum (the sums of weights stay fp32).
+template <typename T, int kBS>
+constexpr bool use_bf16_dot() {
+  return kBf16Dot && std::is_same_v<T, c10::BFloat16> && kBS == 16 && kLanes == 16;
+}
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+// Scores of kG query heads (`q_pairs`: each head's dimensions as kD / 2 pairs of raw bf16) against one
+// block's keys of one KV head (`kt`: [kD, 16], two dimensions' rows in each 64-byte line), times `scale`.
+template <int kD, int kG>
+inline void score_block_bf16(const c10::BFloat16* kt, const uint32_t* q_pairs, float scale, float* dst,
+                             int64_t span) {
+  constexpr int kP = 4;  // partial sums per head: the dot's latency hidden behind kG * kP chains
+  VecF sc[kG][kP] = {};
+  for (int d = 0; d < kD; d += 2 * kP) {
+#pragma GCC unroll 8
+    for (int u = 0; u < kP; ++u) {
+      const PairsBf16 k = pairs_of_rows(kt + (d + 2 * u) * 16);
+#pragma GCC unroll 8
+      for (int g = 0; g < kG; ++g) sc[g][u] = dot_pairs(sc[g][u], k, splat_pair(q_pairs[g * kD / 2 + d / 2 + u]));
+    }
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < kG; ++g) store_vec(dst + g * span, ((sc[g][0] + sc[g][1]) + (sc[g][2] + sc[g][3])) * scale);
+}
+#endif
 inline Scratch& scratch() {
   thread_local Scratch s;
   return s;
@@ -190,6 +222,15 @@ void decode_grouped(const Shape& s, const T* q, const T* k_cache, const T* v_cac
   const float* qf = w.qf.data();
   start_softmax(s, kD, q, prefix_out, prefix_lse, scale, w.qf, w.acc, w.m, w.l);
   constexpr int64_t kBlockLines = static_cast<int64_t>(kD) * kBS * sizeof(T) / 64;  // one KV head's K (or V)
+  constexpr bool kDot = use_bf16_dot<T, kBS>();
+  if constexpr (kDot) {  // the raw query, unscaled: bf16 already, and the scale applied to the sums
+    w.q_pairs.resize(H * kD / 2);
+    for (int64_t h = 0; h < H; ++h)
+      for (int d = 0; d < kD; d += 2)
+        w.q_pairs[(h * kD + d) / 2] = static_cast<uint32_t>(q[h * s.q_head + d].x) |
+                                      static_cast<uint32_t>(q[h * s.q_head + d + 1].x) << 16;
+    w.weights.resize(H * span);
+  }
 
   // 1. Scores. The next block lives anywhere in the cache (that is the point of paging), so the hardware
   // prefetcher cannot guess it: while one block is scored, the next one's K is fetched a line at a time.
@@ -201,6 +242,15 @@ void decode_grouped(const Shape& s, const T* q, const T* k_cache, const T* v_cac
     float* sb = scores + (b - start_block) * kBS;
     for (int64_t kh = 0; kh < KVH; ++kh) {
       const T* kt = kb + kh * s.k_head;
+      if constexpr (kDot) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+        if (next != nullptr)
+          for (int64_t i = 0; i < kBlockLines; ++i)
+            __builtin_prefetch(next + (kh * s.k_head * static_cast<int64_t>(sizeof(T))) + i * 64);
+        score_block_bf16<kD, kG>(kt, w.q_pairs.data() + kh * kG * kD / 2, scale, sb + kh * kG * span, span);
+#endif
+        continue;
+      }
       const float* qg = qf + kh * kG * kD;
       VecF sc[kG][kP][kVecs] = {};
       for (int d = 0; d < kD; d += kP) {
@@ -250,6 +300,10 @@ void decode_grouped(const Shape& s, const T* q, const T* k_cache, const T* v_cac
     for (int64_t t = 0; t < span; t += kLanes) vsum += load_vec(row + t);
     prefix_weight[h] = w.l[h] == 0.f ? 0.f : fast_exp(w.m[h] - mx);
     w.l[h] = w.l[h] * prefix_weight[h] + sum_lanes(vsum);
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if constexpr (kDot)
+      for (int64_t t = 0; t < span; t += kLanes) store_bf16(w.weights.data() + h * span + t, load_vec(row + t));
+#endif
   }
 
   // 3. Weighted sum of V, kC columns at a time; the next block's rows of this KV head fetched ahead.
@@ -275,6 +329,28 @@ void decode_grouped(const Shape& s, const T* q, const T* k_cache, const T* v_cac
         }
         const float* pb = scores + kh * kG * span + (b - start_block) * kBS;
         const int64_t n = std::min<int64_t>(kBS, ctx - b * kBS);  // slots past n hold stale values: never read
+        if constexpr (kDot) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+          // Two tokens per step: their rows interleaved into pairs, dotted with their two weights.
+          const uint16_t* wb = w.weights.data() + kh * kG * span + (b - start_block) * kBS;
+          for (int64_t t = 0; t < n; t += 2) {
+            const T* vr = vk + t * s.v_token;
+            const T* vr2 = t + 1 < n ? vr + s.v_token : nullptr;  // an odd last token pairs with zeros
+            PairsBf16 vv[kCV];
+#pragma GCC unroll 8
+            for (int j = 0; j < kCV; ++j) vv[j] = pairs_of_rows(vr + j * kLanes, vr2 ? vr2 + j * kLanes : nullptr);
+#pragma GCC unroll 8
+            for (int g = 0; g < kG; ++g) {
+              uint32_t pair;
+              std::memcpy(&pair, wb + g * span + t, sizeof pair);
+              const PairsBf16 p = splat_pair(pair);
+#pragma GCC unroll 8
+              for (int j = 0; j < kCV; ++j) r[g][j] = dot_pairs(r[g][j], vv[j], p);
+            }
+          }
+#endif
+          continue;
+        }
         for (int64_t t = 0; t < n; ++t) {
           const T* vr = vk + t * s.v_token;
           VecF vv[kCV];
