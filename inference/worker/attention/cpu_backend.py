@@ -69,14 +69,14 @@ class CpuAttentionBackend(TorchAttentionBackend):
         if decode_idx.numel():
             shared = _shared_prefix_blocks(decode_idx, context_lens, meta.block_tables, block_size) if self.cascade else 0
             rows = query_start[decode_idx].contiguous()
-            prefix = _Prefix(meta.block_tables[decode_idx[0], :shared].long(), rows) if shared else None
+            prefix_blocks = meta.block_tables[decode_idx[0], :shared].contiguous() if shared else None
             decodes = _Decodes(
                 rows,
                 meta.block_tables.index_select(0, decode_idx).contiguous(),
                 meta.context_lens.index_select(0, decode_idx).contiguous(),
                 shared,
-                prefix,
-                meta.block_tables[decode_idx[0], :shared].contiguous() if shared else None,
+                _Prefix(prefix_blocks.long(), rows) if prefix_blocks is not None else None,
+                prefix_blocks,
             )
         chunks = None
         if chunk_idx.numel():

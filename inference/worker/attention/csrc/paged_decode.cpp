@@ -226,9 +226,7 @@ void decode_grouped(const Shape& s, const T* q, const T* k_cache, const T* v_cac
   if constexpr (kDot) {  // the raw query, unscaled: bf16 already, and the scale applied to the sums
     w.q_pairs.resize(H * kD / 2);
     for (int64_t h = 0; h < H; ++h)
-      for (int d = 0; d < kD; d += 2)
-        w.q_pairs[(h * kD + d) / 2] = static_cast<uint32_t>(q[h * s.q_head + d].x) |
-                                      static_cast<uint32_t>(q[h * s.q_head + d + 1].x) << 16;
+      for (int d = 0; d < kD; d += 2) w.q_pairs[(h * kD + d) / 2] = pair_bits(q + h * s.q_head + d);
     w.weights.resize(H * span);
   }
 
@@ -301,8 +299,7 @@ void decode_grouped(const Shape& s, const T* q, const T* k_cache, const T* v_cac
     prefix_weight[h] = w.l[h] == 0.f ? 0.f : fast_exp(w.m[h] - mx);
     w.l[h] = w.l[h] * prefix_weight[h] + sum_lanes(vsum);
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if constexpr (kDot)
-      for (int64_t t = 0; t < span; t += kLanes) store_bf16(w.weights.data() + h * span + t, load_vec(row + t));
+    if constexpr (kDot) store_bf16_row(w.weights.data() + h * span, row, span);
 #endif
   }
 

@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -72,8 +71,7 @@ void prefix_tile(const Layout& s, const T* q, const T* k_cache, const T* v_cache
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     uint32_t qp[kRows][kD / 2];
     for (int r = 0; r < kRows; ++r)
-      for (int d = 0; d < kD; d += 2)
-        qp[r][d / 2] = static_cast<uint32_t>(qr[r][d].x) | static_cast<uint32_t>(qr[r][d + 1].x) << 16;
+      for (int d = 0; d < kD; d += 2) qp[r][d / 2] = pair_bits(qr[r] + d);
     for (int64_t b = 0; b < num_blocks; ++b) {
       const T* kt = k_cache + static_cast<int64_t>(blocks[b]) * s.k_block + kh * s.k_head;
       VecF acc[kRows] = {};
@@ -129,8 +127,7 @@ void prefix_tile(const Layout& s, const T* q, const T* k_cache, const T* v_cache
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     weights_buf.resize(kRows * span);
     weights = weights_buf.data();
-    for (int r = 0; r < kRows; ++r)
-      for (int64_t t = 0; t < span; t += kLanes) store_bf16(weights + r * span + t, load_vec(scores + r * span + t));
+    for (int r = 0; r < kRows; ++r) store_bf16_row(weights + r * span, scores + r * span, span);
 #endif
   }
   for (int c = 0; c < kD; c += kCols) {

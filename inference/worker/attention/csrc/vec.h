@@ -160,6 +160,10 @@ inline PairsBf16 pairs_of_rows(const c10::BFloat16* a, const c10::BFloat16* b) {
                                   : _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
   return reinterpret_cast<PairsBf16>(_mm512_permutex2var_epi16(lo, idx, hi));
 }
+// Two adjacent bf16 (p[0], p[1]) as one pair's raw bits, the form splat_pair takes.
+inline uint32_t pair_bits(const c10::BFloat16* p) {
+  return static_cast<uint32_t>(p[0].x) | static_cast<uint32_t>(p[1].x) << 16;
+}
 // One pair (x, y), as raw bf16 bits, in every lane.
 inline PairsBf16 splat_pair(uint32_t xy) { return reinterpret_cast<PairsBf16>(_mm512_set1_epi32(xy)); }
 // acc + x_i * y_i + x'_i * y'_i in each lane.
@@ -170,6 +174,10 @@ inline VecF dot_pairs(VecF acc, PairsBf16 x, PairsBf16 y) {
 inline void store_bf16(uint16_t* p, VecF v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
                       reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(reinterpret_cast<__m512>(v))));
+}
+// A row of n floats (n a multiple of 16) as bf16: the softmax weights for the V sum's dot products.
+inline void store_bf16_row(uint16_t* dst, const float* src, int64_t n) {
+  for (int64_t t = 0; t < n; t += 16) store_bf16(dst + t, load_vec(src + t));
 }
 #else
 constexpr bool kBf16Dot = false;
