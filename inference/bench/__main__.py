@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--llama-cpp-python",
                    help="python with llama-cpp-python (default $BENCH_LLAMA_CPP_PYTHON or this one)")
     s.add_argument("--peer-timeout", type=float, default=3600.0, help="seconds before a peer is stopped")
+    s.add_argument("--omp-wait-policy", choices=["passive", "active", "spin-then-sleep"],
+                   help="of every system (OMP_WAIT_POLICY; default: the environment's, else libgomp's own "
+                        "spin-then-sleep)")
     ap.add_argument("--out", help="result JSON (default bench-results/<timestamp>.json); the PNG goes next to it")
     ap.add_argument("--no-plot", action="store_true")
     # Internal: one system in a fresh process.
@@ -99,7 +102,7 @@ def machine_info(device: str) -> dict[str, Any]:
         "transformers": transformers.__version__,
         "device": device,
         "loadavg_start": list(os.getloadavg()),
-        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset (libgomp: spin, then sleep)"),
     }
     if device.startswith("cuda") and torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(torch.device(device))
@@ -160,9 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    # Idle OpenMP threads sleep instead of spinning: on a shared machine a spinning thread that another
-    # process descheduled stalls every op (steps 10-30x slower). Set before torch loads; the workers inherit it.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # Set before torch loads; the workers (and the peers they start) inherit it, so every system runs under
+    # the same policy. Unset, libgomp's idle threads spin a little, then sleep: between a step's ~250
+    # parallel regions that saves a wake-up each (a fp32 decode step 15-20% faster than PASSIVE on a 2-core
+    # EPYC), and a process that sits idle (this one, after measuring the matmul rate) stops spinning soon.
+    # ACTIVE spins forever, which on a shared machine stalls every op behind a descheduled spinner.
+    if args.omp_wait_policy == "spin-then-sleep":
+        os.environ.pop("OMP_WAIT_POLICY", None)
+    elif args.omp_wait_policy is not None:
+        os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy.upper()
     if args._worker:
         from inference.bench import worker
 
@@ -204,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     workload.save(workload_file)
 
     machine = machine_info(args.device)
-    machine.update(matmul_gflops(args.device))
+    machine.update(matmul_gflops(args.device, dtype=resolved_dtype(args.dtype, args.device)))
     print(f"workload: {workload.summary()}", file=sys.stderr)
     print(f"machine: matmul {machine['matmul_gflops']:.0f} GFLOP/s, load {machine['loadavg_start']}", file=sys.stderr)
 

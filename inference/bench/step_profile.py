@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--own-min", type=int, default=30)
     parser.add_argument("--own-max", type=int, default=900)
     parser.add_argument("--backends", default="torch,cpu",
-                        help="attention backends; cpu:cascade / cpu:plain force the cpu backend's cascade on / off")
+                        help="attention backends; cpu:cascade / cpu:plain force the cpu backend's cascade on / off, "
+                             "cpu:onednn runs every projection on oneDNN (no weight panels for small steps)")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=None)
@@ -69,9 +70,10 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.backends.split(","):
         # One runner per backend: each keeps the cache in its own layout.
         backend, _, variant = name.partition(":")
-        config = EngineConfig(dtype=args.dtype, attention_backend=backend, num_gpu_blocks_override=blocks)
+        config = EngineConfig(dtype=args.dtype, attention_backend=backend, num_gpu_blocks_override=blocks,
+                              cpu_small_linears=variant != "onednn")
         runner = runners[name] = ModelRunner(config)
-        if variant:
+        if variant in ("cascade", "plain"):
             runner.backend.cascade = variant == "cascade"
         for index, layer in enumerate(runner.model.kv_cache_layers()):
             layer_gen = torch.Generator().manual_seed(args.seed * 1000 + index)  # the same values for every backend

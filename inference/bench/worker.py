@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from inference.bench import workload as workload_mod
-from inference.bench.systems import SYSTEMS, llama_cpp_python, vllm_python
+from inference.bench.systems import SYSTEMS, llama_cpp_python, resolved_dtype, vllm_python
 from inference.core.config import EngineConfig
 
 OWN_RSS_METHOD = "peak RSS of the system's own worker process (getrusage ru_maxrss): weights and KV cache included"
@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> None:
 
     # How much of the machine this system had: others' load swings during a run, and the systems run one
     # after another, so each one records the matmul rate just before it and the load around it.
-    before = matmul_gflops(args.device, seconds=1.0)["matmul_gflops"]
+    before = matmul_gflops(args.device, seconds=1.0, dtype=resolved_dtype(args.dtype, args.device))["matmul_gflops"]
     load_start = os.getloadavg()[0]
     result = measure(args._worker, args)
     result["conditions"] = {"matmul_gflops_before": before, "loadavg_1min": [load_start, os.getloadavg()[0]]}

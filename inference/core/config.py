@@ -30,6 +30,9 @@ class EngineConfig:
     kv_allocator: Literal["paged", "contiguous"] = "paged"
     # CPU: run the projections on oneDNN with weights packed once at load (faster than F.linear's MKL here).
     cpu_packed_linears: bool = True
+    # CPU, with cpu_packed_linears: steps of up to 16 rows run the projections on the C++ panel kernel (the
+    # weights streamed at full memory bandwidth; fp32, and bf16 with AVX512-BF16); a second copy of the weights.
+    cpu_small_linears: bool = True
     # CPU: the layer's elementwise steps (RMSNorm + residual, RoPE, SiLU * up) as fused C++ ops (cpu_kernels).
     cpu_fused_ops: bool = True
     enforce_eager: bool = False  # True: no CUDA graphs

@@ -74,7 +74,10 @@ class ModelRunner:
             self.model_config, weights, self.backend, config.max_model_len, self.dtype, self.device
         )
         del weights
-        self.packed_linears = config.cpu_packed_linears and self.model.pack_for_cpu(config.max_num_seqs)
+        self.packed_linears = config.cpu_packed_linears and self.model.pack_for_cpu(
+            config.max_num_seqs, panels=config.cpu_small_linears
+        )
+        self.small_linears = self.packed_linears and self.model.lm_head_panels is not None
         self.fused_cpu_ops = config.cpu_fused_ops and self.model.use_fused_cpu_ops()
         self.load_seconds = time.perf_counter() - start
         self.bytes_per_block = kv_cache.kv_cache_bytes_per_block(self.model_config, self.block_size, self.dtype)

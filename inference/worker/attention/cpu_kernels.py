@@ -22,7 +22,7 @@ import torch
 logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = [CSRC / "paged_decode.cpp", CSRC / "prefix_attention.cpp", CSRC / "fused_ops.cpp"]
+SOURCES = [CSRC / "paged_decode.cpp", CSRC / "prefix_attention.cpp", CSRC / "fused_ops.cpp", CSRC / "small_linear.cpp"]
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
@@ -132,6 +132,40 @@ def prefix_attention(
     lse = torch.empty(n, heads, dtype=torch.float32)
     torch.ops.shop_assistant.prefix_attention_(out, lse, q, k_cache, v_cache, rows, blocks, scale)
     return out, lse
+
+
+@functools.cache
+def small_linear_shape() -> tuple[int, int, bool]:
+    """(panel width, most rows, whether bf16 panels run) of :func:`small_linear` on this CPU: 16, 16 and True
+    with AVX-512 and AVX512-BF16."""
+    lanes, rows, bf16 = torch.ops.shop_assistant.small_linear_shape()
+    return int(lanes), int(rows), bool(bf16)
+
+
+def pack_panels(weight: torch.Tensor) -> torch.Tensor | None:
+    """``weight`` ``[N, K]`` as the panels :func:`small_linear` reads: fp32 ``[N / lanes, K, lanes]``, bf16
+    ``[N / lanes, K / 2, 2 * lanes]`` (pairs of k side by side). None where the kernel can't take it: ``N`` not
+    whole panels, bf16 without AVX512-BF16 or with an odd ``K``, another dtype."""
+    lanes, _, bf16 = small_linear_shape()
+    n, k = weight.shape
+    if n % lanes:
+        return None
+    w = weight.detach().reshape(n // lanes, lanes, k)
+    if weight.dtype == torch.float32:
+        return w.transpose(1, 2).contiguous()
+    if weight.dtype == torch.bfloat16 and bf16 and k % 2 == 0:
+        return w.reshape(n // lanes, lanes, k // 2, 2).permute(0, 2, 1, 3).reshape(n // lanes, k // 2, 2 * lanes).contiguous()
+    return None
+
+
+def small_linear(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ weight.T (+ bias)`` for ``x`` ``[rows, K]`` with up to ``small_linear_shape()[1]`` rows, the weight
+    as :func:`pack_panels` made it. fp32: each output one sum over k in order; bf16: exact products, fp32 sums,
+    rounded once (the bias, if any, is added after that rounding)."""
+    lanes = small_linear_shape()[0]
+    out = x.new_empty(x.shape[0], panels.shape[0] * lanes)
+    torch.ops.shop_assistant.small_linear_(out, x.contiguous(), panels)
+    return out if bias is None else out.add_(bias)
 
 
 def rms_norm(

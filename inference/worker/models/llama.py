@@ -36,17 +36,31 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
 
 
+def small_rows() -> int:
+    """Most rows that :func:`cpu_kernels.small_linear` takes (0 where the kernels are not built)."""
+    return cpu_kernels.small_linear_shape()[1] if cpu_kernels.load() else 0
+
+
 class Linear(nn.Linear):
-    """``nn.Linear`` that runs on a oneDNN-packed copy of its weight once :meth:`pack` is called (CPU)."""
+    """``nn.Linear`` that runs on a oneDNN-packed copy of its weight once :meth:`pack` is called (CPU), and,
+    with ``panels``, batches of up to ``small_rows`` rows on the panel kernel (``cpu_kernels.small_linear``)."""
 
     packed: torch.Tensor | None = None
+    panels: torch.Tensor | None = None
+    small_rows: int = 0
 
-    def pack(self, batch_hint: int) -> None:
+    def pack(self, batch_hint: int, panels: bool = False) -> None:
+        # bf16 with a bias would round twice (after the sum, after the bias): oneDNN adds it before rounding.
+        if panels and (self.bias is None or self.weight.dtype == torch.float32):
+            self.panels = cpu_kernels.pack_panels(self.weight)
+            self.small_rows = small_rows() if self.panels is not None else 0
         self.packed = pack_weight(self.weight, batch_hint)
-        # The packed copy replaces the weight: keeping both would double the model's memory.
+        # The packed copy replaces the weight (the panels, where kept, are the one extra copy).
         self.weight = nn.Parameter(self.weight.new_empty(0), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.panels is not None and x.shape[0] <= self.small_rows:
+            return cpu_kernels.small_linear(x, self.panels, self.bias)
         if self.packed is not None:
             return packed_linear(x, self.packed, self.bias)
         return F.linear(x, self.weight, self.bias)
@@ -221,6 +235,8 @@ class LlamaForCausalLM(nn.Module):
         untied = not config.tie_word_embeddings
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False) if untied else None
         self.lm_head_packed: torch.Tensor | None = None
+        self.lm_head_panels: torch.Tensor | None = None
+        self.small_rows = 0
 
     def forward(
         self,
@@ -245,21 +261,35 @@ class LlamaForCausalLM(nn.Module):
         if indices is not None:
             hidden = hidden.index_select(0, indices)
         hidden = self.norm(hidden)
+        if self.lm_head_panels is not None and hidden.shape[0] <= self.small_rows:
+            return cpu_kernels.small_linear(hidden, self.lm_head_panels)
         if self.lm_head_packed is not None:
             return packed_linear(hidden, self.lm_head_packed, None)
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(hidden, weight)
 
-    def pack_for_cpu(self, batch_hint: int) -> bool:
-        """Run every projection on oneDNN-packed weights (CPU); False, changing nothing, where it can't."""
-        if self.embed_tokens.weight.device.type != "cpu" or not onednn_linear_available(self.embed_tokens.weight.dtype):
+    def pack_for_cpu(self, batch_hint: int, panels: bool = False) -> bool:
+        """Run every projection on oneDNN-packed weights (CPU); False, changing nothing, where it can't.
+
+        ``panels`` (with the C++ kernels built; fp32, or bf16 on CPUs with AVX512-BF16): also keep each weight
+        as panels for steps of up to ``small_rows()`` rows, whose projections only stream the weights (a
+        decode step of a few sequences): the panel kernel reads them at about 40 GB/s where oneDNN read 29 in
+        fp32 on a 2-core EPYC. That second copy doubles the weights' memory.
+        """
+        dtype = self.embed_tokens.weight.dtype
+        if self.embed_tokens.weight.device.type != "cpu" or not onednn_linear_available(dtype):
             return False
+        panels = panels and small_rows() > 0
+        panels = panels and (dtype == torch.float32 or cpu_kernels.small_linear_shape()[2])
         for module in self.modules():
             if isinstance(module, Linear):
-                module.pack(batch_hint)
+                module.pack(batch_hint, panels)
         # The vocabulary projection keeps its source: with tied embeddings it is also the embedding table.
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         self.lm_head_packed = pack_weight(weight, batch_hint)
+        if panels:
+            self.lm_head_panels = cpu_kernels.pack_panels(weight)
+            self.small_rows = small_rows() if self.lm_head_panels is not None else 0
         return True
 
     def use_fused_cpu_ops(self) -> bool:

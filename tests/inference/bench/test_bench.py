@@ -137,6 +137,9 @@ def test_quick_run_writes_sane_json(tmp_path: Path) -> None:
     assert paged["prefix_hit_rate"] > 0.5
     for name in ("paged-no-prefix", "contiguous", "hf-static"):
         assert measured[name]["prefix_hit_rate"] == 0.0, name
+    # The roofline is the machine's matmul rate in the dtype the engine ran in (bf16 beats fp32 by 3-8x where
+    # the CPU has bf16 instructions: against fp32's rate a bf16 run could pass 100%).
+    assert doc["machine"]["matmul_dtype"] == doc["config"]["dtype"]
     assert 0 < paged["roofline_frac"] < 1
     for t in doc["targets"]:
         assert t["holds"] in (True, False, None) and t["detail"]

@@ -125,3 +125,49 @@ def test_prefix_attention_matches_the_dense_product(dtype, n, heads, kv_heads, d
     tolerance = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
     torch.testing.assert_close(out.float(), expected, **tolerance)
     torch.testing.assert_close(lse, expected_lse.float(), **tolerance)
+
+
+def small_linear_dtypes() -> list[torch.dtype]:
+    return [torch.float32, torch.bfloat16] if cpu_kernels.small_linear_shape()[2] else [torch.float32]
+
+
+@pytest.mark.parametrize("dtype", small_linear_dtypes(), ids=str)
+@pytest.mark.parametrize("rows", [1, 2, 7, 14, 15, 16])
+@pytest.mark.parametrize("panels,k", [(3, 38), (60, 576), (4, 1536)])  # 3: an odd panel left over
+def test_small_linear_equals_the_product(dtype, rows, panels, k) -> None:
+    lanes, most, _ = cpu_kernels.small_linear_shape()
+    rows = min(rows, most)
+    gen = torch.Generator().manual_seed(rows * panels * k)
+    weight = torch.randn(panels * lanes, k, generator=gen).to(dtype)
+    x, bias = torch.randn(rows, k, generator=gen).to(dtype), torch.randn(panels * lanes, generator=gen).to(dtype)
+    packed = cpu_kernels.pack_panels(weight)
+    assert packed.dtype == dtype and packed.shape[0] == panels and packed.numel() == weight.numel()
+    # The exact product (every bf16 product fits an fp32), rounded once to the dtype.
+    exact = x.double() @ weight.double().T
+    # The fp32 sums run in another order than the exact one. Its error is small against the terms (magnitude
+    # about 1, the sums about sqrt(K)), but against an output that cancels to near 0 it can reach a unit or two
+    # of bf16's last place; most outputs round to exactly the exact product's bf16.
+    tolerance = dict(atol=1e-4, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=2**-7)
+    got = cpu_kernels.small_linear(x, packed)
+    torch.testing.assert_close(got, exact.to(dtype), **tolerance)
+    if dtype == torch.bfloat16:
+        assert (got != exact.to(dtype)).float().mean() < 0.01
+    torch.testing.assert_close(cpu_kernels.small_linear(x, packed, bias), exact.to(dtype) + bias, **tolerance)
+    # A row view of a wider tensor: strided rows are read in place.
+    wide = torch.randn(rows, k + 6, generator=gen).to(dtype)
+    expected = (wide[:, :k].double() @ weight.double().T).to(dtype)
+    torch.testing.assert_close(cpu_kernels.small_linear(wide[:, :k], packed), expected, **tolerance)
+
+
+def test_small_linear_refuses_what_it_cannot_take() -> None:
+    lanes, most, _ = cpu_kernels.small_linear_shape()
+    assert cpu_kernels.pack_panels(torch.randn(lanes + 1, 8)) is None  # not whole panels: oneDNN runs it
+    assert cpu_kernels.pack_panels(torch.randn(lanes, 7, dtype=torch.bfloat16)) is None  # odd K: no pairs
+    assert cpu_kernels.pack_panels(torch.randn(lanes, 8, dtype=torch.float16)) is None
+    packed = cpu_kernels.pack_panels(torch.randn(lanes, 8))
+    with pytest.raises(RuntimeError, match="rows"):
+        cpu_kernels.small_linear(torch.randn(most + 1, 8), packed)
+    with pytest.raises(RuntimeError, match="shapes disagree"):
+        cpu_kernels.small_linear(torch.randn(2, 9), packed)
+    with pytest.raises(RuntimeError, match="one dtype"):
+        cpu_kernels.small_linear(torch.randn(2, 8, dtype=torch.bfloat16), packed)

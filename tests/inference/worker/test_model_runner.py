@@ -160,6 +160,26 @@ def test_cpu_projections_run_on_packed_weights_with_the_same_logits(tiny_path: P
     torch.testing.assert_close(logits[0], logits[1], atol=1e-4, rtol=1e-4)
 
 
+def test_cpu_small_steps_run_on_weight_panels_with_the_same_logits(tiny_path: Path) -> None:
+    """In fp32 a step of up to 16 rows runs its projections on the panel kernel (cpu_kernels.small_linear);
+    a longer one, and a runner without it, on oneDNN. The logits agree up to fp32 summation order, over a
+    prefill chunk too long for the panels and a decode step short enough."""
+    panels, onednn = make_runner(tiny_path), make_runner(tiny_path, cpu_small_linears=False)
+    assert panels.small_linears and not onednn.small_linears
+    mlp = panels.model.layers[0].mlp
+    assert mlp.gate_up_proj.panels is not None and onednn.model.layers[0].mlp.gate_up_proj.panels is None
+    assert panels.model.small_rows >= 8
+    tokens = list(range(3, 3 + panels.model.small_rows + 4))
+    n = len(tokens)
+    blocks = list(range(8))
+    for runner in (panels, onednn):
+        prefill = runner.execute(SchedulerOutput([ScheduledSeq(seq_with("a", tokens, 0, blocks), n)]))
+        decode = runner.execute(SchedulerOutput([ScheduledSeq(seq_with("a", tokens + [7], n, blocks), 1)]))
+        runner.logits = (prefill, decode)
+    for got, expected in zip(panels.logits, onednn.logits):
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
 def test_cpu_fused_ops_give_the_logits_of_the_torch_ops(tiny_path: Path) -> None:
     """On CPU RMSNorm (with its residual add), RoPE and SiLU * up run as fused C++ ops (cpu_kernels); the
     logits equal those of the plain torch ops up to fp32 summation order, over a prefill and a decode."""

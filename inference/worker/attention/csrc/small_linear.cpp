@@ -1,0 +1,138 @@
+// Projections of a few rows (a decode step's tail: a handful of sequences) on weights packed in panels.
+//
+// With 1-16 rows a projection reads each weight once for a few multiply-adds, so it is bound by how fast the
+// weights stream from memory: oneDNN reached 29 GB/s there in fp32 on a 2-core EPYC, of the 52 the cores can
+// read. Here the weight [N, K] is packed as N / kLanes panels, each one contiguous run that the hardware
+// prefetcher follows (and software prefetch runs 8 KB ahead of); every 64-byte line feeds one vector
+// multiply-add per row, the rows' sums stay in registers for the whole K, and the threads take whole panels. fp32: sums over k in order, one per output. bf16 (with
+// AVX512-BF16): pairs along k in one dot-product instruction, fp32 sums, the output rounded once.
+//
+// Registered as torch.ops.shop_assistant.small_linear_; built with the other kernels by cpu_kernels.py.
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <type_traits>
+
+#include "vec.h"
+
+namespace {
+
+using namespace shop_assistant;
+
+// One register of sums per row, with room left for the weight vector and the broadcasts.
+constexpr int64_t kMaxRows = kRegisters / 2;
+// Lines fetched ahead in a panel's stream (8 KB): the hardware prefetcher alone ran 30 GB/s here, 40 with it.
+constexpr int64_t kAhead = 128;
+
+// kM rows against panels [p0, p1): acc[m] += x[m][k] * panel[k] over k, the next lines fetched ahead.
+template <int kM>
+void rows_times_panels(const float* x, int64_t ldx, const float* packed, int64_t K, int64_t p0, int64_t p1,
+                       float* out, int64_t ldo) {
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* w = packed + p * K * kLanes;
+    VecF acc[kM];
+#pragma GCC unroll 16
+    for (int m = 0; m < kM; ++m) acc[m] = VecF{};
+    for (int64_t k = 0; k < K; ++k) {
+      const VecF wk = load_vec(w + k * kLanes);
+      __builtin_prefetch(w + (k + kAhead) * kLanes);
+#pragma GCC unroll 16
+      for (int m = 0; m < kM; ++m) acc[m] += x[m * ldx + k] * wk;
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < kM; ++m) store_vec(out + m * ldo + p * kLanes, acc[m]);
+  }
+}
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+// bf16: a panel is [K / 2, kLanes pairs]: lane j of step kk holds (W[j][2kk], W[j][2kk + 1]), so one 64-byte
+// line is one dot-product operand and each row's (x[2kk], x[2kk + 1]) one broadcast pair. Products are exact,
+// sums fp32 (as oneDNN's bf16 products), the output rounded to bf16 once.
+template <int kM>
+void rows_times_panels_bf16(const c10::BFloat16* x, int64_t ldx, const c10::BFloat16* packed, int64_t K, int64_t p0,
+                            int64_t p1, c10::BFloat16* out, int64_t ldo) {
+  const int64_t K2 = K / 2;
+  for (int64_t p = p0; p < p1; ++p) {
+    const c10::BFloat16* w = packed + p * K * kLanes;
+    VecF acc[kM];
+#pragma GCC unroll 16
+    for (int m = 0; m < kM; ++m) acc[m] = VecF{};
+    for (int64_t kk = 0; kk < K2; ++kk) {
+      const c10::BFloat16* line = w + kk * 2 * kLanes;
+      const PairsBf16 wk = reinterpret_cast<PairsBf16>(_mm512_loadu_si512(line));
+      __builtin_prefetch(line + kAhead * 2 * kLanes);
+#pragma GCC unroll 16
+      for (int m = 0; m < kM; ++m) acc[m] = dot_pairs(acc[m], wk, splat_pair(pair_bits(x + m * ldx + 2 * kk)));
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < kM; ++m) store_bf16(reinterpret_cast<uint16_t*>(out + m * ldo + p * kLanes), acc[m]);
+  }
+}
+#endif
+
+// The kernel for M rows, M known at compile time (the sums' registers unrolled).
+template <typename T, int kM>
+void dispatch_rows(int64_t M, const T* x, int64_t ldx, const T* packed, int64_t K, int64_t p0, int64_t p1, T* out,
+                   int64_t ldo) {
+  if constexpr (kM == 0) {
+    return;
+  } else {
+    if (M == kM) {
+      if constexpr (std::is_same_v<T, float>) {
+        rows_times_panels<kM>(x, ldx, packed, K, p0, p1, out, ldo);
+      } else {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+        rows_times_panels_bf16<kM>(x, ldx, packed, K, p0, p1, out, ldo);
+#endif
+      }
+      return;
+    }
+    dispatch_rows<T, kM - 1>(M, x, ldx, packed, K, p0, p1, out, ldo);
+  }
+}
+
+template <typename T>
+void run_panels(const at::Tensor& x, const at::Tensor& packed, at::Tensor& out) {
+  const int64_t M = x.size(0), K = x.size(1), ldx = x.stride(0), ldo = out.stride(0);
+  const T* xp = x.data_ptr<T>();
+  const T* wp = packed.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  // A few panels per task: K * 64 bytes each in fp32 with AVX-512 (36-98 KB at SmolLM2's shapes).
+  at::parallel_for(0, packed.size(0), 4, [&](int64_t p0, int64_t p1) {
+    dispatch_rows<T, kMaxRows>(M, xp, ldx, wp, K, p0, p1, op, ldo);
+  });
+}
+
+void small_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& packed) {
+  const auto dtype = x.scalar_type();
+  TORCH_CHECK(packed.scalar_type() == dtype && out.scalar_type() == dtype, "x, packed and out: one dtype");
+  TORCH_CHECK(dtype == at::kFloat || (dtype == at::kBFloat16 && kBf16Dot), "float32, or bfloat16 with AVX512-BF16");
+  TORCH_CHECK(x.dim() == 2 && x.stride(1) == 1 && out.dim() == 2 && out.stride(1) == 1, "x, out: [rows, features]");
+  // fp32 panels are [N / lanes, K, lanes]; bf16 ones [N / lanes, K / 2, 2 * lanes] (pairs along K).
+  const int64_t per_step = dtype == at::kFloat ? kLanes : 2 * kLanes;
+  TORCH_CHECK(packed.dim() == 3 && packed.size(2) == per_step && packed.is_contiguous(),
+              "packed: the layout of cpu_kernels.pack_panels, contiguous");
+  const int64_t M = x.size(0), K = x.size(1), panels = packed.size(0);
+  TORCH_CHECK(M <= kMaxRows, "up to ", kMaxRows, " rows");
+  TORCH_CHECK(packed.size(1) * per_step == K * kLanes && out.size(0) == M && out.size(1) == panels * kLanes,
+              "shapes disagree");
+  if (dtype == at::kFloat) {
+    run_panels<float>(x, packed, out);
+  } else {
+    run_panels<c10::BFloat16>(x, packed, out);
+  }
+}
+
+// (panel width, most rows, 1 if bf16 panels run here): what `pack_panels` and the caller need to know.
+std::vector<int64_t> small_linear_shape() { return {kLanes, kMaxRows, kBf16Dot ? 1 : 0}; }
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(shop_assistant, m) {
+  m.def("small_linear_(Tensor(a!) out, Tensor x, Tensor packed) -> ()");
+  m.def("small_linear_shape() -> int[]", &small_linear_shape);
+}
+
+TORCH_LIBRARY_IMPL(shop_assistant, CPU, m) { m.impl("small_linear_", &small_linear); }
