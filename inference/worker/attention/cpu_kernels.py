@@ -154,7 +154,8 @@ def pack_panels(weight: torch.Tensor) -> torch.Tensor | None:
     if weight.dtype == torch.float32:
         return w.transpose(1, 2).contiguous()
     if weight.dtype == torch.bfloat16 and bf16 and k % 2 == 0:
-        return w.reshape(n // lanes, lanes, k // 2, 2).permute(0, 2, 1, 3).reshape(n // lanes, k // 2, 2 * lanes).contiguous()
+        pairs = w.reshape(n // lanes, lanes, k // 2, 2).permute(0, 2, 1, 3)
+        return pairs.reshape(n // lanes, k // 2, 2 * lanes).contiguous()
     return None
 
 
@@ -164,7 +165,8 @@ def small_linear(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | Non
     rounded once (the bias, if any, is added after that rounding)."""
     lanes = small_linear_shape()[0]
     out = x.new_empty(x.shape[0], panels.shape[0] * lanes)
-    torch.ops.shop_assistant.small_linear_(out, x.contiguous(), panels)
+    # Rows may be strided (the kernel reads them in place); only the features must be contiguous.
+    torch.ops.shop_assistant.small_linear_(out, x if x.stride(-1) == 1 else x.contiguous(), panels)
     return out if bias is None else out.add_(bias)
 
 

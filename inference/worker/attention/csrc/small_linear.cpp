@@ -4,8 +4,9 @@
 // weights stream from memory: oneDNN reached 29 GB/s there in fp32 on a 2-core EPYC, of the 52 the cores can
 // read. Here the weight [N, K] is packed as N / kLanes panels, each one contiguous run that the hardware
 // prefetcher follows (and software prefetch runs 8 KB ahead of); every 64-byte line feeds one vector
-// multiply-add per row, the rows' sums stay in registers for the whole K, and the threads take whole panels. fp32: sums over k in order, one per output. bf16 (with
-// AVX512-BF16): pairs along k in one dot-product instruction, fp32 sums, the output rounded once.
+// multiply-add per row, the rows' sums stay in registers for the whole K, and the threads take whole panels.
+// fp32: sums over k in order, one per output. bf16 (with AVX512-BF16): pairs along k in one dot-product
+// instruction, fp32 sums, the output rounded once.
 //
 // Registered as torch.ops.shop_assistant.small_linear_; built with the other kernels by cpu_kernels.py.
 
@@ -14,6 +15,7 @@
 #include <torch/library.h>
 
 #include <type_traits>
+#include <vector>
 
 #include "vec.h"
 
