@@ -1,4 +1,4 @@
-"""Grounding for chat: the catalog facts and product cards for one shopper message.
+"""Grounding for chat: the catalog facts, product cards and policy passages for one shopper message.
 
 The chat consumer calls ``ground(store, text)`` on every turn and puts ``facts`` under "Catalog results" in
 the model's input, and sends ``cards`` to the widget. Everything in both comes from database rows, never from
@@ -11,8 +11,9 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from .models import Product, Store, StoreDocument, Variant
-from .search import MATCH_THRESHOLD, MIN_SEMANTIC, SearchHit, search, tokenize
+from . import passages
+from .models import Product, Store, Variant
+from .search import MATCH_THRESHOLD, MIN_SEMANTIC, SearchHit, query_vector, search
 
 MAX_DESCRIPTION_CHARS = 160
 MAX_QUOTE_SENTENCES = 2  # per document: enough for the answer, short enough to read at a glance
@@ -22,25 +23,40 @@ NO_MATCH = (
     "could not find it in this store; do not guess, and do not suggest products that are not listed here."
 )
 
-# Words that make a message a question about a store policy, per document kind.
-_POLICY_PATTERNS = {
-    StoreDocument.Kind.RETURNS: (
-        r"\b(returns?|returning|refunds?|refunded|exchanges?|exchanging|send (?:it |them )?back|money back)\b"
-    ),
-    StoreDocument.Kind.SHIPPING: (
-        r"\b(ship|ships|shipping|shipped|deliver(?:y|ies|ed)?|postage|courier|dispatch(?:ed)?|arrive|tracking)\b"
-    ),
-    StoreDocument.Kind.WARRANTY: r"\b(warrant(?:y|ies)|guarantee[ds]?|defects?|defective|faulty|broken|repairs?)\b",
-    StoreDocument.Kind.FAQ: (
-        r"\b(faq|pay|payments?|paypal|gift ?cards?|discounts?|coupons?|promo(?:tion)? codes?|size guide|sizing|"
-        r"contact|phone|e-?mail|opening hours|account|cancel(?:l?ed|ling)?|order status|track my order)\b"
-    ),
-}
 _PRICE_BELOW = re.compile(
     r"\b(?:under|below|less than|cheaper than|at most|no more than|up to|max(?:imum)?)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)"
 )
 _PRICE_ABOVE = re.compile(r"\b(?:over|above|more than|at least|min(?:imum)?)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)")
 _PRICE_BETWEEN = re.compile(r"\bbetween\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)\s*(?:and|-|to)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)")
+
+
+@dataclass(frozen=True)
+class ProductFacts:
+    """What the catalog says about one card's product: for the answer's opening sentences and for checking
+    what the model writes about it. Every field comes from the product's and the variant's rows."""
+
+    title: str  # the product's title, without the variant ("Ridgeline 2-Person Tent")
+    variant: str  # the variant's option values ("Sage"), "" for a product without options
+    price: Decimal
+    currency: str
+    compare_at_price: Decimal | None  # the price before a markdown, when higher than the price
+    in_stock: bool  # this variant
+    others_in_stock: bool  # another variant of the product is
+    product_type: str
+    vendor: str
+    tags: tuple[str, ...]
+    options: str  # "Color: Sage, Orange (sold out)"
+    description: str  # plain text, whole
+
+    @property
+    def on_sale(self) -> bool:
+        return self.compare_at_price is not None and self.compare_at_price > self.price
+
+    def text(self) -> str:
+        """Everything above as one text, to check sentences against."""
+        parts = [self.title, self.variant, self.product_type, self.vendor, " ".join(self.tags), self.options,
+                 self.description]  # fmt: skip
+        return "\n".join(part for part in parts if part)
 
 
 @dataclass
@@ -55,12 +71,16 @@ class Grounding:
 
     quotes: the sentences of the store's documents that answer a policy question, one dict per document,
         {"title", "text"}: shown to the shopper word for word, so the figure asked for is on screen.
+    products: the catalog's facts about each card's product, in the cards' order.
+    answers: the passages of the store's documents that answer the question, best first.
     """
 
     facts: str
     cards: list[dict] = field(default_factory=list)
     found: bool = False
     quotes: list[dict] = field(default_factory=list)
+    products: list[ProductFacts] = field(default_factory=list)
+    answers: list[passages.Match] = field(default_factory=list)
 
 
 def price_limits(text: str) -> tuple[Decimal | None, Decimal | None]:
@@ -72,12 +92,6 @@ def price_limits(text: str) -> tuple[Decimal | None, Decimal | None]:
         return low, high
     below, above = _PRICE_BELOW.search(lowered), _PRICE_ABOVE.search(lowered)
     return (Decimal(above.group(1)) if above else None, Decimal(below.group(1)) if below else None)
-
-
-def policy_kinds(text: str) -> list[str]:
-    """The document kinds a message asks about, in a stable order."""
-    lowered = text.lower()
-    return [kind for kind, pattern in _POLICY_PATTERNS.items() if re.search(pattern, lowered)]
 
 
 def _money(amount: Decimal) -> str:
@@ -154,34 +168,36 @@ def card(hit: SearchHit) -> dict:
     }
 
 
-def _sentences(document: StoreDocument) -> list[str]:
-    """A document cut into sentences; an FAQ's lines are kept whole (each holds a question and its answer)."""
-    body = document.body.strip()
-    if document.kind == StoreDocument.Kind.FAQ or "\n" in body:
-        pieces = [line.strip() for line in body.splitlines() if line.strip()]
-        if document.kind != StoreDocument.Kind.FAQ:
-            pieces = [part for line in pieces for part in re.split(r"(?<=[.!?])\s+", line)]
-        return pieces
-    return [part.strip() for part in re.split(r"(?<=[.!?])\s+", " ".join(body.split())) if part.strip()]
+def product_facts(hit: SearchHit) -> ProductFacts:
+    product, variant = hit.product, hit.variant
+    variants = list(product.variants.all())
+    compare_at = variant.compare_at_price if variant.compare_at_price and variant.compare_at_price > variant.price else None
+    return ProductFacts(
+        title=product.title,
+        variant=variant.title if variant.option_values else "",
+        price=variant.price,
+        currency=variant.currency,
+        compare_at_price=compare_at,
+        in_stock=variant.in_stock,
+        others_in_stock=any(v.in_stock for v in variants if v.pk != variant.pk),
+        product_type=product.product_type,
+        vendor=product.vendor,
+        tags=tuple(product.tag_list),
+        options=_options_line(product, variants),
+        description=" ".join(product.description.split()),
+    )
 
 
-def quote(document: StoreDocument, text: str, limit: int = MAX_QUOTE_SENTENCES) -> str:
-    """The sentences of ``document`` that share the most words with the question, in the document's order.
-
-    Word overlap, not embeddings: a policy is a handful of sentences, and the figure a shopper wants sits in the
-    sentence that repeats their words ("express shipping ... costs 14.95 USD"). Ties go to the earlier sentence,
-    which in a policy states the main rule; with no overlap at all the opening sentence is the quote.
-    """
-    sentences = _sentences(document)
-    if not sentences:
-        return ""
-    asked = set(tokenize(text))
-    scored = [(len(asked & set(tokenize(sentence))), -index) for index, sentence in enumerate(sentences)]
-    best = sorted(scored, reverse=True)[:limit]
-    top = best[0][0]
-    # A second sentence only when it answers as well as the first (it is not there to pad the quote).
-    chosen = sorted(-index for score, index in best if score > 0 and score == top) or [0]
-    return " ".join(sentences[index] for index in chosen)
+def quotes_of(answers: list[passages.Match]) -> list[dict]:
+    """One quote per document, its answering passages in the document's order: {"title", "text"}."""
+    by_document: dict[int, list[passages.Passage]] = {}
+    for match in answers:
+        by_document.setdefault(match.passage.document_id, []).append(match.passage)
+    quotes = []
+    for chosen in by_document.values():
+        chosen.sort(key=lambda passage: passage.position)
+        quotes.append({"title": chosen[0].title, "text": " ".join(passage.text for passage in chosen)})
+    return quotes
 
 
 def _means_it(hit: SearchHit) -> bool:
@@ -210,8 +226,8 @@ def ground(store: Store, text: str, k: int = 3) -> Grounding:
 
     Searches ``store``'s active products (hybrid embedding + keyword search, see ``catalog.search``) and keeps
     at most ``k`` hits scoring at least ``MATCH_THRESHOLD`` (and 70% of the best hit); a stated price range
-    ("under $50") filters the variants. When the message asks about returns, shipping, warranty or FAQ
-    topics, the store's documents of that kind are added word for word. ``found`` is False, with ``facts``
+    ("under $50") filters the variants. The passages of the store's documents that answer the message
+    (``catalog.passages``: every policy and the FAQ are searched) are added word for word. ``found`` is False, with ``facts``
     saying the catalog has no match, when neither a product nor a document applies: the assistant must then
     say so instead of guessing. Cards are one per product hit, from its best-matching variant.
 
@@ -221,15 +237,12 @@ def ground(store: Store, text: str, k: int = 3) -> Grounding:
     text = text or ""
     low, high = price_limits(text)
     hits: list[SearchHit] = []
+    answers: list[passages.Match] = []
     if text.strip():
         hits = [hit for hit in search(text, k, store=store, min_price=low, max_price=high) if hit.variant is not None]
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
         hits = [hit for hit in hits if hit.score >= floor and _means_it(hit)]
-    documents = []
-    kinds = policy_kinds(text)
-    if kinds:
-        documents = list(StoreDocument.objects.filter(store=store, kind__in=kinds))
-        documents.sort(key=lambda d: (kinds.index(d.kind), d.title))
+        answers = passages.answering(store, text, query_vector(text))
 
     lines: list[str] = []
     if hits:
@@ -241,16 +254,19 @@ def ground(store: Store, text: str, k: int = 3) -> Grounding:
             heading += f" priced {' '.join(bounds)} {store.currency}"
         lines.append(heading + ":")
         lines.extend(_product_line(i, hit) for i, hit in enumerate(hits, 1))
-    elif not documents:
+    elif not answers:
         if low is not None or high is not None:
             return Grounding(facts=NO_MATCH + " (A price limit was applied.)", cards=[], found=False)
         return Grounding(facts=NO_MATCH, cards=[], found=False)
-    quotes = []
-    for document in documents:
-        passage = quote(document, text)
-        if passage:
-            quotes.append({"title": document.title, "text": passage})
-            # The answering sentences, not the whole policy: a small model repeats what it is given, so the
-            # less it is given the more likely it repeats the figure that matters.
-            lines.append(f'Store document "{document.title}": {passage}')
-    return Grounding(facts="\n".join(lines), cards=[card(hit) for hit in hits], found=True, quotes=quotes)
+    quotes = quotes_of(answers)
+    # The answering sentences, not the whole policy: a small model repeats what it is given, so the less it is
+    # given the more likely it repeats the figure that matters.
+    lines.extend(f'Store document "{quote["title"]}": {quote["text"]}' for quote in quotes)
+    return Grounding(
+        facts="\n".join(lines),
+        cards=[card(hit) for hit in hits],
+        found=True,
+        quotes=quotes,
+        products=[product_facts(hit) for hit in hits],
+        answers=answers,
+    )

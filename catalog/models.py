@@ -24,6 +24,12 @@ def new_widget_key() -> str:
 class Store(models.Model):
     """One shop. Its cache salt keeps its KV-cache blocks apart from every other store's."""
 
+    class ModelText(models.TextChoices):
+        # What the model may add after an answer's opening (the sentences composed from the store's data).
+        OFF = "off", "Off: openings only, no model text"
+        CHECKED = "checked", "Checked: each model sentence shown only if the store's data supports it"
+        UNCHECKED = "unchecked", "Unchecked: the model's text as it comes (prices and stock still guarded)"
+
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
     currency = models.CharField(max_length=3, default="USD")
@@ -38,6 +44,10 @@ class Store(models.Model):
         "the store's product types."
     )
     handoff_reply = models.TextField(blank=True, help_text="Fixed reply when a shopper asks for a person.")
+    model_text = models.CharField(max_length=10, choices=ModelText.choices, default=ModelText.CHECKED)
+    # kind -> wordings of an answer's first sentence ("We have the {product} for {price}."); a kind left out
+    # uses the defaults of shop_assistant.chat.opening.
+    opening_templates = models.JSONField(default=dict, blank=True)
     # {"timezone": "Europe/Berlin", "weekdays": [0, 1, 2, 3, 4], "open": "09:00", "close": "17:00"}
     # (weekdays: Monday is 0); empty: agents are always reachable.
     support_hours = models.JSONField(default=dict, blank=True)

@@ -4,6 +4,8 @@ The facts a shopper relies on never depend on the small model getting them right
 
 - product cards are catalog rows; policy questions carry the store document's answering sentences as quotes;
 - a request the catalog has nothing for gets the store's fixed no-match reply, with no cards and no model text;
+- a question about the store that none of its documents answers ("do you price match?") gets a fixed reply
+  saying so and offering a person, instead of a guess;
 - a shopper asking for a person gets the fixed handoff reply (and the request is recorded);
 - "are you a bot?" gets a fixed, honest reply: the assistant never claims to be human.
 
@@ -16,7 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from catalog.grounding import ProductFacts
 from catalog.models import Store
+from catalog.passages import Match
 
 from . import handoff
 from .retrieval import Retrieved
@@ -25,12 +29,27 @@ MODEL = "model"
 NO_MATCH = "no_match"
 HANDOFF = "handoff"
 IDENTITY = "identity"
+NO_ANSWER = "no_answer"
 
 IDENTITY_REPLY = (
     "I'm {store}'s virtual shopping assistant, a computer program, not a person. I can help you find products "
     "and answer questions about the store; ask for a human agent at any time."
 )
 NO_MATCH_FALLBACK = "Sorry, I couldn't find that in our catalog."
+NO_ANSWER_REPLY = (
+    "I couldn't find the answer to that in our store's policies. A member of our team can help: ask for a "
+    "person at any time."
+)
+# A question about the store rather than a product: what its documents would answer, if they said.
+_STORE_QUESTION = re.compile(
+    r"\b(?:discounts?|coupons?|promo(?:tion)?s?|vouchers?|codes?|price ?match(?:ing)?|student|military|loyalty|"
+    r"points|membership|account|log ?in|password|secure|security|privacy|pick ?up|in person|physical|visit|hours|"
+    r"open|contact|e-?mail|phone|track(?:ing)?|refunds?|returns?|exchanges?|ship(?:ping)?|deliver(?:y)?|"
+    r"warrant(?:y|ies)|guarantee|pay(?:ment)?s?|invoice|tax(?:es)?|customs|gift ?cards?|newsletter|subscri\w+|"
+    r"cancel\w*|size (?:guide|chart))\b"
+    r"|^\W*(?:how (?:do|can) i|can i|what if|what happens|do i need|is my)\b",
+    re.IGNORECASE,
+)
 
 # Words that carry no request: a message made only of these is small talk for the model, not a catalog miss.
 _SMALL_TALK = frozenset(
@@ -63,11 +82,13 @@ _PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|b
 
 @dataclass
 class Composition:
-    kind: str  # MODEL, NO_MATCH, HANDOFF or IDENTITY
+    kind: str  # MODEL, NO_MATCH, NO_ANSWER, HANDOFF or IDENTITY
     facts: str = ""
     cards: list[dict[str, Any]] = field(default_factory=list)
     quotes: list[dict[str, str]] = field(default_factory=list)
-    reply: str = ""  # the fixed text of NO_MATCH, HANDOFF and IDENTITY
+    reply: str = ""  # the fixed text of NO_MATCH, NO_ANSWER, HANDOFF and IDENTITY
+    products: list[ProductFacts] = field(default_factory=list)  # the cards' products, for the opening
+    answers: list[Match] = field(default_factory=list)  # the store's passages that answer, best first
 
     @property
     def fixed(self) -> bool:
@@ -91,6 +112,11 @@ def is_follow_up(text: str) -> bool:
 def asks_the_catalog(text: str) -> bool:
     """A request for a product: explicit ("do you sell ...", "I'm looking for ...") or a bare noun ("laptops?")."""
     return bool(_REQUEST.search(text)) or (len(text.split()) <= 4 and bool(requested_thing(text)))
+
+
+def asks_about_the_store(text: str) -> bool:
+    """A question about the store's policies or services ("do you price match?", "can I pick up in person?")."""
+    return bool(_STORE_QUESTION.search(text))
 
 
 def is_small_talk(text: str) -> bool:
@@ -135,7 +161,16 @@ def compose(store: Store, text: str, retrieve: Any, previous: str = "") -> Compo
     if not retrieved.found and previous.strip() and is_follow_up(text):
         retrieved = retrieve(store, f"{previous.strip()} {text}")
     if retrieved.found:
-        return Composition(MODEL, facts=retrieved.facts, cards=retrieved.cards, quotes=retrieved.quotes)
+        return Composition(
+            MODEL,
+            facts=retrieved.facts,
+            cards=retrieved.cards,
+            quotes=retrieved.quotes,
+            products=retrieved.products,
+            answers=retrieved.answers,
+        )
+    if asks_about_the_store(text):
+        return Composition(NO_ANSWER, reply=NO_ANSWER_REPLY)
     if is_small_talk(text) or not asks_the_catalog(text):
         return Composition(MODEL, facts=retrieved.facts)
     return Composition(NO_MATCH, reply=no_match_reply(store, text))

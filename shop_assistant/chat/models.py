@@ -64,6 +64,7 @@ class Message(models.Model):
         REPETITION = "repetition"  # the loop guard ended an answer that started repeating itself
         FIXED = "fixed"  # a fixed reply (no match, handoff, "are you a bot?"): no model text
         UNSUPPORTED_FIGURE = "unsupported_figure"  # ended before a price or stock figure the model made up
+        UNSUPPORTED = "unsupported"  # ended before a model sentence the store's data does not support
 
     # The id the protocol calls message_id; chosen by the consumer so that a retried task is idempotent.
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

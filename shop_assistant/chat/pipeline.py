@@ -1,8 +1,12 @@
-"""The answer pipeline, step by step: retrieve and compose, assemble the prompt, generate, (the session) record.
+"""The answer pipeline, step by step: retrieve and compose, open, assemble the prompt, generate, (the session) record.
 
-``plan`` does everything that blocks (database, embeddings, tokenizer) and runs on a worker thread; ``generate``
-streams the model's text through the loop guard and the figure guard. The session (``session.py``) sends the
-frames and records.
+``plan`` does everything that blocks (database, embeddings, tokenizer) and runs on a worker thread: it decides
+the answer's kind (``composition``), composes its opening from the store's data (``opening``) and assembles the
+prompt with that opening as the start of the assistant's turn. ``generate`` streams the opening at once, then
+the model's continuation as the store's ``model_text`` setting says: "checked" (the default) shows it sentence
+by sentence, each one only after ``checker`` found it supported, and ends the answer at the first that is not;
+"unchecked" streams it as it comes through the loop guard and the figure guard; "off" shows the opening alone.
+Either way an answer never ends mid-sentence. The session (``session.py``) sends the frames and records.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from catalog.models import Store
+from catalog.grounding import product_types
+from catalog.models import Store, StoreDocument
 from shop_assistant.prompts.services import ensure_default_prompt, published_prompt
 
+from . import checker as sentence_checker
 from . import engine as engine_service
 from . import handoff, metrics
+from .checker import Evidence
 from .composition import HANDOFF, Composition, compose
 from .decoding import (
     FINISH_FIXED,
@@ -32,10 +39,17 @@ from .decoding import (
     decoding_for,
 )
 from .models import Conversation
+from .opening import Opening, opening_for
 from .prompting import Turn, assemble, user_turn_content
 from .retrieval import retrieve
+from .sentences import SentenceSplitter
 
 logger = logging.getLogger(__name__)
+
+FINISH_UNSUPPORTED = "unsupported"  # the checker ended the answer before a sentence the data does not support
+MODEL_TEXT_OFF, MODEL_TEXT_CHECKED, MODEL_TEXT_UNCHECKED = (choice.value for choice in Store.ModelText)
+__all__ = ["FINISH_FIXED", "FINISH_REPETITION", "FINISH_UNSUPPORTED", "FINISH_UNSUPPORTED_FIGURE", "HANDOFF"]
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -44,10 +58,18 @@ class Plan:
     composition: Composition
     user_content: str  # the user turn as the model sees it (kept for byte-identical replay)
     decoding: Decoding
-    token_ids: list[int] = field(default_factory=list)  # empty for a fixed reply
+    token_ids: list[int] = field(default_factory=list)  # empty for a fixed reply or with model text off
     max_tokens: int = 0
     # The figures the answer may state: every number the model was given (see ``figures_for``).
     figures: frozenset[Decimal] = frozenset()
+    opening: Opening | None = None  # None for a fixed reply
+    evidence: Evidence | None = None  # what the model's sentences are checked against
+    model_text: str = MODEL_TEXT_CHECKED
+
+    @property
+    def generates(self) -> bool:
+        """The engine is asked for a continuation of the opening."""
+        return bool(self.token_ids)
 
 
 @dataclass
@@ -58,9 +80,9 @@ class Generated:
     finish_reason: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
     timing: dict[str, float] | None = None
-    # True when the answer kept is shorter than what was streamed (the figure guard cut a sentence already
-    # partly shown): the client replaces the streamed text with ``text`` (``end.text``).
-    revised: bool = False
+    model_sentences: int = 0  # the model's sentences shown after the opening
+    # The model's sentences not shown, with the checker's reason (the studio preview shows them to the owner).
+    dropped: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -90,6 +112,21 @@ def figures_for(
     )
 
 
+def evidence_for(
+    store: Store, text: str, composition: Composition, opening: Opening, turns: Sequence[Turn], system_prompt: str
+) -> Evidence:
+    documents = list(StoreDocument.objects.filter(store=store).values_list("body", flat=True))
+    return Evidence(
+        question=text,
+        opening=opening.text,
+        products=tuple(composition.products),
+        quotes=tuple(quote["text"] for quote in composition.quotes),
+        documents=(*documents, system_prompt),
+        store_name=store.name,
+        history=tuple(turn.content for turn in turns[-6:]),
+    )
+
+
 def plan(
     engine: Any,
     store: Store,
@@ -99,7 +136,7 @@ def plan(
     previous: str = "",
     system_prompt: str | None = None,
 ) -> Plan:
-    """Steps 1 and 2, blocking: compose the answer from the catalog, record a handoff, assemble the prompt.
+    """Steps 1 and 2, blocking: compose the answer from the catalog, record a handoff, open, assemble the prompt.
 
     ``previous``: the shopper's message before this one, for follow-ups ("anything cheaper?").
     ``conversation`` None and ``system_prompt`` given: a studio preview of a draft (nothing is recorded).
@@ -111,8 +148,15 @@ def plan(
         handoff.request_handoff(conversation)
     if composition.fixed:
         return Plan(composition, content, decoding)
+    types = product_types(store, limit=3) if not (composition.products or composition.answers) else []
+    opening = opening_for(store, text, composition.products, composition.answers, types)
     if system_prompt is None:
         system_prompt = (published_prompt(store) or ensure_default_prompt(store)).full_text()
+    evidence = evidence_for(store, text, composition, opening, turns, system_prompt)
+    figures = figures_for(system_prompt, turns, content, composition)
+    mode = store.model_text or MODEL_TEXT_CHECKED
+    if mode == MODEL_TEXT_OFF:
+        return Plan(composition, content, decoding, figures=figures, opening=opening, evidence=evidence, model_text=mode)
     with engine_service.tokenizer_lock:
         assembled = assemble(
             engine.tokenizer,
@@ -121,9 +165,11 @@ def plan(
             content,
             max_model_len=engine.max_model_len,
             max_tokens=answer_budget(decoding, composition),
+            answer_prefix=opening.text,
         )
-    figures = figures_for(system_prompt, turns, content, composition)
-    return Plan(composition, content, decoding, assembled.token_ids, assembled.max_tokens, figures)
+    return Plan(
+        composition, content, decoding, assembled.token_ids, assembled.max_tokens, figures, opening, evidence, mode
+    )
 
 
 async def generate(
@@ -135,14 +181,18 @@ async def generate(
     session_id: str | None,
     cache_salt: str,
 ) -> AsyncIterator[str]:
-    """Step 3: stream the model's answer into ``result``, yielding each piece of text as it may be shown.
+    """Step 3: stream the answer into ``result``, yielding each piece of text as it may be shown: the opening,
+    then what the store's ``model_text`` setting lets through of the model's continuation.
 
-    Ends early (finish reason "repetition") when the loop guard sees the answer repeating itself, and
-    ("unsupported_figure") before a price, percentage or stock count the model was not given; leaving the
-    stream closes it, which aborts the engine request and frees its KV blocks.
+    Leaving the stream early (the checker, a guard, a cancel) closes it, which aborts the engine request and
+    frees its KV blocks.
     """
-    loops = LoopGuard()
-    figures = FigureGuard(prepared.figures)
+    assert prepared.opening is not None, "a fixed reply has nothing to generate"
+    result.parts.append(prepared.opening.text)
+    yield prepared.opening.text
+    if not prepared.generates:
+        result.finish_reason = "stop"
+        return
     stream = engine.stream(
         request_id,
         prepared.token_ids,
@@ -150,54 +200,124 @@ async def generate(
         session_id=session_id,
         cache_salt=cache_salt,
     )
-    # aclosing: leaving the loop early (guard, cancel, error) closes the stream now, which aborts the request.
+    continuation = _checked if prepared.model_text == MODEL_TEXT_CHECKED else _unchecked
+    # aclosing: leaving the loop early (checker, guard, cancel, error) closes the stream now: the request aborts.
     async with contextlib.aclosing(stream):
-        async for delta in stream:
-            if delta.text:
-                shown = figures.feed(delta.text)
-                if shown:
-                    result.parts.append(shown)
-                    yield shown
-                if figures.tripped:
-                    _refused(result, figures)
-                    return
-                if loops.feed(delta.text):
-                    # The held tail (a figure still forming) is checked as it stands: it may be shown.
-                    tail = _finish_figures(result, figures)
-                    if tail:
-                        yield tail
-                    if not figures.tripped:
-                        result.finish_reason = FINISH_REPETITION
-                    return
-            if delta.finish_reason:
-                result.finish_reason = delta.finish_reason
-            if delta.usage is not None:
-                result.usage = delta.usage.as_dict()
-                metrics.observe_request(delta.metrics, delta.usage, delta.finish_reason)
-            if delta.metrics is not None:
-                result.timing = delta.metrics.timing_ms()
-    tail = _finish_figures(result, figures)
+        async for piece in continuation(stream, prepared, result):
+            yield piece
+
+
+def _observe(delta: Any, result: Generated) -> None:
+    """The engine's bookkeeping of a delta: finish reason, usage and timing."""
+    if delta.finish_reason:
+        result.finish_reason = delta.finish_reason
+    if delta.usage is not None:
+        result.usage = delta.usage.as_dict()
+        metrics.observe_request(delta.metrics, delta.usage, delta.finish_reason)
+    if delta.metrics is not None:
+        result.timing = delta.metrics.timing_ms()
+
+
+async def _checked(stream: AsyncIterator[Any], prepared: Plan, result: Generated) -> AsyncIterator[str]:
+    """The model's sentences, each shown once the checker found it supported; the first that is not ends the
+    answer. A line announcing a list ("Here are the options:") waits for the first item that passes."""
+    assert prepared.evidence is not None
+    splitter = SentenceSplitter()
+    shown = [prepared.opening.text] if prepared.opening else []
+    held: list[str] = []  # a heading that needs what follows it
+
+    def judge(sentence: Any) -> str | None:
+        """The text to show for ``sentence`` ("" to hold it), or None when it ends the answer."""
+        verdict = sentence_checker.check(sentence.text, prepared.evidence, shown)
+        if not verdict.ok:
+            result.dropped.append({"text": sentence.text, "reason": verdict.reason})
+            result.finish_reason = FINISH_UNSUPPORTED
+            return None
+        piece = sentence.separator + sentence.text
+        if sentence.text.endswith(":"):
+            held.append(piece)
+            return ""
+        shown.append(sentence.text)
+        result.model_sentences += 1
+        piece, held[:] = "".join(held) + piece, []
+        return piece
+
+    async for delta in stream:
+        for sentence in splitter.feed(delta.text):
+            piece = judge(sentence)
+            if piece is None:
+                return
+            if piece:
+                result.parts.append(piece)
+                yield piece
+        _observe(delta, result)
+    last, fragment = splitter.finish(ended_by_model=result.finish_reason == "stop")
+    if fragment:
+        result.dropped.append({"text": fragment, "reason": "cut: the answer's budget ended mid-sentence"})
+    if last is not None:
+        piece = judge(last)
+        if piece:
+            result.parts.append(piece)
+            yield piece
+
+
+async def _unchecked(stream: AsyncIterator[Any], prepared: Plan, result: Generated) -> AsyncIterator[str]:
+    """The model's text as it comes, through the loop guard and the figure guard; a sentence cut by the budget
+    is taken back at the end (``end.text``)."""
+    loops = LoopGuard()
+    figures = FigureGuard(prepared.figures)
+    opening = result.text
+    async for delta in stream:
+        if delta.text:
+            shown = figures.feed(delta.text)
+            if shown:
+                result.parts.append(shown)
+                yield shown
+            if figures.tripped:
+                _refused(result, figures, opening)
+                return
+            if loops.feed(delta.text):
+                # The held tail (a figure still forming) is checked as it stands: it may be shown.
+                tail = _finish_figures(result, figures, opening)
+                if tail:
+                    yield tail
+                if not figures.tripped:
+                    result.finish_reason = FINISH_REPETITION
+                _end_on_a_sentence(result, opening)
+                return
+        _observe(delta, result)
+    tail = _finish_figures(result, figures, opening)
     if tail:
         yield tail
+    _end_on_a_sentence(result, opening)
 
 
-def _finish_figures(result: Generated, figures: FigureGuard) -> str:
+def _finish_figures(result: Generated, figures: FigureGuard, opening: str) -> str:
     """The guard's held tail, checked now that no more text comes: what of it may be shown ("" if nothing)."""
     tail = figures.finish()
     if tail:
         result.parts.append(tail)
     if figures.tripped:
-        _refused(result, figures)
+        _refused(result, figures, opening)
     return tail
 
 
-def _refused(result: Generated, figures: FigureGuard) -> None:
+def _refused(result: Generated, figures: FigureGuard, opening: str) -> None:
     """The answer ends before the refused figure; what was streamed of its sentence is taken back."""
     # Logged so that a store owner's question "why did the answer stop?" has an answer, and made-up figures can
     # be counted per store.
     logger.info("answer cut before a figure nobody gave the model: %r", figures.refused)
     result.finish_reason = FINISH_UNSUPPORTED_FIGURE
-    kept = figures.kept or ""
-    if result.text != kept:
-        result.parts = [kept] if kept else []
-        result.revised = True
+    kept = opening + (figures.kept or "")
+    # What was streamed of the refused figure's sentence is taken back: ``end.text`` is the answer as kept.
+    result.parts = [kept]
+
+
+def _end_on_a_sentence(result: Generated, opening: str) -> None:
+    """Take back the tail of a sentence the answer stopped in (the budget ran out, a guard tripped)."""
+    splitter = SentenceSplitter()
+    kept = [sentence.separator + sentence.text for sentence in splitter.feed(result.text[len(opening) :] + " ")]
+    last, _ = splitter.finish(ended_by_model=result.finish_reason == "stop")
+    if last is not None:
+        kept.append(last.separator + last.text)
+    result.parts = [opening + "".join(kept)]

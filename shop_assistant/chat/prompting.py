@@ -78,9 +78,12 @@ def chat_messages(system_prompt: str, turns: Sequence[Turn], latest_user: str) -
     return messages
 
 
-def render(tokenizer: ChatTokenizer, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
-    """Token ids of ``messages`` through the model's own chat template."""
-    return encode_chat(tokenizer, messages, add_generation_prompt)
+def render(
+    tokenizer: ChatTokenizer, messages: list[dict[str, str]], add_generation_prompt: bool = True, answer_prefix: str = ""
+) -> list[int]:
+    """Token ids of ``messages`` through the model's own chat template (then ``answer_prefix``, the start of the
+    assistant's answer that the model continues)."""
+    return encode_chat(tokenizer, messages, add_generation_prompt, answer_prefix)
 
 
 def system_prompt_tokens(tokenizer: ChatTokenizer, system_prompt: str) -> int:
@@ -104,12 +107,15 @@ def assemble(
     *,
     max_model_len: int,
     max_tokens: int,
+    answer_prefix: str = "",
 ) -> AssembledPrompt:
-    """Fit the prompt and at least ``MIN_ANSWER_TOKENS`` of answer (up to ``max_tokens``) into ``max_model_len``."""
+    """Fit the prompt and at least ``MIN_ANSWER_TOKENS`` of answer (up to ``max_tokens``) into ``max_model_len``.
+
+    ``answer_prefix``: the answer's opening (composed from the store's data), which the model continues."""
     kept: Sequence[Turn] = list(turns)
     wanted = min(max_tokens, max_model_len)
     while True:
-        ids = render(tokenizer, chat_messages(system_prompt, kept, latest_user))
+        ids = render(tokenizer, chat_messages(system_prompt, kept, latest_user), answer_prefix=answer_prefix)
         if len(ids) + wanted <= max_model_len or not kept:
             break
         kept = _drop_oldest(kept)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from catalog.grounding import ProductFacts, ground
 from catalog.models import Store
+from catalog.passages import Match
 
 CARD_FIELDS = ("sku", "title", "price", "currency", "url", "image", "in_stock")
 
@@ -20,6 +22,8 @@ class Retrieved:
     cards: list[dict[str, Any]] = field(default_factory=list)
     quotes: list[dict[str, str]] = field(default_factory=list)  # {"title", "text"}: policy sentences, verbatim
     found: bool = False  # a product or a store document matched
+    products: list[ProductFacts] = field(default_factory=list)  # the catalog's facts about each card's product
+    answers: list[Match] = field(default_factory=list)  # the passages of the store's documents that answer
 
 
 def _card(raw: dict[str, Any]) -> dict[str, Any]:
@@ -32,10 +36,6 @@ def _card(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def retrieve(store: Store, text: str, k: int = 3) -> Retrieved:
-    try:
-        from catalog.grounding import ground
-    except ImportError:  # the catalog's retrieval is not installed: answer without catalog results
-        return Retrieved()
     grounding = ground(store, text, k=k)
     if not grounding.found:
         return Retrieved(facts=grounding.facts or "")
@@ -44,4 +44,6 @@ def retrieve(store: Store, text: str, k: int = 3) -> Retrieved:
         cards=[_card(card) for card in grounding.cards],
         quotes=[{"title": str(q["title"]), "text": str(q["text"])} for q in grounding.quotes],
         found=True,
+        products=list(grounding.products),
+        answers=list(grounding.answers),
     )

@@ -468,8 +468,9 @@ class ChatSession:
         end: Frame = {"type": "end", "message_id": message_id, "finish_reason": finish, "usage": result.usage}
         if prepared.composition.fixed:
             end["reply"] = prepared.composition.kind
-        if result.revised:  # the figure guard took back a sentence already partly shown: this is the answer
-            end["text"] = text
+        else:
+            # The answer as kept (it replaces what was streamed), and how much of it the model wrote.
+            end.update(text=text, model_sentences=result.model_sentences, model_text=prepared.model_text)
         if result.timing:
             end["timing"] = result.timing
         self._generating = False  # the next message may come as soon as the shopper sees `end`

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from django import forms
 
 from catalog.models import Store
+from shop_assistant.chat.opening import DEFAULT_TEMPLATES, PLACEHOLDERS, TEMPLATE_LABELS, template_errors
 
 from .models import PromptVersion
 
@@ -79,18 +80,26 @@ class StoreSettingsForm(forms.ModelForm):
             "greeting",
             "answer_max_tokens",
             "temperature",
+            "model_text",
             "no_match_reply",
             "handoff_reply",
             "widget_allowed_origins",
         ]
         widgets = {
+            "model_text": forms.RadioSelect,
             "greeting": forms.Textarea(attrs={"rows": 2}),
             "no_match_reply": forms.Textarea(attrs={"rows": 2}),
             "handoff_reply": forms.Textarea(attrs={"rows": 2}),
             "widget_allowed_origins": forms.Textarea(attrs={"rows": 3, "placeholder": "https://shop.example.com"}),
         }
-        labels = {"answer_max_tokens": "Answer length (tokens)", "widget_allowed_origins": "Sites allowed to embed"}
+        labels = {
+            "answer_max_tokens": "Answer length (tokens)",
+            "widget_allowed_origins": "Sites allowed to embed",
+            "model_text": "The model's own sentences",
+        }
         help_texts = {
+            "model_text": "Every answer opens with sentences made from your catalog and policies; this is what the "
+            "model may add after them. The preview shows what was kept and what was left out.",
             "answer_max_tokens": "Longest answer in tokens; empty: the site default.",
             "temperature": "0 answers the same way every time; up to 1 varies more. Empty: the site default.",
             "widget_allowed_origins": "One origin per line, e.g. https://shop.example.com.",
@@ -98,6 +107,17 @@ class StoreSettingsForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["model_text"].required = False
+        own = self.instance.opening_templates or {}
+        for kind, defaults in DEFAULT_TEMPLATES.items():
+            names = ", ".join("{" + name + "}" for name in sorted(PLACEHOLDERS[kind])) or "no placeholders"
+            self.fields[f"opening_{kind}"] = forms.CharField(
+                required=False,
+                label=TEMPLATE_LABELS[kind],
+                initial="\n".join(own.get(kind) or defaults),
+                widget=forms.Textarea(attrs={"rows": len(defaults) + 1}),
+                help_text=f"One wording per line, picked by the question; uses {names}. Empty: the defaults.",
+            )
         hours = self.instance.support_hours or {}
         if hours and not self.is_bound:
             self.initial.update(
@@ -138,8 +158,27 @@ class StoreSettingsForm(forms.ModelForm):
             raise forms.ValidationError(f"Unknown time zone {name!r}; use a name like Europe/Berlin.") from None
         return name
 
+    def clean_model_text(self) -> str:
+        # Left out of the post (an older page): the store keeps its setting.
+        return self.cleaned_data.get("model_text") or self.instance.model_text or Store.ModelText.CHECKED
+
+    def opening_fields(self) -> list[forms.BoundField]:
+        return [self[f"opening_{kind}"] for kind in DEFAULT_TEMPLATES]
+
+    def _clean_openings(self, data: dict) -> None:
+        templates = {}
+        for kind, defaults in DEFAULT_TEMPLATES.items():
+            lines = [line.strip() for line in (data.get(f"opening_{kind}") or "").splitlines() if line.strip()]
+            errors = [error for line in lines for error in template_errors(kind, line)]
+            if errors:
+                self.add_error(f"opening_{kind}", errors)
+            elif lines and lines != defaults:  # the defaults are not copied: improvements to them still apply
+                templates[kind] = lines
+        self.instance.opening_templates = templates
+
     def clean(self) -> dict:
         data = super().clean()
+        self._clean_openings(data)
         days, opens, closes = data.get("support_weekdays"), data.get("support_open"), data.get("support_close")
         if not days and not opens and not closes:
             self.instance.support_hours = {}  # agents always reachable

@@ -74,7 +74,8 @@ async def preview_events(store: Store, version: PromptVersion, question: str) ->
             if first_token_ms is None:
                 first_token_ms = round((time.perf_counter() - started) * 1000, 1)
             yield {"type": "token", "text": piece}
-    end = {"type": "end", "finish_reason": result.finish_reason or "error", "usage": result.usage}
-    if result.revised:
-        end["text"] = result.text
+    end = {"type": "end", "finish_reason": result.finish_reason or "error", "usage": result.usage, "text": result.text,
+           "model_text": prepared.model_text, "model_sentences": result.model_sentences,
+           # What the checker kept off the shopper's screen, and why: the owner sees it, the shopper never does.
+           "dropped": result.dropped}  # fmt: skip
     yield {**end, "first_token_ms": first_token_ms}

@@ -102,10 +102,21 @@
     } else if (event.type === "end") {
       if (typeof event.text === "string") cell.querySelector(".text").textContent = event.text;
       var u = event.usage || {};
+      var modelText = event.model_text ? " · model text " + event.model_text + ": " + event.model_sentences +
+        " sentence" + (event.model_sentences === 1 ? "" : "s") + " kept" : "";
       cell.querySelector(".stats").textContent =
         u.prompt_tokens + " prompt tokens, " + u.cached_tokens + " cached · " + u.completion_tokens +
         " generated · first token " + (event.first_token_ms === null ? "—" : event.first_token_ms + " ms") +
-        " · " + event.finish_reason;
+        " · " + event.finish_reason + modelText;
+      // What the checker kept off the shopper's screen, and why: for the owner's eyes only.
+      var dropped = cell.querySelector(".dropped");
+      dropped.textContent = "";
+      (event.dropped || []).forEach(function (item) {
+        var li = el("li", "", "");
+        li.appendChild(el("s", "", item.text));
+        li.appendChild(el("span", "why", " (" + item.reason + ")"));
+        dropped.appendChild(li);
+      });
       cell.dataset.cachedTokens = u.cached_tokens;
       cell.removeAttribute("aria-busy");
       cell.classList.add("done");
@@ -122,6 +133,7 @@
     cell.classList.remove("done", "failed");
     cell.querySelector(".text").textContent = "";
     cell.querySelector(".cards").textContent = "";
+    cell.querySelector(".dropped").textContent = "";
     cell.querySelector(".stats").textContent = "…";
     if (!version) {
       handle(cell, { type: "error", message: "nothing published" });

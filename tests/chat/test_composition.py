@@ -8,6 +8,7 @@ from shop_assistant.chat.composition import (
     HANDOFF,
     IDENTITY,
     MODEL,
+    NO_ANSWER,
     NO_MATCH,
     asks_the_catalog,
     compose,
@@ -42,6 +43,22 @@ def test_requests_the_catalog_cannot_meet_get_the_fixed_reply_and_no_cards(demo_
     assert composition.kind == NO_MATCH and composition.cards == [] and composition.quotes == []
     assert composition.reply.startswith("Sorry, we don't carry")
     assert "we sell jackets" in composition.reply and "backpacks" in composition.reply
+
+
+@pytest.mark.parametrize(
+    "question", ["Do you price match?", "Do you offer student discounts?", "Do I have to make an account to buy?"]
+)
+def test_store_questions_no_document_answers_get_a_fixed_reply_not_a_product_miss(demo_store, question):
+    """Not "Sorry, we don't carry price match.": the question is about the store, and none of its documents
+    answers it, so the reply says so and offers a person."""
+    composition = compose(demo_store, question, retrieve)
+    assert composition.kind == NO_ANSWER and composition.quotes == [] and composition.cards == []
+    assert "policies" in composition.reply and "person" in composition.reply
+
+
+def test_a_store_question_the_faq_answers_is_not_a_product_miss(demo_store):
+    composition = compose(demo_store, "Do you have a physical store I can visit?", retrieve)
+    assert composition.kind == MODEL and composition.quotes[0]["text"].endswith("Not yet: we are online only.")
 
 
 def test_the_near_miss_daypack_is_not_a_laptop(demo_store):

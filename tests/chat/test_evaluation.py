@@ -44,6 +44,45 @@ def test_made_up_prices_and_percentages_are_found():
     assert unsupported_figures("It costs 1,299.00 USD.", ["1299"]) == []
 
 
+# The examples, as the bundled model wrote them next to the store's cards and quotes.
+EVIDENCE = (
+    "Do you have a folding chair? Folding Camp Chair 49.00 USD in stock. A sturdy chair with a cup holder. "
+    "You can return unused items in their original condition within 30 days of delivery."
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "check"),
+    [
+        ("As a digital platform designed by humans, my capabilities do not include selling physical goods.", "disowning"),
+        ("This customer wants to know about chairs. The chatbot has no way to verify it.", "narrating"),
+        ("User: do you have chairs?", "narrating"),
+        ("The Folding Camp Chair is 49.00 USD. Your tents come with a", "cut"),
+        ("", "empty"),
+        ("You can find it at a local boutique called Escape.", "unsupported"),
+        ("It is 40% off this week.", "unsupported"),
+        ("Yes, absolutely! You can definitely return shoes after wearing them multiple times.", "contradicting"),
+        ("You can return the chair after 30 days of delivery, even if it is not unused.", "contradicting"),
+    ],
+)
+def test_the_words_on_screen_are_judged_by_rules_of_the_evaluations_own(answer, check):
+    from shop_assistant.chat.evaluation import words
+
+    judgement = words.judge(answer, EVIDENCE, quotes=[EVIDENCE.split(". ")[-1]])
+    assert getattr(judgement, check), (check, judgement)
+
+
+def test_a_clean_answer_passes_every_word_rule():
+    from shop_assistant.chat.evaluation import words
+
+    answer = "We have the Folding Camp Chair for 49.00 USD. It is a sturdy chair with a cup holder. Anything else?"
+    judgement = words.judge(answer, EVIDENCE, titles=["Folding Camp Chair"])
+    assert judgement == words.Judgement()
+    assert not words.judge("Folding Camp Chair: a sturdy chair.", EVIDENCE, titles=["Folding Camp Chair"]).narrating
+    # A fixed reply is the store's own text: only emptiness and cuts are judged.
+    assert words.judge("Sorry, we don't carry kayaks.", "", fixed=True) == words.Judgement()
+
+
 def test_the_question_set_invites_made_up_figures():
     texts = [q.text.lower() for q in load_questions()]
     assert any("under $150" in t for t in texts) and any("how much" in t for t in texts)
@@ -59,6 +98,11 @@ def test_thresholds():
     ]
     invented = Outcome("demo", "q", answer="It is 68.5% off.", words=4, unsupported_figures=["68.5%"])
     assert failures(summarize([good, invented])) == ["unsupported_figures 1 > 0"]
+    badly_worded = Outcome("demo", "q", answer="As a digital platform", words=4, disowning=["As a digital platform"],
+                           narrating=["The customer asks"], cut=True, unsupported_shown=["Escape"])  # fmt: skip
+    assert failures(summarize([good, badly_worded])) == [
+        "unsupported_shown 1 > 0", "disowning 1 > 0", "narrating 1 > 0", "cut 1 > 0"
+    ]
 
 
 @pytest.mark.slow
@@ -74,8 +118,10 @@ async def test_the_ci_subset_meets_the_bar(transactional_db, settings, capsys):
     with capsys.disabled():
         print("\nevaluation subset:", json.dumps(summary))
         for outcome in outcomes:
-            print(f"  {outcome.question!r} -> {outcome.finish_reason} {outcome.words}w {outcome.answer[:100]!r}")
+            print(f"  {outcome.question!r} -> {outcome.finish_reason} {outcome.words}w {outcome.answer!r}")
+    # The facts on screen and the words: nothing unsupported, disowning, narrating, cut or empty.
     assert failures(summary) == [], [o for o in outcomes if o.error]
+    assert all(o.answer.strip() for o in outcomes)
     assert summary["questions"] == len(questions)
 
 

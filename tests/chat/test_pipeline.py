@@ -1,6 +1,6 @@
-"""shop_assistant.chat.pipeline: the figure guard on the streamed answer, and what the answer may quote.
+"""shop_assistant.chat.pipeline: the opening, the model's continuation as the store's setting says, what it may quote.
 
-The engine here replays scripted text: the real model cannot be made to invent a given price on demand, and what
+The engine here replays scripted text: the real model cannot be made to write a given sentence on demand, and what
 is under test is what the pipeline does with the text, not the model (the consumer tests run the real engine).
 """
 
@@ -10,23 +10,41 @@ from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
+from catalog.grounding import ProductFacts
 from inference.outputs import StreamDelta
+from shop_assistant.chat.checker import Evidence
 from shop_assistant.chat.composition import MODEL, Composition
 from shop_assistant.chat.decoding import FINISH_UNSUPPORTED_FIGURE, QUOTED_ANSWER_MAX_TOKENS, Decoding
-from shop_assistant.chat.pipeline import Generated, Plan, answer_budget, figures_for, generate
+from shop_assistant.chat.opening import Opening
+from shop_assistant.chat.pipeline import (
+    FINISH_UNSUPPORTED,
+    Generated,
+    Plan,
+    answer_budget,
+    figures_for,
+    generate,
+)
 from shop_assistant.chat.prompting import Turn, user_turn_content
 
 FACTS = "Products from the catalog:\n1. Cascade Fleece Jacket - 79.00 USD - in stock [SKU DO-CFJ]"
 CARD = {"sku": "DO-CFJ", "title": "Cascade Fleece Jacket", "price": "79.00", "currency": "USD", "url": "",
         "image": "", "in_stock": True}  # fmt: skip
+FLEECE = ProductFacts(
+    title="Cascade Fleece Jacket", variant="", price=Decimal("79.00"), currency="USD", compare_at_price=None,
+    in_stock=True, others_in_stock=False, product_type="Jackets", vendor="Northpeak", tags=("fleece", "layering"),
+    options="Size: S, M, L", description="A soft, warm mid layer made from recycled polyester fleece. Wear it on "
+    "its own on cool evenings.",
+)  # fmt: skip
 SYSTEM = "You are the assistant of Demo.\n\nStore policies:\nShipping: orders over $50 ship free."
+OPENING = "We have the Cascade Fleece Jacket for 79.00 USD."
 
 
 class ScriptedEngine:
     """Streams ``pieces`` as the engine would, and notes whether the stream was closed early (an abort)."""
 
-    def __init__(self, pieces: list[str]) -> None:
+    def __init__(self, pieces: list[str], finish: str = "stop") -> None:
         self.pieces = pieces
+        self.finish = finish
         self.sent = 0
         self.closed_early = False
 
@@ -36,7 +54,7 @@ class ScriptedEngine:
                 for index, piece in enumerate(self.pieces):
                     self.sent += 1
                     last = index == len(self.pieces) - 1
-                    yield StreamDelta(request_id, piece, finish_reason="stop" if last else None)
+                    yield StreamDelta(request_id, piece, finish_reason=self.finish if last else None)
             except GeneratorExit:
                 self.closed_early = self.sent < len(self.pieces)
                 raise
@@ -53,18 +71,25 @@ def test_a_policy_answer_next_to_its_quote_gets_a_short_budget():
     assert answer_budget(decoding, Composition(MODEL, cards=[CARD])) == 120
 
 
-def plan_for(shopper: str) -> Plan:
-    composition = Composition(MODEL, facts=FACTS, cards=[CARD])
+def plan_for(shopper: str, model_text: str = "checked") -> Plan:
+    composition = Composition(MODEL, facts=FACTS, cards=[CARD], products=[FLEECE])
     content = user_turn_content(shopper, FACTS)
     decoding = Decoding(max_tokens=64, temperature=0.0, repetition_penalty=1.0, frequency_penalty=0.0,
                         presence_penalty=0.0)  # fmt: skip
-    return Plan(composition, content, decoding, [1, 2, 3], 64, figures_for(SYSTEM, [], content, composition))
+    evidence = Evidence(question=shopper, opening=OPENING, products=(FLEECE,), documents=(SYSTEM,),
+                        store_name="Demo Outfitters")  # fmt: skip
+    token_ids = [] if model_text == "off" else [1, 2, 3]
+    return Plan(composition, content, decoding, token_ids, 64, figures_for(SYSTEM, [], content, composition),
+                Opening(OPENING, "product"), evidence, model_text)  # fmt: skip
 
 
-async def run(pieces: list[str], shopper: str = "Do you have a fleece?") -> tuple[list[str], Generated, ScriptedEngine]:
-    engine = ScriptedEngine(pieces)
+async def run(
+    pieces: list[str], shopper: str = "Do you have a fleece?", model_text: str = "checked", finish: str = "stop"
+) -> tuple[list[str], Generated, ScriptedEngine]:
+    engine = ScriptedEngine(pieces, finish)
     result = Generated()
-    shown = [piece async for piece in generate(engine, "r1", plan_for(shopper), result, session_id=None, cache_salt="")]
+    plan = plan_for(shopper, model_text)
+    shown = [piece async for piece in generate(engine, "r1", plan, result, session_id=None, cache_salt="")]
     return shown, result, engine
 
 
@@ -77,25 +102,63 @@ def test_the_answer_may_quote_the_catalog_the_store_and_the_shopper():
     assert Decimal("68.5") not in allowed
 
 
-async def test_catalog_figures_stream_through():
-    pieces = ["The", " Cascade", " Fleece", " Jacket", " is", " $", "79", ".", "00", " and", " in", " stock", "."]
+async def test_the_opening_comes_first_and_supported_sentences_follow_whole():
+    pieces = [" It", " is", " a", " soft", ",", " warm", " mid", " layer", ".", " Let", " me", " know", " if", " you",
+              " need", " anything", " else", "!"]  # fmt: skip
     shown, result, _ = await run(pieces)
-    assert "".join(shown) == "".join(pieces) == result.text
-    assert result.finish_reason == "stop" and not result.revised
+    assert shown == [OPENING, " It is a soft, warm mid layer.", " Let me know if you need anything else!"]
+    assert result.text == "".join(shown) and result.model_sentences == 2 and result.finish_reason == "stop"
 
 
-async def test_an_invented_discount_ends_the_answer_and_aborts_the_request():
-    pieces = ["We", " have", " the", " fleece", " for", " $79", ".", " It", " is", " 68", ".", "5", "%", " off", "!",
-              " Order", " now", "."]  # fmt: skip
+async def test_an_unsupported_sentence_ends_the_answer_and_aborts_the_request():
+    pieces = [" It", " is", " warm", ".", " It", " is", " sold", " on", " Amazon", " too", ".", " Order", " now", "."]
     shown, result, engine = await run(pieces)
-    assert "68" not in "".join(shown)
-    assert result.finish_reason == FINISH_UNSUPPORTED_FIGURE
-    # " It is" had streamed before the figure showed itself: the kept answer takes it back (`end.text`).
-    assert result.revised and result.text == "We have the fleece for $79."
-    assert engine.closed_early
+    assert "".join(shown) == OPENING + " It is warm." == result.text
+    assert result.finish_reason == FINISH_UNSUPPORTED and engine.closed_early
+    assert result.dropped == [{"text": "It is sold on Amazon too.", "reason": "disowns the store: 'Amazon'"}]
+
+
+async def test_an_invented_discount_never_shows_and_nothing_after_it():
+    pieces = [" It", " is", " 68", ".", "5", "%", " off", "!", " It", " is", " warm", "."]
+    shown, result, engine = await run(pieces)
+    assert "68" not in "".join(shown) and result.text == OPENING
+    assert result.finish_reason == FINISH_UNSUPPORTED and engine.closed_early
+
+
+async def test_a_sentence_cut_by_the_budget_is_left_out():
+    shown, result, _ = await run([" It", " is", " warm", ".", " It", " comes", " in"], finish="length")
+    assert result.text == OPENING + " It is warm." and result.finish_reason == "length"
+    assert result.dropped[-1]["text"] == "It comes in"
+
+
+async def test_a_list_heading_waits_for_an_item_that_passes():
+    shown, result, _ = await run([" Here", " are", " the", " sizes", ":", "\n", "-", " Size", " XXL", " only", ".\n"])
+    assert result.text == OPENING and result.model_sentences == 0
+    shown, result, _ = await run([" Here", " are", " the", " sizes", ":", "\n", "-", " S", ",", " M", " and", " L", ".\n"])
+    assert result.text == OPENING + " Here are the sizes:\n- S, M and L."
 
 
 async def test_the_shoppers_budget_may_be_repeated():
-    pieces = ["Yes", ",", " it", " is", " under", " your", " $", "150", " budget", "."]
+    pieces = [" Yes", ",", " it", " is", " under", " your", " $", "150", " budget", "."]
     shown, result, _ = await run(pieces, shopper="Do you have a fleece under $150?")
-    assert "".join(shown) == "Yes, it is under your $150 budget." and result.finish_reason == "stop"
+    assert result.text == OPENING + " Yes, it is under your $150 budget." and result.finish_reason == "stop"
+
+
+async def test_model_text_off_shows_the_opening_alone_and_never_asks_the_engine():
+    shown, result, engine = await run([" It", " is", " warm", "."], model_text="off")
+    assert shown == [OPENING] and result.text == OPENING and engine.sent == 0 and result.finish_reason == "stop"
+
+
+async def test_unchecked_text_streams_as_it_comes_and_still_ends_on_a_sentence():
+    pieces = [" Best", " jacket", " in", " town", ".", " You", " will", " love", " it", " because"]
+    shown, result, _ = await run(pieces, model_text="unchecked", finish="length")
+    assert "".join(shown).startswith(OPENING + " Best jacket in town. You will")  # streamed as it came
+    assert result.text == OPENING + " Best jacket in town."  # kept: `end.text` takes the cut sentence back
+
+
+async def test_unchecked_text_still_never_shows_an_invented_figure():
+    pieces = [" We", " have", " it", " for", " $79", ".", " It", " is", " 68", ".", "5", "%", " off", "!"]
+    shown, result, engine = await run(pieces, model_text="unchecked")
+    assert "68" not in "".join(shown)
+    assert result.finish_reason == FINISH_UNSUPPORTED_FIGURE and engine.closed_early
+    assert result.text == OPENING + " We have it for $79."

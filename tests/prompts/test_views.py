@@ -194,10 +194,22 @@ def test_store_settings_and_embed_snippet(store, owner):
     assert store.widget_allowed_origins == "https://shop.example.com\nhttp://localhost:8080"
     assert (store.greeting, store.no_match_reply, store.handoff_reply) == ("Hi!", "Nothing like that here.", "Getting someone.")
 
+    assert store.model_text == "checked" and store.opening_templates == {}  # left out: the defaults
+
+    from shop_assistant.chat.opening import DEFAULT_TEMPLATES
+
+    own = {**data, "model_text": "off", "opening_product": "In stock for you: the {product} at {price}.",
+           "opening_greeting": "\n".join(DEFAULT_TEMPLATES["greeting"])}  # the defaults as they were shown
+    assert client.post("/studio/corner/settings", own).status_code == 302
+    store.refresh_from_db()
+    assert store.model_text == "off"
+    assert store.opening_templates == {"product": ["In stock for you: the {product} at {price}."]}
+
     bad = {**data, "widget_allowed_origins": "javascript:alert(1)\nhttps://shop.example.com/path", "support_timezone": "Mars/Base",
-           "temperature": "5"}
+           "temperature": "5", "opening_product": "We have the {product} for {cost}."}
     page = client.post("/studio/corner/settings", bad).content.decode()
     assert "is not an origin" in page and "Unknown time zone" in page and "Between 0 and 2" in page
+    assert "unknown placeholder {cost}" in page and "needs {price}" in page
     store.refresh_from_db()
     assert store.widget_allowed_origins == "https://shop.example.com\nhttp://localhost:8080"
 

@@ -1,8 +1,10 @@
 """Answer-quality evaluation: shopper questions through the websocket's own pipeline, one fresh session each.
 
 Every question runs in a new ``ChatSession`` (the object the consumer drives), so retrieval, composition,
-decoding, the loop guard and recording are exactly what a shopper gets; only the transport is left out. The
-checks are plain text rules, the same for every model, so a run can be compared with an earlier one.
+decoding, the sentence checker and recording are exactly what a shopper gets; only the transport is left out. The
+checks are plain text rules, the same for every model, so a run can be compared with an earlier one: the facts on
+screen (cards, quotes, fixed replies), and the words (``words``: unsupported, disowning, narrating, contradicting a
+quote, cut or empty), judged by rules of the evaluation's own, apart from the checker that chose them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import json
 import re
 import statistics
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..decoding import words_of
+from . import words as word_rules
 
 QUESTIONS_PATH = Path(__file__).resolve().parent / "questions.json"
 SAMPLES_DIR = Path(__file__).resolve().parents[3] / "catalog" / "samples" / "shopify"
@@ -28,6 +32,13 @@ THRESHOLDS = {
     "loops": 0,
     "human_claims": 0,
     "unsupported_figures": 0,
+    "unsupported_shown": 0,
+    "checker_flags": 0,
+    "disowning": 0,
+    "narrating": 0,
+    "contradicting": 0,
+    "cut": 0,
+    "empty": 0,
     "median_words": 80,
     "product_in_cards": 0.90,
     "fact_on_screen": 0.95,
@@ -77,6 +88,16 @@ class Outcome:
     fact_on_screen: bool | None = None
     no_match_handled: bool | None = None
     handoff_recorded: bool | None = None
+    # The words, judged from the final on-screen text (``words``).
+    model_sentences: int = 0  # the model's sentences kept after the opening
+    unsupported_shown: list[str] = field(default_factory=list)
+    checker_flags: list[str] = field(default_factory=list)  # shown sentences the chat's own checker rejects
+    disowning: list[str] = field(default_factory=list)
+    narrating: list[str] = field(default_factory=list)
+    contradicting: list[str] = field(default_factory=list)
+    cut: bool = False
+    empty: bool = False
+    first_token_ms: float | None = None  # from sending the message to the first text on screen
     seconds: float = 0.0
     error: str = ""
 
@@ -137,8 +158,6 @@ def ensure_stores(slugs: set[str]) -> None:
 
 async def ask(question: Question) -> Outcome:
     """One question in a fresh session; the outcome holds what the shopper would have seen."""
-    import time
-
     from channels.db import database_sync_to_async
 
     from shop_assistant.chat.models import Conversation, Message
@@ -148,9 +167,13 @@ async def ask(question: Question) -> Outcome:
 
     frames: list[dict[str, Any]] = []
     done = asyncio.Event()
+    sent_at: list[float] = []
+    first_text: list[float] = []
 
     async def send(frame: dict[str, Any]) -> None:
         frames.append(frame)
+        if frame["type"] == "token" and not first_text and sent_at:
+            first_text.append(time.perf_counter() - sent_at[0])
         if frame["type"] in {"end", "error"}:
             done.set()
 
@@ -160,6 +183,7 @@ async def ask(question: Question) -> Outcome:
     if session is None:
         outcome.error = f"no store {question.store!r}"
         return outcome
+    sent_at.append(time.perf_counter())
     await session.receive(json.dumps({"type": "message", "text": question.text}))
     await asyncio.wait_for(done.wait(), timeout=600)
     await session.wait_idle()  # the answer is recorded (and a handoff saved) before we look
@@ -179,10 +203,12 @@ async def ask(question: Question) -> Outcome:
         elif kind == "end":
             outcome.finish_reason = frame["finish_reason"]
             outcome.reply = frame.get("reply", "")
+            outcome.model_sentences = int(frame.get("model_sentences", 0))
         elif kind == "error":
             outcome.error = f"{frame['code']}: {frame['message']}"
-    # What stays on screen: a sentence taken back by the figure guard comes as the `end` frame's text.
+    # What stays on screen: the `end` frame's text is the answer as kept.
     outcome.answer = next((f["text"] for f in frames if f["type"] == "end" and "text" in f), "".join(parts))
+    outcome.first_token_ms = round(first_text[0] * 1000, 1) if first_text else None
 
     def given_to_model() -> list[str]:
         conversation = Conversation.objects.get(pk=session.conversation.pk)
@@ -193,8 +219,72 @@ async def ask(question: Question) -> Outcome:
     conversation, *given = await database_sync_to_async(given_to_model)()
     outcome.unsupported_figures = unsupported_figures(outcome.answer, allowed + given)
     _judge(question, outcome, conversation)
+    if not outcome.error:
+        await database_sync_to_async(_judge_words)(question, outcome, frames)
     await session.close()
     return outcome
+
+
+def _judge_words(question: Question, outcome: Outcome, frames: list[dict[str, Any]]) -> None:
+    """The words on screen, by the evaluation's own rules (``words``) and by the chat's checker."""
+    from catalog.grounding import product_types
+    from catalog.models import Store, StoreDocument, Variant
+    from shop_assistant.prompts.services import published_prompt
+
+    store = Store.objects.get(slug=question.store)
+    cards = next((f["items"] for f in frames if f["type"] == "products"), [])
+    variants = Variant.objects.filter(store=store, sku__in=[card["sku"] for card in cards]).select_related("product")
+    products = [_catalog_row(variant) for variant in variants]
+    documents = list(StoreDocument.objects.filter(store=store).values_list("body", flat=True))
+    prompt = published_prompt(store)
+    evidence = "\n".join(
+        [question.text, store.name, " ".join(product_types(store)), prompt.full_text() if prompt else "",
+         *(f"{c['title']} {c['price']} {c['currency']}" for c in cards), *outcome.sources, *products, *documents]
+    )  # fmt: skip
+    titles = [variant.product.title for variant in variants]
+    judgement = word_rules.judge(outcome.answer, evidence, outcome.sources, fixed=bool(outcome.reply), titles=titles)
+    outcome.unsupported_shown = judgement.unsupported
+    outcome.disowning = judgement.disowning
+    outcome.narrating = judgement.narrating
+    outcome.contradicting = judgement.contradicting
+    outcome.cut = judgement.cut
+    outcome.empty = judgement.empty
+    if not outcome.reply:
+        outcome.checker_flags = checker_flags(store, question.text, outcome.answer)
+
+
+def _catalog_row(variant: Any) -> str:
+    """A card's catalog rows in words: what the product page would say, prices and stock included."""
+    product = variant.product
+    regular = variant.compare_at_price if variant.compare_at_price and variant.compare_at_price > variant.price else None
+    price = f"price {variant.price} {variant.currency}" + (
+        f" on sale down from {regular}" if regular else " regular prices"
+    )
+    stock = "in stock now" if variant.in_stock else "out of stock sold out"
+    return " ".join((product.title, variant.title, price, stock, product.description, product.tags,
+                     product.product_type, product.vendor, " ".join(variant.option_values)))  # fmt: skip
+
+
+def checker_flags(store: Any, text: str, answer: str) -> list[str]:
+    """The model's sentences on screen that the chat's own checker rejects (none, unless something bypassed it).
+
+    The opening and the evidence come from planning the question again (the same data gives the same ones)."""
+    from .. import checker, pipeline
+    from .. import engine as engine_service
+    from ..sentences import SentenceSplitter
+
+    plan = pipeline.plan(engine_service.get_engine(), store, None, [], text)
+    if plan.opening is None or plan.evidence is None or not answer.startswith(plan.opening.text):
+        return [answer] if plan.opening is not None else []
+    splitter = SentenceSplitter()
+    model = splitter.feed(answer[len(plan.opening.text) :] + " ")
+    last, _ = splitter.finish(ended_by_model=True)
+    shown, flagged = [plan.opening.text], []
+    for sentence in [*model, *([last] if last else [])]:
+        if not checker.check(sentence.text, plan.evidence, shown).ok:
+            flagged.append(sentence.text)
+        shown.append(sentence.text)
+    return flagged
 
 
 def _judge(question: Question, outcome: Outcome, conversation: Any) -> None:
@@ -223,6 +313,8 @@ def _rate(values: list[bool | None]) -> float | None:
 
 def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     words = [o.words for o in outcomes if o.answer]
+    firsts = [o.first_token_ms for o in outcomes if o.first_token_ms is not None]
+    model = [o for o in outcomes if not o.reply and not o.error]
     return {
         "questions": len(outcomes),
         "errors": sum(bool(o.error) for o in outcomes),
@@ -238,6 +330,16 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
         "fact_on_screen": _rate([o.fact_on_screen for o in outcomes]),
         "no_match_handled": _rate([o.no_match_handled for o in outcomes]),
         "handoff_recorded": _rate([o.handoff_recorded for o in outcomes]),
+        "unsupported_shown": sum(bool(o.unsupported_shown) for o in outcomes),
+        "checker_flags": sum(bool(o.checker_flags) for o in outcomes),
+        "disowning": sum(bool(o.disowning) for o in outcomes),
+        "narrating": sum(bool(o.narrating) for o in outcomes),
+        "contradicting": sum(bool(o.contradicting) for o in outcomes),
+        "cut": sum(o.cut for o in outcomes),
+        "empty": sum(o.empty for o in outcomes),
+        "model_sentences": sum(o.model_sentences for o in model),
+        "answers_with_model_text": sum(o.model_sentences > 0 for o in model),
+        "first_token_ms_median": round(statistics.median(firsts), 1) if firsts else None,
         "seconds": round(sum(o.seconds for o in outcomes), 1),
     }
 
@@ -247,7 +349,8 @@ def failures(summary: dict[str, Any]) -> list[str]:
     missed = []
     if summary["errors"]:
         missed.append(f"errors {summary['errors']} > 0")
-    for name in ("loops", "human_claims", "unsupported_figures"):
+    word_checks = ("unsupported_shown", "checker_flags", "disowning", "narrating", "contradicting", "cut", "empty")
+    for name in ("loops", "human_claims", "unsupported_figures", *word_checks):
         if summary[name] > THRESHOLDS[name]:
             missed.append(f"{name} {summary[name]} > {THRESHOLDS[name]}")
     if summary["median_words"] > THRESHOLDS["median_words"]:

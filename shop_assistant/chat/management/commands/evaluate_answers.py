@@ -14,7 +14,8 @@ class Command(BaseCommand):
     help = (
         "Ask the question set through the chat pipeline (one fresh session each) and report loops, words, "
         "human claims, made-up prices or percentages, products in the cards, facts on screen, no-match and handoff "
-        "handling."
+        "handling, and the words shown: unsupported (U), disowning (D), narrating (N), contradicting a quote (C), "
+        "cut or empty (X)."
     )
 
     def add_arguments(self, parser) -> None:
@@ -41,6 +42,11 @@ class Command(BaseCommand):
                     ("L", outcome.loop),
                     ("H", outcome.human_claim),
                     ("F", bool(outcome.unsupported_figures)),
+                    ("U", bool(outcome.unsupported_shown or outcome.checker_flags)),
+                    ("D", bool(outcome.disowning)),
+                    ("N", bool(outcome.narrating)),
+                    ("C", bool(outcome.contradicting)),
+                    ("X", outcome.cut or outcome.empty),
                     ("E", bool(outcome.error)),
                 )
                 if bad
@@ -51,9 +57,12 @@ class Command(BaseCommand):
                 if (value := getattr(outcome, name)) is not None
             )
             figures = f" unsupported={outcome.unsupported_figures}" if outcome.unsupported_figures else ""
+            flagged = outcome.unsupported_shown + outcome.checker_flags + outcome.disowning + outcome.narrating
+            flagged_text = f"\n    flagged: {flagged!r}" if flagged else ""
             self.stdout.write(
-                f"[{outcome.store}] {outcome.question!r}: {outcome.words} words, {outcome.finish_reason}"
-                f"{' ' + marks if marks else ''} {checks}{figures}\n    {outcome.answer[:160]!r}"
+                f"[{outcome.store}] {outcome.question!r}: {outcome.words} words ({outcome.model_sentences} model "
+                f"sentences), {outcome.finish_reason}{' ' + marks if marks else ''} {checks}{figures}\n"
+                f"    {outcome.answer!r}{flagged_text}"
             )
 
         outcomes, summary = asyncio.run(evaluation.evaluate(questions, progress=progress))

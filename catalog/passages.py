@@ -1,0 +1,276 @@
+"""Which sentence of the store's documents answers a shopper's question, across every policy and the FAQ.
+
+Each store's documents are cut into passages (a sentence of a policy; a whole line of an FAQ, question and
+answer together) and embedded once per process (rebuilt when a document changes). A question is scored
+against every passage:
+
+    score = cosine(question, passage) + LEXICAL_WEIGHT * shared_words + KIND_BONUS (the question names the
+    document's topic: "refund" for returns, "deliver" for shipping)
+
+where ``shared_words`` is the share of the question's content words (stemmed, with a few shopping synonyms:
+"money back" is a refund, "parcel" a package) that the passage has. An FAQ line is also scored on its own
+question alone, which phrases things the way shoppers do. A passage answers when its score reaches
+``ANSWER_THRESHOLD``; a question nothing reaches is not a policy question, whatever words it uses.
+
+The weights and the threshold were set on the evaluation's policy questions and half of a set of questions
+written before the documents were read; the other half is the check (tests/catalog/test_passages.py).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from django.db.models import Count, Max
+
+from . import embeddings
+from .models import Product, Store, StoreDocument
+
+LEXICAL_WEIGHT = 0.3
+KIND_BONUS = 0.08
+ANSWER_THRESHOLD = 0.5
+# Without a word in common a passage answers only on meaning this close: "Do you sell laptops?" is phrased
+# like the FAQ's "Do you have a physical store?" (cosine 0.52) and asks something else entirely.
+COSINE_ALONE = 0.6
+# A second passage is quoted only when it answers nearly as well as the best one.
+SECOND_MARGIN = 0.04
+
+# Words that make a message a question about a store policy, per document kind.
+KIND_PATTERNS = {
+    StoreDocument.Kind.RETURNS: (
+        r"\b(returns?|returning|refunds?|refunded|exchanges?|exchanging|send (?:it |them )?back|money back)\b"
+    ),
+    StoreDocument.Kind.SHIPPING: (
+        r"\b(ship|ships|shipping|shipped|deliver(?:y|ies|ed)?|postage|courier|dispatch(?:ed)?|arrive|tracking)\b"
+    ),
+    StoreDocument.Kind.WARRANTY: r"\b(warrant(?:y|ies)|guarantee[ds]?|defects?|defective|faulty|broken|repairs?)\b",
+    StoreDocument.Kind.FAQ: (
+        r"\b(faq|pay|payments?|paypal|gift ?cards?|discounts?|coupons?|promo(?:tion)? codes?|size guide|sizing|"
+        r"contact|phone|e-?mail|opening hours|account|cancel(?:l?ed|ling)?|order status|track my order)\b"
+    ),
+}
+
+_WORD = re.compile(r"[a-z0-9]+")
+# Function words and the words every shopper's question has ("can I", "do you"): they say nothing about which
+# passage answers.
+_STOPWORDS = frozenset(
+    """a about after all already am an and any anything are as at be been before being but by can could did do
+    does doing for from get gets getting got had has have how i i'm if in into is it its me my myself no not
+    of on once or our out please so some something than that the their them then there these they this those
+    to too until up us was we what when where which while who whom why will with would you your yours
+    possible able much many long sell selling sold buy offer carry stock want need like
+    s t d m re ll ve""".split()
+)
+# Shoppers' words for what policies call otherwise. General shop vocabulary, not any one store's.
+_SYNONYMS = {
+    "money": "refund", "reimburse": "refund", "reimbursement": "refund", "refunded": "refund",
+    "parcel": "package", "order": "order", "delivery": "ship", "deliver": "ship", "delivered": "ship",
+    "shipping": "ship", "shipped": "ship", "ships": "ship", "postage": "ship", "dispatch": "ship",
+    "wore": "wear", "worn": "wear", "wearing": "wear", "used": "use", "using": "use",
+    "boot": "footwear", "shoe": "footwear", "sneaker": "footwear", "trainer": "footwear",
+    "contact": "reach", "reaching": "reach", "phone": "reach", "call": "reach",
+    "guarantee": "warranty", "broke": "fail", "broken": "fail", "breaks": "fail", "failed": "fail",
+    "defect": "fail", "defective": "fail", "faulty": "fail", "damaged": "fail", "damage": "fail",
+    "track": "tracking", "cost": "cost", "costs": "cost", "price": "cost", "fee": "cost",
+    "cancel": "cancel", "cancelled": "cancel", "canceled": "cancel", "cancellation": "cancel",
+    "exchange": "exchange", "swap": "exchange", "returned": "return", "returning": "return", "returns": "return",
+    "internationally": "international", "abroad": "international", "overseas": "international",
+    "shop": "store", "pay": "payment", "paying": "payment", "paid": "payment",
+}
+
+
+def _stem(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 5 and word.endswith("ing"):
+        return word[:-3]
+    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def content_words(text: str) -> set[str]:
+    """The words of ``text`` that can tell passages apart, stemmed and mapped to a shared synonym."""
+    words = set()
+    for word in _WORD.findall(text.lower()):
+        if word in _STOPWORDS:
+            continue
+        word = _SYNONYMS.get(word, word)
+        stemmed = _stem(word)
+        words.add(_SYNONYMS.get(stemmed, stemmed))
+    return words
+
+
+def kinds_asked(text: str) -> list[str]:
+    """The document kinds a message names, in a stable order."""
+    lowered = text.lower()
+    return [kind for kind, pattern in KIND_PATTERNS.items() if re.search(pattern, lowered)]
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One quotable unit of a store document: a policy sentence, or an FAQ line (its question and answer)."""
+
+    document_id: int
+    kind: str
+    title: str
+    text: str
+    position: int  # in its document, for quoting passages in the document's order
+    question: str = ""  # an FAQ line's own question ("Do you have a physical store?")
+    answer: str = ""  # an FAQ line's answer ("Not yet: we are online only."); a policy sentence: the text
+
+    @property
+    def words(self) -> set[str]:
+        return content_words(self.text)
+
+
+@dataclass(frozen=True)
+class Match:
+    passage: Passage
+    score: float
+
+
+_FAQ_QUESTION = re.compile(r"^(.*?\?)\s+(.+)$")
+
+
+def passages_of(document: StoreDocument) -> list[Passage]:
+    """A document cut into passages: an FAQ's lines whole, a policy's sentences one by one."""
+    body = document.body.strip()
+    if document.kind == StoreDocument.Kind.FAQ:
+        pieces = [line.strip() for line in body.splitlines() if line.strip()]
+    else:
+        lines = [line.strip() for line in body.splitlines() if line.strip()]
+        pieces = [part.strip() for line in lines for part in re.split(r"(?<=[.!?])\s+", line) if part.strip()]
+    passages = []
+    for position, piece in enumerate(pieces):
+        question, answer = "", piece
+        split = _FAQ_QUESTION.match(piece) if document.kind == StoreDocument.Kind.FAQ else None
+        if split is not None:
+            question, answer = split.group(1).strip(), split.group(2).strip()
+        passages.append(Passage(document.pk, document.kind, document.title, piece, position, question, answer))
+    return passages
+
+
+@dataclass
+class _StoreIndex:
+    stamp: tuple
+    passages: list[Passage]
+    vectors: np.ndarray  # one row per passage
+    question_vectors: np.ndarray  # an FAQ line's question alone (zeros for policy sentences)
+    # Words that name what the store sells ("tent", "sleeping bag"): they pick products, not passages, so a
+    # warranty sentence that lists tents does not answer "any discounts on tents?".
+    catalog_words: frozenset[str] = frozenset()
+
+
+_indexes: dict[int, _StoreIndex] = {}
+_lock = threading.Lock()
+
+
+def _stamp(store: Store) -> tuple:
+    documents = StoreDocument.objects.filter(store=store).aggregate(n=Count("id"), updated=Max("updated_at"))
+    products = Product.objects.filter(store=store).aggregate(n=Count("id"), updated=Max("updated_at"))
+    return documents["n"], documents["updated"], products["n"], products["updated"]
+
+
+def _catalog_words(store: Store) -> frozenset[str]:
+    rows = Product.objects.filter(store=store, status=Product.Status.ACTIVE).values_list("title", "product_type")
+    return frozenset(word for title, kind in rows for word in content_words(f"{title} {kind}"))
+
+
+def _build(store: Store, stamp: tuple) -> _StoreIndex:
+    passages = [p for document in StoreDocument.objects.filter(store=store) for p in passages_of(document)]
+    vectors = embeddings.encode([p.text for p in passages])
+    questions = [p.question for p in passages if p.question]
+    question_vectors = np.zeros_like(vectors)
+    if questions:
+        encoded = iter(embeddings.encode(questions))
+        for row, passage in enumerate(passages):
+            if passage.question:
+                question_vectors[row] = next(encoded)
+    return _StoreIndex(stamp, passages, vectors, question_vectors, _catalog_words(store))
+
+
+def store_index(store: Store) -> _StoreIndex:
+    stamp = _stamp(store)
+    index = _indexes.get(store.pk)
+    if index is not None and index.stamp == stamp:
+        return index
+    with _lock:
+        index = _indexes.get(store.pk)
+        if index is None or index.stamp != stamp:
+            index = _indexes[store.pk] = _build(store, stamp)
+    return index
+
+
+def clear() -> None:
+    with _lock:
+        _indexes.clear()
+
+
+def score_passages(question: str, query: np.ndarray, index: _StoreIndex, keep_all: bool = False) -> list[Match]:
+    """The passages of the index with their scores for ``question`` (``query``: the question's embedding), best
+    first; without ``keep_all``, not those sharing no word with it and not close enough in meaning alone."""
+    if not index.passages:
+        return []
+    cosine = np.maximum(index.vectors @ query, index.question_vectors @ query)
+    asked = content_words(question)
+    topical = asked - index.catalog_words
+    kinds = set(kinds_asked(question))
+    matches = []
+    for row, passage in enumerate(index.passages):
+        shared = len(topical & passage.words) / len(asked) if asked else 0.0
+        if not shared and cosine[row] < COSINE_ALONE and not keep_all:
+            continue
+        bonus = KIND_BONUS if passage.kind in kinds else 0.0
+        matches.append(Match(passage, float(cosine[row]) + LEXICAL_WEIGHT * shared + bonus))
+    return sorted(matches, key=lambda match: (-match.score, match.passage.document_id, match.passage.position))
+
+
+# A shopper who names one of these ("what is your refund policy?") gets its best passage even when no passage
+# scores as an answer: a policy's sentences are all about its topic. Not the FAQ, whose lines are about anything.
+NAMED_POLICIES = (StoreDocument.Kind.RETURNS, StoreDocument.Kind.SHIPPING, StoreDocument.Kind.WARRANTY)
+
+
+def _best_of_kind(kind: str, scored: list[Match]) -> Match | None:
+    return next((match for match in scored if match.passage.kind == kind), None)
+
+
+def answering(store: Store, question: str, query: np.ndarray | None = None) -> list[Match]:
+    """The passages that answer ``question``, best first, or [] when no passage reaches ``ANSWER_THRESHOLD``.
+
+    The best passage, and a second one of its document within ``SECOND_MARGIN`` of it. A policy the question
+    names (``NAMED_POLICIES``) gets its best passage even below the threshold when nothing else answers ("what is
+    your refund policy?"), and so does each of several named ("can I return it, and how fast do you deliver?").
+    """
+    if not question.strip():
+        return []
+    index = store_index(store)
+    if not index.passages:
+        return []
+    if query is None:
+        from .search import query_vector
+
+        query = query_vector(question)
+    ranked = [match for match in score_passages(question, query, index) if match.score >= ANSWER_THRESHOLD]
+    scored = score_passages(question, query, index, keep_all=True)
+    named = [kind for kind in kinds_asked(question) if kind in NAMED_POLICIES]
+    if ranked and len(kinds_asked(question)) < 2:
+        named = []
+    chosen: list[Match] = []
+    if ranked:
+        best = ranked[0]
+        chosen.append(best)
+        second = next((m for m in ranked[1:] if m.passage.document_id == best.passage.document_id), None)
+        if second is not None and best.score - second.score <= SECOND_MARGIN:
+            chosen.append(second)
+    # A policy the shopper names gets its best passage when nothing else answers ("what is your refund policy?"),
+    # and every one of several named does ("can I return it, and how fast do you deliver?").
+    for kind in named:
+        match = _best_of_kind(kind, scored)
+        if match is not None and all(m.passage.document_id != match.passage.document_id for m in chosen):
+            chosen.append(match)
+    return chosen

@@ -1,0 +1,322 @@
+"""Is a sentence the model wrote supported by what the shopper can see? Checked before it is shown.
+
+The answer's opening is composed from the store's data; the model continues it, and each of its sentences is
+shown only if every rule below passes. The first sentence that fails ends the answer (``pipeline``). The rules
+prefer dropping a good sentence to showing a bad one:
+
+- form: no markup, links, e-mail addresses, placeholders ("[address]") or speaker labels ("User:");
+- voice: the store's assistant speaking to the shopper, not narrating ("the customer wants ..."), not disowning
+  the store ("as a digital platform ..."), not apologising for nothing, not claiming a life of its own;
+- figures: every number (digits or words) is one the shopper can see or was given;
+- names: every capitalised word is in the store's data, the question or the conversation;
+- claims: every content word is in the evidence, except the small talk of helping ("let me know if you need
+  anything else"); a sentence about one product may only use that product's words; "we also have ..." and
+  "other options" claim products nobody listed;
+- policies: a sentence about returns, shipping, warranty or payment must agree in polarity with the store's
+  sentence it overlaps most ("you can return worn boots" against "worn footwear ... cannot be returned");
+- repeats: a sentence already shown, or nearly, is not shown again.
+
+Measured on sentences of the bundled model labelled by hand (``evaluation/labelled_sentences.json``;
+``python manage.py check_sentences`` prints precision and recall).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import cached_property
+
+from catalog.grounding import ProductFacts
+from catalog.passages import content_words
+
+from .decoding import allowed_figures, amounts
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a model sentence may rest on: the question, the opening composed from data, the cards' products,
+    the quotes, the store's documents, its name, and the conversation so far."""
+
+    question: str
+    opening: str = ""
+    products: Sequence[ProductFacts] = ()
+    quotes: Sequence[str] = ()
+    documents: Sequence[str] = ()
+    store_name: str = ""
+    history: Sequence[str] = ()
+
+    @cached_property
+    def texts(self) -> tuple[str, ...]:
+        return (
+            self.question,
+            self.opening,
+            *(p.text() for p in self.products),
+            *(f"{p.price} {p.currency} {p.compare_at_price or ''}" for p in self.products),
+            *self.quotes,
+            *self.documents,
+            self.store_name,
+            *self.history,
+        )
+
+    @cached_property
+    def words(self) -> frozenset[str]:
+        return frozenset(word for text in self.texts for word in content_words(text))
+
+    @cached_property
+    def lowered(self) -> str:
+        return "\n".join(self.texts).lower()
+
+    @cached_property
+    def figures(self) -> frozenset[Decimal]:
+        return allowed_figures(*self.texts, *(" ".join(_NUMBER_WORDS.findall(t.lower())) for t in self.texts))
+
+    @cached_property
+    def policy_sentences(self) -> tuple[str, ...]:
+        return tuple(s for text in (*self.quotes, *self.documents) for s in _SENTENCE_END.split(text) if s.strip())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""  # why not, in a few words: "names 'Amazon'", "a figure nobody gave: 6"
+    detail: dict = field(default_factory=dict)
+
+
+SUPPORTED = Verdict(True)
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
+_FORM = re.compile(
+    r"^\W*[\[\*#>|(]|https?://|www\.|\S+@\S+|\[[a-z_ ]+\]|\bchat ?(?:history|log)\b|^\s*[A-Z][\w' ]{0,25}:\s",
+    re.IGNORECASE,
+)
+_NARRATION = re.compile(
+    r"\b(?:the|this|that|a|our|their) (?:customer|user|shopper|buyer|client|chatbot|bot|assistant|seller|"
+    r"salesperson|agent)s?\b|\b(?:customers?|users?|shoppers?|chatbots?)\b|\b(?:he|she|they) (?:said|asked|replied|"
+    r"wants?|wanted)\b|\bthe answer\b|\bquestion:|\banswer:",
+    re.IGNORECASE,
+)
+_DISOWNING = re.compile(
+    r"\bdigital (?:platform|assistant|shopping)|\bas an? (?:ai|bot|program|language model|virtual)|"
+    r"\blanguage model\b|\breal[- ]world\b|\bphysical (?:store|catalog|goods|products)\b|\bamazon\b|\bebay\b|"
+    r"\bi (?:don't|do not|cannot|can't|am not able to|am unable to) (?:have|access|provide|sell|help|see|track|"
+    r"process|deliver)\b|\b(?:not able|unable) to (?:provide|sell|help|access|deliver|process)\b|"
+    r"\b(?:my|our) (?:website|shelves|shelf|aisle|warehouse staff|local)\b|\blocal (?:store|shop|nursery|retailer)\b|"
+    r"\b(?:sorry|apologi[sz]e|confusion|inconvenience|misunderstanding)\b|\bi'?m not sure\b|\bhuman\b|"
+    r"\b(?:any|other|another) (?:stores?|shops?|retailers?|websites?|sellers?)\b",
+    re.IGNORECASE,
+)
+# The assistant has no life of its own: no tastes, purchases, friends or phone calls.
+_PERSONA = re.compile(
+    r"\b(?:i|i've|i'd|i'll) (?:love|use|used|own|bought|tried|think|believe|had|have got|will call|will give|"
+    r"will send|will contact|personally)\b|\bas (?:much as )?i do\b|\bmy (?:name|favou?rite|friend|job|phone|"
+    r"number|wife|husband)\b|\bfor (?:having|helping) me\b|\bhelping me\b|\bmy (?:order|behalf)\b",
+    re.IGNORECASE,
+)
+# The assistant speaking as the shopper ("Can you tell me more about it?", "How about you?"), or asking for what a
+# product question never needs: an order number, a phone number, card details.
+_ROLE_REVERSAL = re.compile(
+    r"\b(?:can|could|would) you (?:tell|show|recommend|help|give|send)\b|\bhow about you\b|"
+    r"\b(?:do|does) (?:you|your store) (?:have|sell|carry|stock|offer)\b|\bwhat do you (?:have|sell|think|recommend)\b|"
+    r"\byou(?:'re|’re| are)? (?:selling|sell|carry|carrying|stock|stocking)\b",
+    re.IGNORECASE,
+)
+_ASKS_FOR = re.compile(
+    r"\b(?:order number|phone(?: number)?|(?:home |shipping |e-?mail )?address|e-?mail|card (?:number|details)|"
+    r"password|personal (?:details|information)|account number|date of birth)\b",
+    re.IGNORECASE,
+)
+# Remarks about the shopper, and thanks for what the shopper did not do: "Thanks for asking" fits any answer,
+# "Thank you for everything!" none.
+_REMARKS = re.compile(
+    r"\byou(?:'re|’re| are) (?:right|correct|looking good|welcome|amazing|awesome|the best|so kind)\b|\byou look\b|"
+    r"^\W*thank(?:s| you)\b(?! (?:so much |very much |again )?for (?:asking|your question|reaching out|shopping|"
+    r"visiting|your interest|stopping by|getting in touch)\b)",
+    re.IGNORECASE,
+)
+# The assistant sees no orders and makes no promises it cannot keep in the same answer.
+_PROMISES = re.compile(
+    r"\byour (?:order|purchase|cart|account|package|parcel)\b|\b(?:the|this) order (?:is|has|was|will)\b|"
+    r"\blet me (?:tell|show|explain|give|check|get)\b|"
+    r"\bi(?:'ll|’ll| will) (?:tell|show|explain|give|send|check|get|make sure|contact|call)\b|"
+    r"\b(?:at|in|from) (?:our|the) (?:store|shop)\b|\bin store\b",
+    re.IGNORECASE,
+)
+# A question to the shopper is about what they need; anything else ("How'd it go?", "What was that?") is not the
+# assistant's to ask.
+_HELPFUL_QUESTION = re.compile(
+    r"\b(?:help|looking|look|need|want|like|prefer|interested|specific|size|colou?r|budget|else|more|which|"
+    r"know|questions?)\b",
+    re.IGNORECASE,
+)
+# Claims that products nobody listed exist.
+_MORE_PRODUCTS = re.compile(
+    r"\bwe (?:also |now )?(?:have|had|carry|carried|sell|sold|offer|stock|got|found|added)\b.*\b(?:also|other|"
+    r"another|more|new)\b|\bwe also\b|\b(?:other|another|new|more) (?:options?|products?|items?|brands?|models?|"
+    r"styles?|versions?|pieces?|lines?|colou?rs|sizes|deals?|tables|tents|jackets|earrings|necklaces)\b|"
+    r"\b(?:discontinued|sold out|on sale|discount|deal|offer)\b",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS = re.compile(
+    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|"
+    r"thousand|dozen|half|single|double|triple|once|twice)\b",
+    re.IGNORECASE,
+)
+_DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z'’-]*")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_NEGATION = re.compile(r"\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't|nothing|none)\b", re.IGNORECASE)
+_POLICY = re.compile(
+    r"\b(?:returns?|returned|refunds?|exchanges?|ship\w*|deliver\w*|warrant\w*|guarantee\w*|pay\w*|cancel\w*|"
+    r"track\w*|fees?|charges?|free)\b",
+    re.IGNORECASE,
+)
+_PRONOUN_SUBJECT = re.compile(r"^\W*(?:it|its|it's|they|they're|this|these|that|those)\b", re.IGNORECASE)
+
+# Words of helping and politeness, which claim nothing about the store or its products.
+GENERIC_WORDS = frozenset(
+    content_words(
+        """let know need help helping helpful find finding looking look anything else something specific question
+        questions ask asking assist assistance happy glad welcome thank thanks hope enjoy please provide share
+        information details detail additional more great good nice perfect wonderful lovely option options choice
+        pick choose try trying want wish would like might may could should today right now here there just really
+        kind sort type prefer preference preferences recommendation recommendations suggest suggestion mind feel
+        free hesitate reach request requests further else sure course absolutely certainly definitely time day
+        budget allows allow fits fit needs way thing things best better make made give get got keep go going see
+        seeing tell telling mean means idea interested interest interesting consider considering check checking
+        decide decision soon ready care able everything well goes again issue issues resolve purchase other
+        color colour size price range accurate based etc such yes come comes available cost costs"""
+    )
+)
+# A sentence may start with any of these without them being a name.
+_COMMON_CAPITALISED = frozenset(
+    """a an the i i'm i'd i'll i've it it's its this these that those they they're there here we we're we've
+    you you're you'll you've your if is are was were do does did can could would should will may might please
+    thanks thank yes no not also so and but or for with as at in on of to from by just let our my what which who
+    how when where why each every all any some many more most both either neither one great perfect sure
+    happy glad welcome hope absolutely certainly of course feel would like hi hello hey enjoy good nice""".split()
+)
+
+
+def check(sentence: str, evidence: Evidence, shown: Sequence[str] = ()) -> Verdict:
+    """Whether ``sentence`` may be shown after ``shown`` (the opening and the sentences already kept)."""
+    for rule in (_form, _voice, _repeats, _figures, _names, _claims, _policy):
+        verdict = rule(sentence, evidence, shown)
+        if not verdict.ok:
+            return verdict
+    return SUPPORTED
+
+
+def _form(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
+    if len(_WORD.findall(sentence)) < 2:
+        return Verdict(False, "not a sentence")
+    if sentence.rstrip().endswith(("...", "…")):
+        return Verdict(False, "trails off")
+    if sentence.rstrip().endswith("?") and not _HELPFUL_QUESTION.search(sentence):
+        return Verdict(False, "a question that is not about what the shopper needs")
+    if _FORM.search(sentence):
+        return Verdict(False, "markup, a link, a placeholder or a speaker label")
+    return SUPPORTED
+
+
+def _voice(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
+    rules = (
+        (_NARRATION, "narrates"),
+        (_DISOWNING, "disowns the store"),
+        (_PERSONA, "a persona"),
+        (_ROLE_REVERSAL, "speaks as the shopper"),
+        (_ASKS_FOR, "asks for personal details"),
+        (_REMARKS, "a remark that does not fit"),
+        (_PROMISES, "a promise or an order it cannot see"),
+    )
+    for pattern, reason in rules:
+        match = pattern.search(sentence)
+        if match is not None and match.group().lower() not in evidence.question.lower():
+            return Verdict(False, f"{reason}: {match.group()!r}")
+    return SUPPORTED
+
+
+def _figures(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
+    for number in _DIGITS.findall(sentence):
+        if not amounts(number) & evidence.figures:
+            return Verdict(False, f"a figure nobody gave: {number}")
+    for word in _NUMBER_WORDS.findall(sentence):
+        if not re.search(rf"\b{word.lower()}\b", evidence.lowered):
+            return Verdict(False, f"a figure nobody gave: {word}")
+    return SUPPORTED
+
+
+def _names(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
+    for index, match in enumerate(_CAPITALISED.finditer(sentence)):
+        word = match.group().strip("'’-")
+        lowered = word.lower()
+        starts = match.start() == len(sentence) - len(sentence.lstrip(" \"'(*")) or sentence[: match.start()].rstrip().endswith(
+            (".", "!", "?", ":")
+        )
+        if lowered in _COMMON_CAPITALISED or (starts and (lowered in GENERIC_WORDS or not content_words(lowered))):
+            continue
+        if lowered not in evidence.lowered:
+            return Verdict(False, f"names {word!r}")
+    return SUPPORTED
+
+
+def _claims(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
+    match = _MORE_PRODUCTS.search(sentence)
+    asks = sentence.rstrip().endswith("?")  # "Would you like other options?" offers; it claims nothing
+    if match is not None and not asks and match.group().lower() not in evidence.question.lower():
+        return Verdict(False, f"claims products or deals nobody listed: {match.group()!r}")
+    words = content_words(sentence) - GENERIC_WORDS
+    unknown = sorted(words - evidence.words)
+    if unknown:
+        return Verdict(False, f"not in the store's data: {', '.join(unknown[:4])}")
+    # The data says what a product is, never what it is not: "it is not waterproof" cannot be checked. (Policies
+    # do say what is not allowed; ``_policy`` compares those.)
+    if words and _NEGATION.search(sentence) and not _POLICY.search(sentence):
+        return Verdict(False, "a negative claim the data cannot confirm")
+    # About one product: only that product's own words (and the shopper's) may describe it.
+    subject = _subject(sentence, evidence)
+    if subject is not None:
+        price = f"{subject.price} {subject.currency} {subject.compare_at_price or ''}"
+        own = content_words(f"{subject.text()} {price} {evidence.question}") | GENERIC_WORDS
+        foreign = sorted(words - own)
+        if foreign:
+            return Verdict(False, f"not said of the {subject.title}: {', '.join(foreign[:4])}")
+    elif _PRONOUN_SUBJECT.search(sentence) and len(evidence.products) > 1 and words:
+        return Verdict(False, "says something of 'it' with several products on screen")
+    return SUPPORTED
+
+
+def _subject(sentence: str, evidence: Evidence) -> ProductFacts | None:
+    """The product a sentence is about: the one it names, or with a pronoun the only product on screen."""
+    lowered = sentence.lower()
+    named = [p for p in evidence.products if p.title.lower() in lowered]
+    if len(named) == 1:
+        return named[0]
+    if not named and len(evidence.products) == 1 and _PRONOUN_SUBJECT.search(sentence):
+        return evidence.products[0]
+    return None
+
+
+def _policy(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
+    if not _POLICY.search(sentence):
+        return SUPPORTED
+    words = content_words(sentence) - GENERIC_WORDS
+    if not words:
+        return SUPPORTED
+    closest = max(evidence.policy_sentences, key=lambda s: len(words & content_words(s)), default="")
+    if not closest or not words & content_words(closest):
+        return Verdict(False, "a policy claim no store document makes")
+    if bool(_NEGATION.search(sentence)) != bool(_NEGATION.search(closest)):
+        return Verdict(False, f"contradicts the store's policy: {closest!r}")
+    return SUPPORTED
+
+
+def _repeats(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
+    words = content_words(sentence)
+    for earlier in shown:
+        for part in _SENTENCE_END.split(earlier):
+            other = content_words(part)
+            if words and other and len(words & other) / len(words | other) >= 0.8:
+                return Verdict(False, "repeats what was already said")
+    return SUPPORTED

@@ -1,0 +1,323 @@
+"""The first sentences of an answer, composed from the store's data before the model runs.
+
+A small model writes fluent sentences that are often false ("as a digital platform I cannot sell goods" above
+the store's own cards). So every answer that is not a fixed reply opens with sentences built from what the
+catalog and the store's documents say: the products that match and what tells them apart (price, markdown,
+stock, the description sentence that has the shopper's words), or the policy sentence that answers, with a
+plain "Yes." or "No." in front when the sentence settles the question. The model then continues from this
+opening (``pipeline``), and only its sentences that pass ``checker`` are shown.
+
+The lead sentences come from templates the store's owner can edit in the studio (``Store.opening_templates``;
+the defaults below fill any kind left empty). A question always gets the same wording, and different questions
+get different ones: the template is picked by a hash of the question.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from catalog.grounding import ProductFacts
+from catalog.passages import Match, content_words
+
+# kind -> templates; each names its placeholders (see PLACEHOLDERS).
+DEFAULT_TEMPLATES: dict[str, list[str]] = {
+    "product": [
+        "We have the {product} for {price}.",
+        "You could go for the {product}, at {price}.",
+        "There's the {product}, at {price}.",
+    ],
+    "products": [
+        "We have {products}.",
+        "Here is what we have: {products}.",
+        "These match what you asked for: {products}.",
+    ],
+    "policy": [
+        "Our {document} policy says: {sentence}",
+        "From our {document} policy: {sentence}",
+        "Here is what our {document} policy says: {sentence}",
+    ],
+    "faq": ["{answer}"],
+    "greeting": [
+        "Hi! I'm the shopping assistant of {store}. Ask me about our products ({types}), shipping or returns.",
+        "Hello! I can help you find products at {store} ({types}) and answer questions about shipping and returns.",
+    ],
+    "thanks": ["You're welcome!", "Happy to help!"],
+    "other": [
+        "I can help with {store}'s products ({types}) and with questions about shipping, returns and warranty.",
+        "I'm here to help with products from {store} ({types}) and with shipping, returns and warranty questions.",
+    ],
+}
+PLACEHOLDERS: dict[str, set[str]] = {
+    "product": {"product", "price"},
+    "products": {"products"},
+    "policy": {"document", "sentence"},
+    "faq": {"answer"},
+    "greeting": {"store", "types"},
+    "thanks": set(),
+    "other": {"store", "types"},
+}
+TEMPLATE_LABELS = {
+    "product": "One product",
+    "products": "Several products",
+    "policy": "A policy sentence",
+    "faq": "An FAQ answer",
+    "greeting": "A greeting",
+    "thanks": "Thanks",
+    "other": "Anything else",
+}
+# Longest description sentence quoted in an opening: longer ones are skipped, never cut (an opening never ends
+# mid-sentence).
+MAX_DESCRIPTION_SENTENCE = 200
+
+_GREETING = re.compile(r"^\W*(?:hi|hello|hey|hiya|howdy|good (?:morning|afternoon|evening))\b", re.IGNORECASE)
+_THANKS = re.compile(r"\b(?:thanks|thank you|thx|cheers|appreciate it)\b", re.IGNORECASE)
+# "Do you have ...?", "Is there ...?": a question the products' existence answers with a yes.
+_HAVE = re.compile(
+    r"\b(?:do|does|did|can|could) (?:you|they|u) (?:have|sell|carry|stock|offer|make)\b|\bhave you got\b"
+    r"|^\W*(?:is|are) there\b|^\W*any\b",
+    re.IGNORECASE,
+)
+_YES_NO = re.compile(
+    r"^\W*(?:do|does|did|can|could|is|are|will|would|may|have|has)\b(?! you (?:tell|show|help|recommend|suggest))",
+    re.IGNORECASE,
+)
+_NEGATION = re.compile(r"\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't)\b", re.IGNORECASE)
+_QUALIFIER = re.compile(
+    r"\b(?:if|unless|over|under|above|below|after|before|beyond|past|more|less|longer|only|except|without|"
+    r"provided|outside|instead)\b",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_SALE_WORDS = re.compile(r"\b(?:sale|discounts?|deals?|offers?|cheaper|reduced|markdown|promotion)\b", re.IGNORECASE)
+_PRICE_WORDS = frozenset(
+    "under below over above less more than cheaper between up most least dollar usd eur euro buck budget".split()
+)
+_STOCK_WORDS = re.compile(r"\b(?:stock|available|availability|left|sold out)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Opening:
+    text: str
+    kind: str  # the template kind used: product, products, policy, faq, greeting, thanks, other
+
+
+def templates_for(store: Any) -> dict[str, list[str]]:
+    """The store's templates, with the defaults for every kind it left empty."""
+    own = getattr(store, "opening_templates", None) or {}
+    return {kind: [t for t in own.get(kind, []) if t.strip()] or defaults for kind, defaults in DEFAULT_TEMPLATES.items()}
+
+
+def template_errors(kind: str, template: str) -> list[str]:
+    """What is wrong with an owner's template (empty: it can be used)."""
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        return [f"{template!r}: {exc}"]
+    errors = [f"{template!r}: unknown placeholder {{{name}}}" for name in sorted(names - PLACEHOLDERS[kind])]
+    errors += [f"{template!r}: needs {{{name}}}" for name in sorted(PLACEHOLDERS[kind] - names)]
+    return errors
+
+
+def _pick(templates: Sequence[str], question: str) -> str:
+    digest = hashlib.sha256(" ".join(question.lower().split()).encode()).digest()
+    return templates[int.from_bytes(digest[:4], "big") % len(templates)]
+
+
+def _money(amount: Decimal, currency: str) -> str:
+    return f"{amount.quantize(Decimal('0.01'))} {currency}"
+
+
+def _listing(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" and {items[-1]}"
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _lowered(sentence: str) -> str:
+    """A sentence put after a lead-in: its first word lower-cased unless it is a name or an acronym."""
+    first = sentence.split(" ", 1)[0]
+    if first[:1].isupper() and first[1:2].islower() and first.lower() in _COMMON_FIRST_WORDS:
+        return sentence[:1].lower() + sentence[1:]
+    return sentence
+
+
+_COMMON_FIRST_WORDS = frozenset(
+    """a an the you your we our orders order standard express every each if all any items refunds refund
+    returns return exchanges exchange worn used gas shipping delivery it they this these those there please
+    start products product tents most some no yes""".split()
+)
+
+
+def _is(title: str) -> str:
+    """The verb for a product's name: "The Trekking Poles are", "The Tent is" (a plural's last word ends in s)."""
+    last = re.sub(r"\s*\(.*\)$", "", title).split()[-1].lower() if title.strip() else ""
+    return "are" if last.endswith("s") and not last.endswith(("ss", "us", "is")) else "is"
+
+
+def _description_sentences(product: ProductFacts) -> list[str]:
+    sentences = [s.strip() for s in _SENTENCE.split(product.description) if s.strip()]
+    return [s for s in sentences if len(s) <= MAX_DESCRIPTION_SENTENCE and s[-1] in ".!?"]
+
+
+def _about(product: ProductFacts, sentence: str, first: bool) -> str:
+    """A description sentence made to name its product. A description's first sentence usually says what the
+    product is ("A freestanding tent ..."): it becomes "The X is a freestanding tent ..."; any other is quoted
+    after the name, since its subject may be a part ("A draft collar and a hood ... hold the warmth in")."""
+    article, _, rest = sentence.partition(" ")
+    if first and article in ("A", "An") and rest and _is(product.title) == "is":
+        return f"The {product.title} is {article.lower()} {rest}"
+    return f"{product.title}: {sentence}"
+
+
+def _asked_words(question: str, product: ProductFacts) -> set[str]:
+    """The shopper's words that are not just the product's name or type ("waterproof", "warm", "two")."""
+    return content_words(question) - content_words(f"{product.title} {product.product_type}")
+
+
+def _detail_for(product: ProductFacts, question: str, describe: bool) -> str | None:
+    """The description sentence with the most of the shopper's own words; the first one when ``describe``."""
+    sentences = _description_sentences(product)
+    if not sentences:
+        return None
+    asked = _asked_words(question, product)
+    scored = sorted(((len(asked & content_words(s)), -i, s) for i, s in enumerate(sentences)), reverse=True)
+    if scored[0][0] > 0:
+        return _about(product, scored[0][2], first=scored[0][1] == 0)
+    return _about(product, sentences[0], first=True) if describe else None
+
+
+def _stock_sentence(product: ProductFacts) -> str | None:
+    if product.in_stock:
+        return None
+    if product.others_in_stock and product.variant:
+        return f"The {product.title} in {product.variant} {_is(product.title)} sold out, but other options are in stock."
+    return f"The {product.title} {_is(product.title)} out of stock right now."
+
+
+def _all_described(products: Sequence[ProductFacts], question: str) -> bool:
+    """Every word the shopper asked for ("waterproof", "two") is in some product's own data."""
+    described = set().union(*(content_words(p.text()) for p in products))
+    asked = {word for word in content_words(question) if not word.isdigit() and word not in _PRICE_WORDS}
+    return asked <= described
+
+
+def products_opening(products: Sequence[ProductFacts], question: str, templates: dict[str, list[str]]) -> Opening:
+    """The lead naming the products with their prices, then what tells them apart, each a sentence."""
+    if len(products) == 1:
+        product = products[0]
+        lead = _pick(templates["product"], question).format(
+            product=product.title, price=_money(product.price, product.currency)
+        )
+        kind = "product"
+    else:
+        listed = [f"the {p.title} ({_money(p.price, p.currency)})" for p in products]
+        lead = _pick(templates["products"], question).format(products=_listing(listed))
+        kind = "products"
+    asks_sale, asks_stock = bool(_SALE_WORDS.search(question)), bool(_STOCK_WORDS.search(question))
+    # "Yes!" only answers "do you have ...?", and only when every word asked for is in the products' data: the
+    # closest jackets under 150 USD are not a yes to "a waterproof jacket under $150".
+    if _HAVE.search(question) and not (asks_sale or asks_stock) and _all_described(products, question):
+        lead = "Yes! " + lead
+    sentences = [lead]
+    stock = [_stock_sentence(p) for p in products]
+    if asks_stock:  # the answer to "is it in stock?" comes first
+        sentences += [s for s in stock if s] or ["In stock now." if len(products) == 1 else "All of them are in stock now."]
+    for product in products:
+        if product.on_sale and (asks_sale or len(products) == 1):
+            was = _money(product.compare_at_price, product.currency)  # type: ignore[arg-type]
+            sentences.append(f"The {product.title} {_is(product.title)} on sale: down from {was}.")
+    if asks_sale and not any(p.on_sale for p in products):
+        sentences.append("These are at their regular prices right now.")
+    prices = {p.price for p in products}
+    if len(prices) > 1 and not asks_sale:
+        cheapest = min(products, key=lambda p: p.price)
+        sentences.append(f"The least expensive is the {cheapest.title}.")
+    details = [_detail_for(p, question, describe=len(products) == 1) for p in products]
+    sentences += [detail for detail in details if detail][:2]
+    if not asks_stock:
+        sentences += [s for s in stock if s]
+    return Opening(" ".join(dict.fromkeys(sentences)), kind)
+
+
+def settles(question: str, passage_text: str) -> str | None:
+    """"Yes." or "No." when ``passage_text`` answers the yes/no ``question`` outright, else None.
+
+    Only when the passage has every content word of the question (so "do you ship to Mexico?" gets no "yes"
+    from "we ship within the United States and Canada only"), and its polarity is plain: a "not" makes it a
+    no, anything else a yes. Never when either side carries a condition or a bound ("after 30 days", "free on
+    orders over 50 USD", "Canada only"): a bare "Yes." would then say more than the sentence does."""
+    if not _YES_NO.search(question) or _QUALIFIER.search(question) or _QUALIFIER.search(passage_text):
+        return None
+    asked = content_words(question)
+    if not asked or not asked <= content_words(passage_text):
+        return None
+    return "No." if _NEGATION.search(passage_text) else "Yes."
+
+
+_WHICH = re.compile(r"^(?:which|what) (.+?) (?:do|does|can) (?:you|we|i) (\w+)\?$", re.IGNORECASE)
+
+
+def _faq_answer(faq_question: str, answer: str) -> str:
+    """An FAQ answer that reads on its own: "Visa, Mastercard and PayPal." after "Which payment methods do you
+    accept?" becomes "The payment methods we accept: Visa, Mastercard and PayPal." """
+    which = _WHICH.match(faq_question.strip())
+    if which is None or re.match(r"^\W*(?:yes|no|not)\b", answer, re.IGNORECASE):
+        return answer
+    return f"The {which.group(1)} we {which.group(2)}: {answer}"
+
+
+def policy_opening(answers: Sequence[Match], question: str, templates: dict[str, list[str]]) -> Opening:
+    """The answering passages in plain words: an FAQ line's answer, a policy sentence after a lead-in."""
+    sentences = []
+    kind = "policy"
+    for index, match in enumerate(answers):
+        passage = match.passage
+        if passage.question:  # an FAQ line: its own answer is the plain words
+            kind = "faq" if index == 0 else kind
+            text = _pick(templates["faq"], question).format(answer=_faq_answer(passage.question, passage.answer))
+        elif index == 0 or answers[index - 1].passage.document_id != passage.document_id:
+            document = passage.title.lower()
+            text = _pick(templates["policy"], question).format(document=document, sentence=_lowered(passage.text))
+        else:  # a second sentence of the same policy follows the first without another lead-in
+            text = passage.text
+        sentences.append(text)
+    verdict = settles(question, answers[0].passage.text)
+    if verdict is not None and not re.match(r"^\W*(?:yes|no)\b", sentences[0], re.IGNORECASE):
+        sentences[0] = f"{verdict} {sentences[0]}"
+    return Opening(" ".join(sentences), kind)
+
+
+def small_talk_opening(store: Any, question: str, types: Sequence[str], templates: dict[str, list[str]]) -> Opening:
+    listing = ", ".join(types[:3]) if types else "everything we sell"
+    if _THANKS.search(question):
+        kind = "thanks"
+    elif _GREETING.search(question):
+        kind = "greeting"
+    else:
+        kind = "other"
+    return Opening(_pick(templates[kind], question).format(store=store.name, types=listing), kind)
+
+
+def opening_for(
+    store: Any,
+    question: str,
+    products: Sequence[ProductFacts],
+    answers: Sequence[Match],
+    types: Sequence[str] = (),
+) -> Opening:
+    """The opening of a model answer: the policy answer when the question is about a policy, the products
+    when the catalog matched, else a word about what the assistant can help with."""
+    templates = templates_for(store)
+    if answers:
+        return policy_opening(answers, question, templates)
+    if products:
+        return products_opening(products, question, templates)
+    return small_talk_opening(store, question, types, templates)

@@ -1,0 +1,122 @@
+"""shop_assistant.chat.opening: an answer's first sentences, composed from the store's data."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from types import SimpleNamespace
+
+import pytest
+
+from catalog.grounding import ProductFacts
+from catalog.passages import Match, Passage
+from shop_assistant.chat.opening import (
+    DEFAULT_TEMPLATES,
+    opening_for,
+    settles,
+    template_errors,
+    templates_for,
+)
+
+
+def product(title: str, price: str, **changes) -> ProductFacts:
+    values = dict(
+        title=title, variant="", price=Decimal(price), currency="USD", compare_at_price=None, in_stock=True,
+        others_in_stock=False, product_type="Jackets", vendor="Northpeak", tags=(), options="",
+        description="A light shell for wet days. Fully waterproof with taped seams.",
+    )  # fmt: skip
+    values.update(changes)
+    return ProductFacts(**values)
+
+
+STORE = SimpleNamespace(name="Demo Outfitters", opening_templates={})
+SHELL = product("Stormshell Rain Jacket", "189.00")
+FLEECE = product("Cascade Fleece Jacket", "79.00", description="A soft, warm mid layer. Wear it on cool evenings.")
+POLES = product("Aluminium Trekking Poles (Pair)", "59.00", in_stock=False, description="Adjustable poles.")
+
+
+def match(text: str, kind: str = "returns", title: str = "Returns and refunds", question: str = "") -> Match:
+    answer = text.split("? ", 1)[1] if question else text
+    return Match(Passage(1, kind, title, text, 0, question, answer), 1.0)
+
+
+def test_one_product_names_its_price_and_the_sentence_with_the_shoppers_words():
+    opening = opening_for(STORE, "Do you have a waterproof jacket?", [SHELL], [])
+    assert opening.kind == "product" and opening.text.startswith("Yes! ")
+    assert "Stormshell Rain Jacket" in opening.text and "189.00 USD" in opening.text
+    assert "Stormshell Rain Jacket: Fully waterproof with taped seams." in opening.text
+
+
+def test_several_products_are_listed_with_prices_and_what_tells_them_apart():
+    text = opening_for(STORE, "I need a jacket.", [SHELL, FLEECE], []).text
+    assert "the Stormshell Rain Jacket (189.00 USD)" in text and "the Cascade Fleece Jacket (79.00 USD)" in text
+    assert "The least expensive is the Cascade Fleece Jacket." in text
+    assert not text.startswith("Yes")  # "I need ..." is not a "do you have ...?"
+
+
+def test_yes_only_when_every_word_asked_for_is_in_the_products_data():
+    assert not opening_for(STORE, "Do you have a purple jacket?", [SHELL], []).text.startswith("Yes")
+    assert opening_for(STORE, "Do you have a warm jacket under $100?", [FLEECE], []).text.startswith("Yes")
+
+
+def test_stock_and_markdowns_come_from_the_rows():
+    text = opening_for(STORE, "Are the trekking poles in stock?", [POLES], []).text
+    assert "The Aluminium Trekking Poles (Pair) are out of stock right now." in text
+    assert not text.startswith("Yes")
+    sale = product("Ridgeline Tent", "249.00", compare_at_price=Decimal("279.00"))
+    assert "The Ridgeline Tent is on sale: down from 279.00 USD." in opening_for(STORE, "Any deals?", [sale], []).text
+    assert "regular prices" in opening_for(STORE, "Any deals on jackets?", [SHELL, FLEECE], []).text
+
+
+def test_a_policy_sentence_opens_with_its_document_and_a_plain_yes_or_no_only_when_it_settles_it():
+    worn = match("Worn footwear cannot be returned.")
+    assert settles("Can I return worn footwear?", worn.passage.text) == "No."
+    # A condition on either side and a bare "No." or "Yes." would say more than the sentence does.
+    assert settles("Can I return worn footwear?", "Worn footwear cannot be returned unless it is faulty.") is None
+    assert opening_for(STORE, "Can I return worn footwear?", [], [worn]).text.startswith("No. ")
+    canada = match("We ship within the United States and Canada only.", "shipping", "Shipping")
+    assert settles("Do you ship to Canada?", canada.passage.text) is None  # "only": a bare yes says more
+    assert settles("Do you ship to Mexico?", canada.passage.text) is None
+    assert settles("Can I return items after 30 days?", "You can return items within 30 days.") is None
+    text = opening_for(STORE, "Do you ship to Canada?", [], [canada]).text
+    assert "we ship within the United States and Canada only." in text and "shipping policy" in text
+
+
+def test_an_faq_answer_reads_on_its_own():
+    payment = match("Which payment methods do you accept? Visa and PayPal.", "faq", "FAQ",
+                    question="Which payment methods do you accept?")  # fmt: skip
+    assert opening_for(STORE, "What can I pay with?", [], [payment]).text == (
+        "The payment methods we accept: Visa and PayPal."
+    )
+    store = match("Do you have a physical store? Not yet: we are online only.", "faq", "FAQ",
+                  question="Do you have a physical store?")  # fmt: skip
+    assert opening_for(STORE, "Can I visit your shop?", [], [store]).text == "Not yet: we are online only."
+
+
+def test_small_talk_opens_with_what_the_assistant_can_do():
+    assert opening_for(STORE, "hi there", [], [], ["tents", "jackets"]).kind == "greeting"
+    assert opening_for(STORE, "Thanks!", [], []).text in DEFAULT_TEMPLATES["thanks"]
+    other = opening_for(STORE, "I like long walks.", [], [], ["tents", "jackets"])
+    assert other.kind == "other" and "Demo Outfitters" in other.text and "tents, jackets" in other.text
+
+
+def test_the_same_question_always_gets_the_same_wording_and_questions_vary():
+    first = opening_for(STORE, "Do you have a waterproof jacket?", [SHELL], []).text
+    assert first == opening_for(STORE, "do you have a  waterproof jacket?", [SHELL], []).text
+    wordings = {opening_for(STORE, f"I need a jacket #{i}", [SHELL], []).text.split(" Stormshell")[0] for i in range(20)}
+    assert len(wordings) == len(DEFAULT_TEMPLATES["product"])
+
+
+def test_the_owners_wording_is_used_and_checked():
+    store = SimpleNamespace(name="Corner", opening_templates={"product": ["In stock for you: the {product}, {price}."]})
+    assert opening_for(store, "A jacket?", [SHELL], []).text.startswith(
+        "In stock for you: the Stormshell Rain Jacket, 189.00 USD."
+    )
+    assert templates_for(store)["products"] == DEFAULT_TEMPLATES["products"]  # kinds left out: the defaults
+    assert template_errors("product", "We have {product}.") == ["'We have {product}.': needs {price}"]
+    assert template_errors("product", "{product} {price} {store}") == ["'{product} {price} {store}': unknown placeholder {store}"]
+    assert template_errors("thanks", "Thanks {") != []
+
+
+@pytest.mark.parametrize("kind", sorted(DEFAULT_TEMPLATES))
+def test_the_default_wordings_are_valid(kind):
+    assert [error for template in DEFAULT_TEMPLATES[kind] for error in template_errors(kind, template)] == []
