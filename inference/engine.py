@@ -172,8 +172,8 @@ class LLMEngine:
         for c in reversed(request.completions):
             if c.finish_reason is None:
                 self._finish_completion(request, c, reason)
-        output = self._make_output(request)
-        if report and output is not None:
+        output = self._make_output(request) if report else None
+        if output is not None:
             self._outbox.append(output)
         return True
 

@@ -259,7 +259,8 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert seq.num_tokens <= sched.max_seq_len
             # Never over-allocated: exactly the policy's blocks for what is computed (a contiguous fork
             # reserves the rest of its length on its first step; until then it holds the shared blocks only).
-            assert len(seq.block_table) in (kv.blocks_needed(seq.num_computed_tokens), cdiv(seq.num_computed_tokens, BS))
+            computed = seq.num_computed_tokens
+            assert len(seq.block_table) in (kv.blocks_needed(computed), cdiv(computed, BS))
         # Seats: the forks waiting for a running parent's prompt are counted as running.
         pending_of_running = sum(len(sched.pending_forks(s.request_id)) for s in sched.running)
         assert len(sched.running) + pending_of_running <= sched.max_num_seqs
