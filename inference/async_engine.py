@@ -150,6 +150,11 @@ class AsyncLLM:
         return self.engine.config.block_size
 
     @property
+    def max_num_seqs(self) -> int:
+        """Most sequences running at once; a request's ``best_of`` candidates must fit in it."""
+        return self.engine.scheduler.max_num_seqs
+
+    @property
     def model_name(self) -> str:
         return self.engine.model_path
 
@@ -167,7 +172,10 @@ class AsyncLLM:
         session_id: str | None = None,
         cache_salt: str | None = None,
     ) -> RequestStream:
-        """``async for delta in engine.stream(...)``; a rejected request raises its ValueError on iteration."""
+        """``async for delta in engine.stream(...)``; a rejected request raises its ValueError on iteration.
+
+        With ``n > 1`` the candidates' deltas interleave, each with its ``index``; with ``best_of > n`` the
+        chosen ``n`` arrive only when the request finishes (see ``engine``)."""
         rid = request_id if request_id is not None else f"async-{next(self._ids)}"
         # The request arrives now, as in vLLM: the wait for the engine thread's current step counts in its
         # queue time and time to first token, not as the caller's.

@@ -2,9 +2,16 @@
 asynchronous one ``async_engine.AsyncLLM``; both drive this class.
 
 One ``step()`` = schedule -> model forward -> sample -> update the scheduler -> detokenize and check stops.
-Sequences of ``n > 1`` requests are siblings sharing the prompt: the first one is prefilled alone and the
-others are admitted once its first token exists, so with prefix caching they find the prompt's full blocks
-already cached instead of computing them n times.
+
+Parallel sampling (``SamplingParams.n``, ``best_of``), as vLLM's: a request runs ``best_of`` candidate
+sequences. The prompt is prefilled once, by candidate 0; the step that finishes it samples every candidate's
+first token from that one logits row (each candidate with its own seed, ``seed + i``), and the scheduler
+forks the others from candidate 0: they hold all the prompt's KV blocks by reference, the partial last block
+included, which is copied on write by the first candidates to write into it. From then on each candidate is
+an ordinary sequence (preempted and recomputed alone if memory runs out); each one's blocks are released when
+it finishes, all of them on abort. With ``best_of > n`` nothing is reported until every candidate has
+finished; then the ``n`` with the highest cumulative logprob come out at once, best first, as indices
+0..n-1. Usage counts every candidate's tokens (all were generated, as OpenAI bills ``best_of``).
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ class _Completion:
     seq: Sequence
     detok: IncrementalDetokenizer
     new_token_ids: list[int] = field(default_factory=list)  # since the last output
+    new_logprobs: list[float] = field(default_factory=list)  # with SamplingParams(logprobs=0)
+    cumulative_logprob: float = 0.0  # summed when the request needs logprobs (asked for, or best_of > n)
     finish_reason: FinishReason | None = None
     stop_reason: str | int | None = None
     reported: bool = False  # its finish has been returned by step()
@@ -47,12 +56,16 @@ class _Request:
     prompt_token_ids: list[int]
     params: SamplingParams
     metrics: RequestMetrics
-    completions: list[_Completion]
-    pending: list[_Completion] = field(default_factory=list)  # siblings waiting for the prompt to be cached
+    completions: list[_Completion]  # every candidate (best_of of them)
 
     @property
     def finished(self) -> bool:
         return all(c.finish_reason is not None for c in self.completions)
+
+    @property
+    def ranks_candidates(self) -> bool:
+        """best_of > n: which candidates are returned is only known once all have finished."""
+        return self.params.num_candidates > self.params.n
 
     def usage(self) -> Usage:
         return Usage(
@@ -123,21 +136,19 @@ class LLMEngine:
             raise ValueError(f"prompt token ids out of the vocabulary (size {self.vocab_size}): {bad[:5]}")
         arrival = time.monotonic() if arrival_time is None else arrival_time
         completions = []
-        for i in range(params.n):
-            seq_id = request_id if params.n == 1 else f"{request_id}#{i}"
+        num_candidates = params.num_candidates
+        for i in range(num_candidates):
+            seq_id = request_id if num_candidates == 1 else f"{request_id}#{i}"
             if seq_id in self._by_seq:
                 raise ValueError(f"request id {seq_id!r} clashes with a running request")
-            # Siblings get distinct seeds, else a seeded n > 1 request would return n identical samples.
+            # Candidates get distinct seeds (vLLM: seed + index), else a seeded request would return n
+            # identical samples.
             p = params if params.seed is None or i == 0 else dataclasses.replace(params, seed=params.seed + i)
             seq = Sequence(seq_id, ids, p, session_id=session_id, cache_salt=cache_salt, arrival_time=arrival)
             completions.append(_Completion(i, seq, IncrementalDetokenizer(self._decoder, ids, p)))
-        self.scheduler.add(completions[0].seq)  # raises before anything is registered
+        # Candidate 0 prefills the prompt; the others are forked from it. Raises before anything is registered.
+        self.scheduler.add(completions[0].seq, [c.seq for c in completions[1:]])
         request = _Request(request_id, text, ids, params, RequestMetrics(arrival_time=arrival), completions)
-        if self.config.enable_prefix_caching:
-            request.pending = completions[1:]
-        else:
-            for c in completions[1:]:
-                self.scheduler.add(c.seq)
         self._requests[request_id] = request
         for c in completions:
             self._by_seq[c.seq.request_id] = (request, c)
@@ -157,12 +168,13 @@ class LLMEngine:
         request = self._requests.get(request_id)
         if request is None:
             return False
-        for c in request.completions:
+        # Forks first: a parent finished before them would hand its pending forks on to one of them.
+        for c in reversed(request.completions):
             if c.finish_reason is None:
                 self._finish_completion(request, c, reason)
-        request.pending.clear()
-        if report:
-            self._outbox.append(self._make_output(request))
+        output = self._make_output(request) if report else None
+        if output is not None:
+            self._outbox.append(output)
         return True
 
     def has_unfinished(self) -> bool:
@@ -191,13 +203,13 @@ class LLMEngine:
             if request.metrics.first_scheduled_time is None:
                 request.metrics.first_scheduled_time = now
                 request.metrics.num_cached_tokens = item.seq.num_cached_tokens
-        sampled = self._sample(sched)
+        sampled, logprobs = self._sample(sched)
         finished = self.scheduler.update(sched, sampled)
         now = time.monotonic()
         touched: dict[str, _Request] = {}
         for seq_id in sampled:
             request, completion = self._by_seq[seq_id]
-            self._on_token(request, completion, now)
+            self._on_token(request, completion, logprobs.get(seq_id), now)
             touched[request.request_id] = request
         for seq in finished:
             if seq.prefill_only:  # its prompt is in the cache; there is no token to report
@@ -205,37 +217,49 @@ class LLMEngine:
                 self._finish_completion(request, completion, "length")
                 touched[request.request_id] = request
         for request in touched.values():
-            outputs.append(self._make_output(request))
+            output = self._make_output(request)
+            if output is not None:
+                outputs.append(output)
         return outputs
 
-    def _sample(self, sched: SchedulerOutput) -> dict[str, int]:
-        samplers = [item.seq for item in sched.scheduled if item.samples]
+    def _sample(self, sched: SchedulerOutput) -> tuple[dict[str, int], dict[str, float]]:
+        """Each sampling sequence's token (and logprob, where needed). Logits row ``i`` belongs to the ``i``-th
+        sampling item; the forks of an item that finishes its prompt sample from that same row."""
+        rows: list[int] = []
+        seqs: list[Sequence] = []
+        for row, item in enumerate(item for item in sched.scheduled if item.samples):
+            for seq in (item.seq, *item.forks):
+                rows.append(row)
+                seqs.append(seq)
         logits = self.runner.execute(sched)
-        if not samplers:
-            return {}
-        tokens = self.sampler(
+        if not seqs:
+            return {}, {}
+        if len(rows) != logits.shape[0]:
+            logits = logits[rows]
+        ids = [s.request_id for s in seqs]
+        out = self.sampler(
             logits,
-            [s.request_id for s in samplers],
-            [s.sampling_params for s in samplers],
-            [s.prompt_token_ids for s in samplers],
-            [s.output_token_ids for s in samplers],
+            ids,
+            [s.sampling_params for s in seqs],
+            [s.prompt_token_ids for s in seqs],
+            [s.output_token_ids for s in seqs],
         )
-        return dict(zip((s.request_id for s in samplers), tokens))
+        logprobs = {rid: lp for rid, lp in zip(ids, out.logprobs) if lp is not None}
+        return dict(zip(ids, out.token_ids)), logprobs
 
-    def _on_token(self, request: _Request, c: _Completion, now: float) -> None:
+    def _on_token(self, request: _Request, c: _Completion, logprob: float | None, now: float) -> None:
         seq = c.seq
         token = seq.token_ids[-1]
         c.new_token_ids.append(token)
+        if logprob is not None:
+            c.cumulative_logprob += logprob
+            if seq.sampling_params.logprobs is not None:
+                c.new_logprobs.append(logprob)
         metrics = request.metrics
         if metrics.first_token_time is None:
             metrics.first_token_time = now
         metrics.last_token_time = now
         metrics.num_generated_tokens = max(metrics.num_generated_tokens, seq.num_output_tokens)
-        if c.index == 0 and request.pending:
-            # The prompt's full blocks are cached now: the siblings will find them.
-            for sibling in request.pending:
-                self.scheduler.add(sibling.seq)
-            request.pending.clear()
 
         p = seq.sampling_params
         reason: FinishReason | None = None
@@ -259,7 +283,7 @@ class LLMEngine:
         c.finish_reason = reason
         if not c.seq.status.is_finished:
             self.scheduler.finish(c.seq.request_id, SequenceStatus.finished_by(reason))  # frees its blocks now
-        # Also for a sibling never admitted, or one the scheduler already finished for its length.
+        # Also for a candidate never forked, or one the scheduler already finished for its length.
         c.seq.status = SequenceStatus.finished_by(reason)
         if c.detok.stop_reason is None:
             c.detok.flush()
@@ -274,17 +298,35 @@ class LLMEngine:
             else:
                 self.num_requests_finished += 1
 
-    def _make_output(self, request: _Request) -> RequestOutput:
+    def _make_output(self, request: _Request) -> RequestOutput | None:
+        """What is new in ``request`` since its last output; None while a best_of > n request is running."""
+        candidates = list(enumerate(request.completions))
+        if request.ranks_candidates:
+            if not request.finished:
+                return None
+            # The n best by cumulative logprob, best first (ties: lower index), renumbered 0..n-1.
+            best = sorted(request.completions, key=lambda c: -c.cumulative_logprob)[: request.params.n]
+            candidates = list(enumerate(best))
         completions = []
-        for c in request.completions:
+        for index, c in candidates:
             finishing = c.finish_reason is not None and not c.reported
             text = c.detok.get_delta(finished=c.finish_reason is not None)
             if not (c.new_token_ids or text or finishing):
                 continue
+            p = c.seq.sampling_params
             completions.append(
-                CompletionOutput(c.index, text, c.new_token_ids, c.finish_reason if finishing else None, c.stop_reason)
+                CompletionOutput(
+                    index,
+                    text,
+                    c.new_token_ids,
+                    c.finish_reason if finishing else None,
+                    c.stop_reason,
+                    cumulative_logprob=c.cumulative_logprob if p.needs_logprobs else None,
+                    logprobs=c.new_logprobs if p.logprobs is not None else None,
+                )
             )
             c.new_token_ids = []
+            c.new_logprobs = []
             c.reported = c.reported or finishing
         return RequestOutput(
             request_id=request.request_id,

@@ -80,6 +80,10 @@ def _accumulate(results: dict[str, RequestOutput], delta: RequestOutput) -> None
             current.outputs.append(acc)
         acc.text += c.text
         acc.token_ids.extend(c.token_ids)
+        if c.logprobs is not None:
+            acc.logprobs = (acc.logprobs or []) + c.logprobs
+        if c.cumulative_logprob is not None:
+            acc.cumulative_logprob = c.cumulative_logprob  # a running total, not a delta
         if c.finish_reason is not None:
             acc.finish_reason, acc.stop_reason = c.finish_reason, c.stop_reason
     current.outputs.sort(key=lambda c: c.index)

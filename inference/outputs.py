@@ -62,6 +62,12 @@ class CompletionOutput:
     finish_reason: FinishReason | None = None
     # The stop string or stop token id that ended the sequence; None for EOS, length or abort.
     stop_reason: str | int | None = None
+    # Sum of the sampled tokens' logprobs so far (vLLM's name); None unless the request asked for logprobs
+    # or ranks candidates (best_of > n).
+    cumulative_logprob: float | None = None
+    # Each sampled token's logprob, aligned with token_ids (a delta, like them), with SamplingParams(logprobs=0).
+    # vLLM gives a dict of top alternatives per token; only the sampled token's value is kept here.
+    logprobs: list[float] | None = None
 
     @property
     def finished(self) -> bool:

@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--ignore-eos", action="store_true", help="outputs run to the workload's exact lengths")
     w.add_argument("--quick", action="store_true", help="the same comparison, smaller: a few minutes on 2 cores")
+    w.add_argument("--parallel-sampling", type=int, metavar="N",
+                   help="instead of the systems: the workload's first prompts with n=N and with n=1 on our engine "
+                        "(prefix caching on and off): output tokens/s, time per request, peak KV blocks")
     s = ap.add_argument_group("systems")
     s.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {', '.join(SYSTEMS)}")
     s.add_argument("--device", default="cpu")
@@ -211,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     workload_file = str(out.with_suffix(".workload.json"))
     workload.save(workload_file)
+    if args.parallel_sampling:
+        return _parallel_sampling(args, workload, out)
 
     machine = machine_info(args.device)
     machine.update(matmul_gflops(args.device, dtype=resolved_dtype(args.dtype, args.device)))
@@ -267,6 +272,24 @@ def main(argv: list[str] | None = None) -> int:
         plot(doc, out.with_suffix(".png"))
     print(report.summary_text(doc))
     print(f"\nwrote {out}" + ("" if args.no_plot else f" and {out.with_suffix('.png')}"))
+    return 0
+
+
+def _parallel_sampling(args: argparse.Namespace, workload: workload_mod.Workload, out: Path) -> int:
+    from inference.bench import parallel_sampling
+    from inference.core.config import EngineConfig
+
+    if args.parallel_sampling < 1:
+        raise SystemExit("--parallel-sampling needs N >= 1")
+    config = EngineConfig(num_gpu_blocks_override=args.kv_blocks, device=args.device, dtype=args.dtype,
+                          block_size=args.block_size, max_num_seqs=args.max_num_seqs,
+                          max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len)
+    doc = parallel_sampling.compare(workload, config, args.parallel_sampling)
+    doc["workload"] = workload.summary()
+    doc["machine"] = machine_info(args.device)
+    out.write_text(json.dumps(doc, indent=1))
+    print(parallel_sampling.summary_text(doc))
+    print(f"\nwrote {out}")
     return 0
 
 

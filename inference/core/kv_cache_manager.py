@@ -11,6 +11,12 @@ Two allocation policies share all the code below and differ only in how many blo
 Prefix caching works with both: full blocks are hashed (chained on the parent block, with the request's
 cache salt as extra key) once their KV is computed, and a new request takes every leading full block of its
 prompt that is cached, except that the last prompt token is always computed, since sampling needs its logits.
+
+Parallel sampling forks a sequence (``fork``): the candidates hold every block of the computed prompt by
+reference, the last partial block included, with or without prefix caching. A candidate about to write into
+a partial block that others still hold gets its own copy first (copy on write, vLLM's ``blocks_to_copy``):
+``allocate_slots`` takes a new block and records the (source, destination) pair, which the scheduler hands to
+the model runner (``take_copies``) to copy the KV before the step's forward. The last holder writes in place.
 """
 
 from __future__ import annotations
@@ -66,6 +72,9 @@ class KVCacheManager:
         self.max_seq_len = min(max_model_len, num_blocks * block_size)
         self.reserved_blocks_per_seq = cdiv(self.max_seq_len, block_size) if allocator == "contiguous" else 0
         self._seqs: dict[str, Sequence] = {}  # sequences holding blocks, by request id
+        # This step's copies on write, by request id (one at most per sequence: only the block holding its
+        # first new slot can be shared); a sequence freed in the same step drops its copy.
+        self._copies: dict[str, tuple[int, int]] = {}
         self.prefix_cache_query_tokens = 0
         self.prefix_cache_hit_tokens = 0
 
@@ -119,12 +128,15 @@ class KVCacheManager:
         if total > self.max_seq_len:
             raise ValueError(f"{seq.request_id}: {total} tokens exceed the {self.max_seq_len}-token limit")
         num_new_blocks = self.blocks_needed(total) - len(seq.block_table) - len(new_computed_blocks)
+        shared = self._shared_partial_block(seq) if num_new_tokens > 0 else None
         # Free hits are counted in num_free_blocks but will be taken by this sequence, not allocated.
         free_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
-        if num_new_blocks + num_free_to_keep > self.pool.num_free_blocks - free_hits:
+        if num_new_blocks + (shared is not None) + num_free_to_keep > self.pool.num_free_blocks - free_hits:
             return False
 
         admitting = not seq.block_table and seq.num_computed_tokens == 0
+        if shared is not None:
+            self._copy_on_write(seq, shared)
         self.pool.touch(new_computed_blocks, seq.session_id)
         seq.block_table.extend(b.block_id for b in new_computed_blocks)
         new_blocks = self.pool.get_new_blocks(max(num_new_blocks, 0), seq.session_id)
@@ -158,11 +170,36 @@ class KVCacheManager:
                 seq.block_table[i] = canonical.block_id
                 self.pool.free_blocks([block])
 
+    def fork(self, parent: Sequence, child: Sequence) -> None:
+        """Give ``child`` (a candidate of the same prompt, nothing computed) the blocks of ``parent``'s
+        computed tokens by reference, the last partial block included: one prefill serves every candidate.
+        Contiguous reservations past them are not shared: the child reserves its own on its next step."""
+        if child.block_table or child.num_computed_tokens:
+            raise ValueError(f"{child.request_id}: only a sequence holding no blocks can be forked into")
+        computed = parent.num_computed_tokens
+        if child.token_ids[:computed] != parent.token_ids[:computed]:
+            raise ValueError(f"{child.request_id}: a fork must have the tokens of {parent.request_id}")
+        shared = [self.pool.blocks[i] for i in parent.block_table[: cdiv(computed, self.block_size)]]
+        self.pool.touch(shared, child.session_id)
+        child.block_table = [b.block_id for b in shared]
+        child.num_computed_tokens = computed
+        child.num_cached_tokens = parent.num_cached_tokens
+        child.block_hashes = parent.block_hashes[: len(child.token_ids) // self.block_size]
+        self._seqs[child.request_id] = child
+
+    def take_copies(self) -> list[tuple[int, int]]:
+        """The (source, destination) block pairs of this step's copies on write, once; then forgotten."""
+        copies = list(self._copies.values())
+        self._copies.clear()
+        return copies
+
     def free(self, seq: Sequence) -> None:
         """Release all of ``seq``'s blocks, tail first (see ``BlockPool.free_blocks``)."""
         self.pool.free_blocks(self.pool.blocks[i] for i in reversed(seq.block_table))
         seq.block_table.clear()
         self._seqs.pop(seq.request_id, None)
+        # A copy into a block this sequence no longer holds must not run (the block may be reused this step).
+        self._copies.pop(seq.request_id, None)
 
     def stats(self) -> KVCacheStats:
         """Counters; O(sequences holding blocks), cheap enough to sample after every step."""
@@ -170,8 +207,15 @@ class KVCacheManager:
         used = pool.num_used_blocks
         computed = sum(s.num_computed_tokens for s in self._seqs.values())
         refs = sum(len(s.block_table) for s in self._seqs.values())
-        # Only full computed blocks are ever shared; each extra reference counted bs tokens twice.
-        stored = computed - bs * (refs - used)
+        # Each extra reference to a shared block counted its tokens twice: bs for a full block; a partial one
+        # (the prompt's last block, shared by forked candidates until one writes) holds fewer.
+        partial: dict[int, int] = {}
+        for s in self._seqs.values():
+            i, filled = divmod(s.num_computed_tokens, bs)
+            if filled and pool.blocks[s.block_table[i]].ref_cnt > 1:
+                partial[s.block_table[i]] = filled
+        overcount = bs * (refs - used) - sum((pool.blocks[b].ref_cnt - 1) * (bs - f) for b, f in partial.items())
+        stored = computed - overcount
         return KVCacheStats(
             num_blocks_total=pool.num_blocks,
             num_blocks_free=pool.num_free_blocks,
@@ -191,6 +235,21 @@ class KVCacheManager:
     def end_session(self, session_id: str) -> int:
         """See ``BlockPool.end_session``."""
         return self.pool.end_session(session_id)
+
+    def _shared_partial_block(self, seq: Sequence) -> KVBlock | None:
+        """The block of ``seq``'s next slot when it already holds computed tokens and another sequence holds it
+        too (a fork's shared prompt tail): writing there would overwrite the others' view."""
+        i, filled = divmod(seq.num_computed_tokens, self.block_size)
+        if not filled:
+            return None
+        block = self.pool.blocks[seq.block_table[i]]
+        return block if block.ref_cnt > 1 else None
+
+    def _copy_on_write(self, seq: Sequence, shared: KVBlock) -> None:
+        (copy,) = self.pool.get_new_blocks(1, seq.session_id)
+        seq.block_table[seq.num_computed_tokens // self.block_size] = copy.block_id
+        self.pool.free_blocks([shared])  # the other holders keep it
+        self._copies[seq.request_id] = (shared.block_id, copy.block_id)
 
     def _update_block_hashes(self, seq: Sequence, num_full_blocks: int) -> None:
         bs, hashes = self.block_size, seq.block_hashes

@@ -1,4 +1,10 @@
-"""Per-request sampling settings; field names follow vLLM's ``SamplingParams``."""
+"""Per-request sampling settings; field names follow vLLM's ``SamplingParams``.
+
+Parallel sampling (vLLM's semantics): ``best_of`` candidates (default ``n``) are generated from one prefill of
+the prompt and the ``n`` with the highest cumulative log-probability of their sampled tokens are returned.
+With ``best_of > n`` the choice is only known at the end, so the engine reports such a request once, when it
+finishes (the OpenAI API refuses to stream it, as OpenAI and vLLM do).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from dataclasses import dataclass, field
 @dataclass
 class SamplingParams:
     n: int = 1
+    best_of: int | None = None  # candidates to generate (>= n); None: n
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0 or -1: disabled
@@ -22,6 +29,9 @@ class SamplingParams:
     ignore_eos: bool = False
     max_tokens: int | None = 16  # 0: prefill the prompt into the KV cache and generate nothing (pre-warm)
     min_tokens: int = 0
+    # vLLM's name. None: no logprobs; 0: each sampled token's logprob (log-softmax of the processed logits the
+    # token was drawn from) and their sum in ``CompletionOutput``. Top alternatives (> 0) are not supported.
+    logprobs: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -32,6 +42,12 @@ class SamplingParams:
             self.top_k = 0
         if self.n < 1:
             raise ValueError(f"n must be at least 1, got {self.n}")
+        if self.best_of is None:
+            self.best_of = self.n
+        if self.best_of < self.n:
+            raise ValueError(f"best_of must be at least n ({self.n}), got {self.best_of}")
+        if self.logprobs is not None and self.logprobs != 0:
+            raise ValueError(f"only logprobs=0 (the sampled tokens' logprobs) is supported, got {self.logprobs}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -42,10 +58,23 @@ class SamplingParams:
             raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
         if self.max_tokens is not None and self.max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0 (0: prefill only), got {self.max_tokens}")
-        if self.max_tokens == 0 and self.n > 1:
-            raise ValueError("a prefill-only request (max_tokens=0) has no completions to multiply: n must be 1")
+        if self.max_tokens == 0 and self.best_of > 1:
+            raise ValueError(
+                "a prefill-only request (max_tokens=0) has no completions to multiply: n and best_of must be 1"
+            )
         if self.min_tokens < 0 or (self.max_tokens is not None and self.min_tokens > self.max_tokens):
             raise ValueError("min_tokens must be between 0 and max_tokens")
+
+    @property
+    def num_candidates(self) -> int:
+        """Sequences the request runs: ``best_of`` (``__post_init__`` sets it to ``n`` when not given)."""
+        return self.best_of if self.best_of is not None else self.n
+
+    @property
+    def needs_logprobs(self) -> bool:
+        """Whether the sampler must report this request's sampled-token logprobs: asked for, or needed to
+        choose the best ``n`` of ``best_of``."""
+        return self.logprobs is not None or self.num_candidates > self.n
 
     @property
     def greedy(self) -> bool:

@@ -18,11 +18,18 @@ gets the full budget through step 4.
 When the KV cache is out of blocks, the newest running sequence is preempted by recompute: its blocks are
 freed (the full ones stay cached, so it usually gets them back), its progress is reset and it goes to the
 head of the waiting queue with its generated tokens kept as part of what it will prefill again.
+
+Parallel sampling (``add(seq, forks=...)``): only ``seq`` is queued and prefilled; the step that finishes its
+prompt samples a first token for it and for each fork from the same logits (``ScheduledSeq.forks``), and
+``update`` forks them: each fork holds the prompt's blocks by reference (``KVCacheManager.fork``) and runs on
+as an ordinary sequence. A shared partial block is copied on write (``SchedulerOutput.blocks_to_copy``). A
+request takes its seats (``max_num_seqs``) and its headroom for all its candidates when it is admitted.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence as SequenceT
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +50,9 @@ class ScheduledSeq:
 
     seq: Sequence
     num_new_tokens: int
+    # Candidates forked from ``seq`` when this chunk samples (its prompt is done): each samples its own first
+    # token from the same logits row as ``seq``, and ``update`` gives it ``seq``'s blocks by reference.
+    forks: list[Sequence] = field(default_factory=list)
 
     @property
     def samples(self) -> bool:
@@ -56,6 +66,9 @@ class ScheduledSeq:
 class SchedulerOutput:
     scheduled: list[ScheduledSeq] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
+    # Copies on write, (source block, destination block): the model runner copies their KV, in every layer,
+    # before the step's forward (vLLM's ``blocks_to_copy``).
+    blocks_to_copy: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def num_batched_tokens(self) -> int:
@@ -82,6 +95,8 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []  # admission order: the last one is preempted first
         self.requests: dict[str, Sequence] = {}  # unfinished requests by id
+        # Forks waiting for their parent's prompt, by the parent's id; they are in ``requests`` but not queued.
+        self._forks: dict[str, list[Sequence]] = {}
         self.num_preemptions = 0
         # First-round cap on one sequence's prefill chunk, so a long prompt cannot take the whole budget
         # from requests arriving behind it; what is left is handed back to it (oldest first) by the top-up.
@@ -96,16 +111,30 @@ class Scheduler:
 
     # -- requests ---------------------------------------------------------------------------------------
 
-    def add(self, seq: Sequence) -> None:
-        if seq.request_id in self.requests:
+    def add(self, seq: Sequence, forks: SequenceT[Sequence] = ()) -> None:
+        """Queue ``seq``; ``forks`` (candidates of the same prompt, parallel sampling) are forked from it once
+        its prompt is computed. Raises ValueError (``RequestTooLongError``) before queueing anything."""
+        group = [seq, *forks]
+        ids = [s.request_id for s in group]
+        if len(set(ids)) < len(ids) or any(i in self.requests for i in ids):
             raise ValueError(f"request {seq.request_id!r} is already queued")
         if seq.num_tokens == 0:
             raise ValueError("the prompt must contain at least one token")
         if seq.num_tokens > self.max_seq_len:
             raise RequestTooLongError(self._too_long_message(seq.num_tokens))
-        seq.status = SequenceStatus.WAITING
+        if len(group) > self.max_num_seqs:
+            raise ValueError(f"{len(group)} candidates exceed max_num_seqs={self.max_num_seqs}")
+        for fork in forks:
+            if fork.token_ids != seq.token_ids or fork.cache_salt != seq.cache_salt or fork.num_computed_tokens:
+                raise ValueError(f"fork {fork.request_id!r} must be a fresh sequence of the same prompt and salt")
+            if fork.prefill_only or seq.prefill_only:
+                raise ValueError("a prefill-only request cannot be forked")
+        for s in group:
+            s.status = SequenceStatus.WAITING
+            self.requests[s.request_id] = s
         self.waiting.append(seq)
-        self.requests[seq.request_id] = seq
+        if forks:
+            self._forks[seq.request_id] = list(forks)
 
     def finish(self, request_id: str, status: SequenceStatus) -> bool:
         """Remove a request in any state and release its blocks now; False if it is not queued."""
@@ -114,12 +143,24 @@ class Scheduler:
         seq = self.requests.pop(request_id, None)
         if seq is None:
             return False
+        queue_index = 0  # where an heir takes its place in the waiting queue
         if seq.status == SequenceStatus.RUNNING:
             self.running.remove(seq)
             self.kv.free(seq)
+        elif (siblings := self._pending_siblings(seq)) is not None:
+            siblings.remove(seq)  # a fork not forked yet holds nothing
         else:
-            self.waiting.remove(seq)
+            queue_index = self.waiting.index(seq)
+            del self.waiting[queue_index]
         seq.status = status
+        forks = self._forks.pop(request_id, None)
+        if forks:
+            # Its candidates lose the prefill they were waiting for: the first one takes its place and the
+            # others are forked from that one instead.
+            heir, *rest = forks
+            self.waiting.insert(queue_index, heir)
+            if rest:
+                self._forks[heir.request_id] = rest
         return True
 
     def abort(self, request_id: str) -> bool:
@@ -136,6 +177,10 @@ class Scheduler:
 
     def get_request(self, request_id: str) -> Sequence | None:
         return self.requests.get(request_id)
+
+    def pending_forks(self, request_id: str) -> list[Sequence]:
+        """The forks still waiting for ``request_id``'s prompt (tests and debugging)."""
+        return list(self._forks.get(request_id, ()))
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
@@ -167,7 +212,12 @@ class Scheduler:
         if not step.preempted:
             self._admit_waiting(step)
         self._top_up_prefills(step)
-        return SchedulerOutput(scheduled=list(step.scheduled.values()), preempted=step.preempted)
+        for item in step.scheduled.values():
+            if item.samples and item.seq.request_id in self._forks:
+                item.forks = list(self._forks[item.seq.request_id])
+        return SchedulerOutput(
+            scheduled=list(step.scheduled.values()), preempted=step.preempted, blocks_to_copy=self.kv.take_copies()
+        )
 
     def update(self, output: SchedulerOutput, sampled: dict[str, int]) -> list[Sequence]:
         """Apply a step's results; returns the sequences this call finished (length limits)."""
@@ -186,12 +236,13 @@ class Scheduler:
                 continue
             if not samples:
                 continue
-            if seq.request_id not in sampled:
-                raise KeyError(f"no sampled token for {seq.request_id!r}, which finished its tokens this step")
-            seq.append_token(sampled[seq.request_id])
-            if self._reached_length_limit(seq):
-                self.finish(seq.request_id, SequenceStatus.FINISHED_LENGTH)
-                finished.append(seq)
+            for s in (seq, *self._fork(seq)):
+                if s.request_id not in sampled:
+                    raise KeyError(f"no sampled token for {s.request_id!r}, which finished its tokens this step")
+                s.append_token(sampled[s.request_id])
+                if self._reached_length_limit(s):
+                    self.finish(s.request_id, SequenceStatus.FINISHED_LENGTH)
+                    finished.append(s)
         return finished
 
     # -- counters ---------------------------------------------------------------------------------------
@@ -205,22 +256,45 @@ class Scheduler:
 
     # -- internals --------------------------------------------------------------------------------------
 
+    def _fork(self, parent: Sequence) -> list[Sequence]:
+        """Fork ``parent``'s pending candidates now that its prompt is computed; they join the running ones."""
+        forks = self._forks.pop(parent.request_id, [])
+        for fork in forks:
+            self.kv.fork(parent, fork)
+            fork.status = SequenceStatus.RUNNING
+            self.running.append(fork)
+        return forks
+
+    def _pending_siblings(self, seq: Sequence) -> list[Sequence] | None:
+        """The pending-fork list ``seq`` is in, if it is a fork not forked yet."""
+        return next((forks for forks in self._forks.values() if seq in forks), None)
+
+    def _num_seats(self) -> int:
+        """Sequences running, plus the pending forks of running parents (they join once the prompt is done)."""
+        pending = sum(len(f) for pid, f in self._forks.items() if self.requests[pid].status == SequenceStatus.RUNNING)
+        return len(self.running) + pending
+
     def _admit_waiting(self, step: _StepBudget) -> None:
         if not self.waiting:
             return
         in_flight = self._blocks_in_flight()
+        seats = self._num_seats()
         i = 0
-        while i < len(self.waiting) and step.tokens > 0 and len(self.running) < self.max_num_seqs:
+        while i < len(self.waiting) and step.tokens > 0:
             seq = self.waiting[i]
+            num_forks = len(self._forks.get(seq.request_id, ()))
+            if seats + 1 + num_forks > self.max_num_seqs:
+                break  # FCFS, as for memory: a request with many candidates is not overtaken
             hits = self.kv.get_computed_blocks(seq)
             if self._waits_for_in_flight_prefix(seq, len(hits), in_flight):
                 i += 1
                 continue
             num_hit_tokens = len(hits) * self.kv.block_size
             num_new = min(seq.num_tokens - num_hit_tokens, step.tokens, self.long_prefill_token_threshold)
-            if not self.kv.allocate_slots(seq, num_new, hits, num_free_to_keep=self._headroom()):
+            if not self.kv.allocate_slots(seq, num_new, hits, num_free_to_keep=self._headroom(num_forks)):
                 break  # FCFS: later requests do not overtake one that is waiting for memory
             del self.waiting[i]
+            seats += 1 + num_forks
             seq.status = SequenceStatus.RUNNING
             seq.num_computed_tokens = num_hit_tokens
             seq.num_cached_tokens = num_hit_tokens
@@ -258,11 +332,14 @@ class Scheduler:
                 item.num_new_tokens += extra
                 step.tokens -= extra
 
-    def _headroom(self) -> int:
-        """Blocks left free by admissions and top-ups: one per running sequence, for its next block, so
-        that using spare memory now does not force a preemption at the next block boundary. Contiguous
-        sequences never grow, so they need none."""
-        return len(self.running) if self.kv.allocator == "paged" else 0
+    def _headroom(self, num_forks: int = 0) -> int:
+        """Blocks left free by admissions and top-ups: one per running sequence (pending forks included), for
+        its next block, so that using spare memory now does not force a preemption at the next block boundary;
+        when admitting a request with forks, one more per fork (its copy of the prompt's last block). None
+        while nothing runs: a request that fits the pool must always be admitted then. Contiguous sequences
+        never grow, so they need none."""
+        seats = self._num_seats()
+        return seats + num_forks if self.kv.allocator == "paged" and seats else 0
 
     def _allocate_or_preempt(self, seq: Sequence, num_new: int, step: _StepBudget) -> bool:
         while not self.kv.allocate_slots(seq, num_new):

@@ -73,6 +73,20 @@ def allocate_kv_cache(
     return caches
 
 
+def copy_blocks(
+    kv_caches: list[tuple[torch.Tensor, torch.Tensor]], pairs: list[tuple[int, int]], device: torch.device
+) -> None:
+    """Copy whole blocks ``src -> dst`` in every layer's K and V (the scheduler's copies on write).
+
+    All sources are read before any destination is written, so the result does not depend on the order of
+    the pairs. Dim 0 is the block in both cache layouts (K transposed per block or not)."""
+    src = torch.tensor([s for s, _ in pairs], dtype=torch.long, device=device)
+    dst = torch.tensor([d for _, d in pairs], dtype=torch.long, device=device)
+    for k, v in kv_caches:
+        k.index_copy_(0, dst, k.index_select(0, src))
+        v.index_copy_(0, dst, v.index_select(0, src))
+
+
 def release_kv_cache(model: LlamaForCausalLM, device: torch.device) -> None:
     for attn in model.kv_cache_layers():
         attn.k_cache = attn.v_cache = torch.empty(0, device=device)

@@ -8,6 +8,7 @@ Interface (see docs/engine-design.md, "Model runner")::
     seqs = ModelRunner.sampling_sequences(output)    # which scheduled sequences sample, in order
     logits = runner.execute(output)                  # [len(seqs), vocab] float32
 
+``execute`` first copies the blocks of ``output.blocks_to_copy`` (copies on write of forked candidates).
 Both calls read ``seq.num_computed_tokens``, so they must come before ``scheduler.update``.
 """
 
@@ -159,6 +160,8 @@ class ModelRunner:
     def execute(self, scheduler_output: SchedulerOutput) -> torch.Tensor:
         """Run one step; logits ``[N, vocab]`` (float32) of the sequences :meth:`sampling_sequences` lists."""
         scheduled = scheduler_output.scheduled
+        if scheduler_output.blocks_to_copy:  # copies on write: before this step's K/V writes land in them
+            kv_cache.copy_blocks(self.kv_caches, scheduler_output.blocks_to_copy, self.device)
         empty = torch.empty(0, self.model_config.vocab_size, device=self.device)
         if not scheduled:
             return empty

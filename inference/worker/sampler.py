@@ -4,11 +4,17 @@ Semantics follow vLLM: penalties first (repetition over prompt + output, presenc
 only), then greedy rows take one argmax, the others go through temperature, min-p, top-k and top-p and are
 sampled from the resulting distribution. A request with a seed draws from its own ``torch.Generator``, so its
 tokens do not depend on what else is in the batch.
+
+Rows that ask for it (``SamplingParams.needs_logprobs``: ``logprobs=0``, or ``best_of > n``, which ranks the
+candidates by their sum) also get the sampled token's logprob: the log-softmax of the processed logits the
+token was drawn from (after penalties; for sampled rows also after temperature, min-p, top-k and top-p), as
+vLLM's processed logprobs. Only those rows pay for the log-sum-exp.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+import math
 from dataclasses import dataclass
 
 import torch
@@ -48,6 +54,9 @@ class SamplingMetadata:
     banned_rows: list[int]  # rows still under min_tokens...
     banned_ids: list[list[int]]  # ...and the stop tokens each of them must not sample
     generators: list[torch.Generator | None]
+    # Rows whose sampled token's logprob is wanted, split by how the token was chosen.
+    greedy_logprob_rows: list[int]
+    random_logprob_rows: list[int]
 
 
 def build_metadata(
@@ -91,6 +100,7 @@ def build_metadata(
                 banned_rows.append(i)
                 banned_ids.append(stops)
 
+    wanted = [i for i, p in enumerate(params) if p.needs_logprobs]
     return SamplingMetadata(
         temperature=torch.tensor(temps, dtype=torch.float32, device=device),
         greedy=torch.tensor(greedy_list, dtype=torch.bool, device=device),
@@ -106,6 +116,8 @@ def build_metadata(
         banned_rows=banned_rows,
         banned_ids=banned_ids,
         generators=[r.generator for r in requests],
+        greedy_logprob_rows=[i for i in wanted if greedy_list[i]],
+        random_logprob_rows=[i for i in wanted if not greedy_list[i]],
     )
 
 
@@ -191,22 +203,51 @@ def random_sample(
     return tokens.clamp_(max=probs.shape[-1] - 1)
 
 
-def sample(
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, rows: list[int], out: torch.Tensor) -> None:
+    """``out[r] = log_softmax(logits[r])[tokens[r]]`` for each row ``r`` of ``rows``."""
+    if not rows:
+        return
+    index = torch.tensor(rows, dtype=torch.long, device=logits.device)
+    picked = logits.index_select(0, index)
+    chosen = picked.gather(1, tokens.index_select(0, index).unsqueeze(1)).squeeze(1)
+    out[index] = chosen - torch.logsumexp(picked, dim=-1)
+
+
+def sample_with_logprobs(
     logits: torch.Tensor, md: SamplingMetadata, default_generator: torch.Generator | None = None
-) -> torch.Tensor:
-    """Token ids [B] for logits [B, V]; ``logits`` may be modified in place."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids [B] for logits [B, V], and each token's logprob [B] (NaN in rows that did not ask for it).
+    ``logits`` may be modified in place."""
     logits = logits.float()
     logits = apply_min_tokens(logits, md)
     logits = apply_penalties(logits, md)
     greedy_tokens = logits.argmax(dim=-1)
+    logprobs = torch.full(greedy_tokens.shape, math.nan, dtype=torch.float32, device=logits.device)
+    # A greedy row's distribution is the penalised logits (temperature does not apply to it).
+    token_logprobs(logits, greedy_tokens, md.greedy_logprob_rows, logprobs)
     if md.all_greedy:
-        return greedy_tokens
+        return greedy_tokens, logprobs
     logits = logits / md.temperature.unsqueeze(1)
     if md.min_p is not None:
         logits = apply_min_p(logits, md.min_p)
     logits = apply_top_k_top_p(logits, md.top_k, md.top_p)
     random_tokens = random_sample(torch.softmax(logits, dim=-1), md.generators, default_generator)
-    return torch.where(md.greedy, greedy_tokens, random_tokens)
+    token_logprobs(logits, random_tokens, md.random_logprob_rows, logprobs)
+    return torch.where(md.greedy, greedy_tokens, random_tokens), logprobs
+
+
+def sample(
+    logits: torch.Tensor, md: SamplingMetadata, default_generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Token ids [B] for logits [B, V]; ``logits`` may be modified in place."""
+    return sample_with_logprobs(logits, md, default_generator)[0]
+
+
+@dataclass
+class SamplerOutput:
+    token_ids: list[int]
+    # The sampled token's logprob in each row that asked for it (SamplingParams.needs_logprobs), else None.
+    logprobs: list[float | None]
 
 
 class Sampler:
@@ -251,7 +292,8 @@ class Sampler:
         params: Sequence[SamplingParams],
         prompt_token_ids: Sequence[Sequence[int]],
         output_token_ids: Sequence[Sequence[int]],
-    ) -> list[int]:
+    ) -> SamplerOutput:
+        """Row ``i`` of ``logits`` belongs to request ``request_ids[i]``; one token per row."""
         device = logits.device
         requests = [
             SamplingRequest(p, prompt, out, self._generator(rid, p.seed, device))
@@ -259,4 +301,10 @@ class Sampler:
         ]
         md = build_metadata(requests, logits.shape[-1], device, self.eos_token_ids)
         default = None if md.all_greedy else self._default_generator(device)
-        return sample(logits, md, default).tolist()
+        tokens, logprobs = sample_with_logprobs(logits, md, default)
+        wanted = md.greedy_logprob_rows + md.random_logprob_rows
+        values: list[float | None] = [None] * len(requests)
+        if wanted:
+            for row, value in zip(wanted, logprobs[wanted].tolist()):
+                values[row] = value
+        return SamplerOutput(tokens.tolist(), values)

@@ -3,6 +3,11 @@
 Shapes follow OpenAI's (and vLLM's server): ``chat.completion``, ``chat.completion.chunk`` for SSE, and
 ``text_completion``; ``usage.prompt_tokens_details.cached_tokens`` says how much of the prompt came from the
 prefix cache. Every request runs with its store's ``cache_salt``, so stores never share KV blocks.
+
+``n`` choices come from one prefill of the prompt (the engine's parallel sampling); streamed, their chunks
+interleave, each with its choice's ``index``. ``/v1/completions`` also takes ``best_of`` (the ``n`` of
+``best_of`` candidates with the highest cumulative logprob), which, as on OpenAI, cannot be streamed. Usage
+counts the tokens of every candidate generated.
 """
 
 from __future__ import annotations
@@ -87,8 +92,7 @@ def parse(body: Any, kind: str, engine: Any) -> Request:
         raise ApiError(400, "the body must be a JSON object", "invalid_body")
     if body.get("model") != model_name():
         raise ApiError(404, f"The model `{body.get('model')}` does not exist.", "model_not_found", "NotFoundError")
-    if body.get("n", 1) != 1:
-        raise ApiError(400, "only n=1 is supported", "invalid_parameter")
+    n, best_of = _choices(body, kind, engine)
     tokenizer = engine.tokenizer
     # The chat uses the same tokenizer from other threads: one process-wide lock.
     with engine_service.tokenizer_lock:
@@ -137,11 +141,41 @@ def parse(body: Any, kind: str, engine: Any) -> Request:
             frequency_penalty=float(_number(body, "frequency_penalty", 0.0, -2.0, 2.0)),
             seed=body.get("seed") if isinstance(body.get("seed"), int) else None,
             stop=stop,
+            n=n,
+            best_of=best_of,
         )
     except ValueError as exc:
         raise ApiError(400, str(exc), "invalid_parameter") from None
     options = body.get("stream_options") or {}
-    return Request(kind, prompt_ids, params, bool(body.get("stream")), bool(options.get("include_usage")))
+    stream = bool(body.get("stream"))
+    if stream and best_of > n:
+        # The best candidates are only known once all have finished (OpenAI: "results cannot be streamed").
+        raise ApiError(400, "best_of greater than n cannot be streamed", "invalid_parameter")
+    return Request(kind, prompt_ids, params, stream, bool(options.get("include_usage")))
+
+
+def _choices(body: dict[str, Any], kind: str, engine: Any) -> tuple[int, int]:
+    """``n`` and ``best_of`` (completions only, as on OpenAI): every candidate runs at once, so together
+    they must fit the engine's ``max_num_seqs``."""
+
+    def positive(name: str, default: int) -> int:
+        value = body.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ApiError(400, f"{name} must be a positive integer", "invalid_parameter")
+        return value
+
+    n = positive("n", 1)
+    if kind == "chat" and body.get("best_of") is not None:
+        raise ApiError(400, "best_of is only supported by /v1/completions", "invalid_parameter")
+    best_of = positive("best_of", n)
+    if best_of < n:
+        raise ApiError(400, f"best_of must be at least n ({n})", "invalid_parameter")
+    limit = engine.max_num_seqs
+    if best_of > limit:
+        raise ApiError(400, f"n and best_of must be at most {limit}", "invalid_parameter")
+    return n, best_of
 
 
 def _finish(reason: str | None) -> str:
@@ -173,26 +207,29 @@ async def deltas(engine: Any, request: Request, cache_salt: str) -> AsyncIterato
 
 
 async def complete(engine: Any, request: Request, cache_salt: str) -> dict[str, Any]:
-    parts: list[str] = []
-    finish, usage = None, None
+    n = request.params.n
+    parts: list[list[str]] = [[] for _ in range(n)]
+    finishes: list[str | None] = [None] * n
+    usage = None
     async for delta in deltas(engine, request, cache_salt):
-        parts.append(delta.text)
-        finish = delta.finish_reason or finish
+        parts[delta.index].append(delta.text)
+        finishes[delta.index] = delta.finish_reason or finishes[delta.index]
         usage = delta.usage or usage
-    text = "".join(parts)
-    if request.kind == "chat":
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                  "finish_reason": _finish(finish)}
-        kind, prefix = "chat.completion", "chatcmpl-"
-    else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": _finish(finish)}
-        kind, prefix = "text_completion", "cmpl-"
+    choices = []
+    for index, (pieces, finish) in enumerate(zip(parts, finishes)):
+        text = "".join(pieces)
+        if request.kind == "chat":
+            choices.append({"index": index, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                            "finish_reason": _finish(finish)})
+        else:
+            choices.append({"index": index, "text": text, "logprobs": None, "finish_reason": _finish(finish)})
+    kind, prefix = ("chat.completion", "chatcmpl-") if request.kind == "chat" else ("text_completion", "cmpl-")
     return {
         "id": prefix + request.id,
         "object": kind,
         "created": request.created,
         "model": model_name(),
-        "choices": [choice],
+        "choices": choices,
         "usage": usage_body(usage, len(request.prompt_ids)),
     }
 
@@ -212,17 +249,19 @@ async def stream_events(engine: Any, request: Request, cache_salt: str) -> Async
     def event(choices: list[dict[str, Any]], **extra: Any) -> str:
         return f"data: {json.dumps({**base, 'choices': choices, **extra}, ensure_ascii=False)}\n\n"
 
-    if chat:
-        yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}])
+    if chat:  # each choice opens with its role, as vLLM's server does
+        for index in range(request.params.n):
+            yield event([{"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                          "finish_reason": None}])
     usage = None
     async for delta in deltas(engine, request, cache_salt):
         finish = _finish(delta.finish_reason) if delta.finish_reason else None
         if delta.text or finish:
             if chat:
                 piece = {"content": delta.text} if delta.text else {}
-                yield event([{"index": 0, "delta": piece, "logprobs": None, "finish_reason": finish}])
+                yield event([{"index": delta.index, "delta": piece, "logprobs": None, "finish_reason": finish}])
             else:
-                yield event([{"index": 0, "text": delta.text, "logprobs": None, "finish_reason": finish}])
+                yield event([{"index": delta.index, "text": delta.text, "logprobs": None, "finish_reason": finish}])
         usage = delta.usage or usage
     if request.include_usage:
         yield event([], usage=usage_body(usage, len(request.prompt_ids)))

@@ -76,6 +76,69 @@ def test_text_completion(client):
     assert completion.usage.completion_tokens >= 1
 
 
+def test_chat_completion_with_n_choices(client):
+    model = client.models.list().data[0].id
+    messages = [{"role": "user", "content": "Name a colour."}]
+    one = client.chat.completions.create(model=model, messages=messages, max_tokens=5, temperature=0)
+    three = client.chat.completions.create(model=model, messages=messages, max_tokens=5, temperature=0, n=3)
+    assert [c.index for c in three.choices] == [0, 1, 2]
+    # Greedy: every choice is the n=1 answer; usage counts all three.
+    assert {c.message.content for c in three.choices} == {one.choices[0].message.content}
+    assert three.usage.completion_tokens == 3 * one.usage.completion_tokens
+    assert three.usage.prompt_tokens == one.usage.prompt_tokens
+    sampled = client.chat.completions.create(model=model, messages=messages, max_tokens=8, temperature=1.0,
+                                             seed=3, n=4)
+    assert len(sampled.choices) == 4 and len({c.message.content for c in sampled.choices}) > 1
+
+
+def test_streaming_with_n_choices_tags_each_chunk_with_its_index(client):
+    model = client.models.list().data[0].id
+    stream = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Name a fruit."}], max_tokens=6, temperature=1.0,
+        seed=5, n=2, stream=True, stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    choices = [c.choices[0] for c in chunks if c.choices]
+    assert {c.index for c in choices} == {0, 1}
+    assert sorted(c.index for c in choices if c.delta.role == "assistant") == [0, 1]
+    assert sorted(c.index for c in choices if c.finish_reason) == [0, 1]
+    texts = {i: "".join(c.delta.content or "" for c in choices if c.index == i) for i in (0, 1)}
+    assert all(texts.values())
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens >= 2
+    # A text completion streamed, then whole: the same two seeded answers and usage. (A prompt shorter than
+    # a block, so the second request computes it afresh too: prefix-cache hits may round differently.)
+    common = dict(model=model, prompt="Socks for hiking", max_tokens=6, temperature=1.0, seed=5, n=2)
+    streamed = [c for c in client.completions.create(stream=True, stream_options={"include_usage": True},
+                                                     **common)]
+    pieces = [c.choices[0] for c in streamed if c.choices]
+    texts = ["".join(c.text for c in pieces if c.index == i) for i in (0, 1)]
+    whole = client.completions.create(**common)
+    assert [c.text for c in whole.choices] == texts
+    assert whole.usage.completion_tokens == streamed[-1].usage.completion_tokens
+
+
+def test_text_completion_best_of(client):
+    model = client.models.list().data[0].id
+    common = dict(model=model, prompt="Our best hiking boots are", max_tokens=4, temperature=1.0, seed=11)
+    every = client.completions.create(n=3, **common)
+    best = client.completions.create(n=1, best_of=3, **common)
+    assert len(best.choices) == 1 and best.choices[0].index == 0
+    # One of the three candidates (candidate i samples with seed + i in both requests), and the usage of all.
+    assert best.choices[0].text in {c.text for c in every.choices}
+    assert best.usage.completion_tokens == every.usage.completion_tokens
+    import openai
+
+    with pytest.raises(openai.BadRequestError, match="cannot be streamed"):
+        client.completions.create(n=1, best_of=2, stream=True, **common)
+    with pytest.raises(openai.BadRequestError, match="best_of must be at least n"):
+        client.completions.create(n=3, best_of=2, **common)
+    with pytest.raises(openai.BadRequestError, match="at most"):
+        client.completions.create(n=1000, **common)
+    with pytest.raises(openai.BadRequestError, match="only supported by /v1/completions"):
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}],
+                                       extra_body={"best_of": 2})
+
+
 def test_a_wrong_key_and_a_wrong_model_are_refused(client, daphne_server):  # noqa: F811
     import openai
 

@@ -120,6 +120,15 @@ async def test_n_completions_stream_with_their_index(engine: AsyncLLM) -> None:
     assert sum(d.finish_reason == "length" for d in deltas) == 3
 
 
+async def test_best_of_arrives_at_the_end(engine: AsyncLLM) -> None:
+    params = SamplingParams(n=2, best_of=3, temperature=1.0, seed=5, max_tokens=6, ignore_eos=True)
+    deltas = [d async for d in engine.stream("best", "Name a hat:", params)]
+    # One output at the end: the two chosen completions, whole, and the usage of all three candidates.
+    assert [d.index for d in deltas] == [0, 1] and all(len(d.token_ids) == 6 for d in deltas)
+    assert deltas[-1].usage is not None and deltas[-1].usage.completion_tokens == 18
+    await _wait_for(lambda: _idle(engine))
+
+
 def test_streams_from_several_threads_and_event_loops(engine: AsyncLLM) -> None:
     prompts = ["Best gift for a runner:", "Is merino wool itchy?", "How do I clean suede?"]
 
@@ -234,6 +243,7 @@ async def test_many_streams_leaving_at_random_leave_no_blocks(tmp_path, make_tin
 async def test_facade_exposes_limits_tokenizer_and_chat_encoding(engine: AsyncLLM) -> None:
     assert engine.max_model_len == engine.engine.scheduler.max_seq_len <= engine.engine.config.max_model_len
     assert engine.block_size == engine.engine.config.block_size
+    assert engine.max_num_seqs == engine.engine.config.max_num_seqs
     conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     ids = engine.encode_chat(conversation)
     text = engine.tokenizer.decode(ids)

@@ -149,21 +149,6 @@ def test_seeded_sampling_is_reproducible_alone_and_in_a_batch(llm: LLM) -> None:
     assert llm.generate(prompt, other_seed)[0].outputs[0].token_ids != alone
 
 
-def test_n_siblings_share_the_prompt_blocks(llm: LLM) -> None:
-    engine = llm.llm_engine
-    block = engine.config.block_size
-    prompt = "Write a product title for a stainless steel water bottle, 750 ml, keeps drinks cold. " * 3
-    hits_before = engine.stats()["prefix_cache_hit_tokens"]
-    out = llm.generate(prompt, SamplingParams(n=3, temperature=1.0, seed=11, max_tokens=8, ignore_eos=True))[0]
-    assert [c.index for c in out.outputs] == [0, 1, 2]
-    assert all(len(c.token_ids) == 8 and c.finish_reason == "length" for c in out.outputs)
-    assert len({tuple(c.token_ids) for c in out.outputs}) > 1  # distinct samples, not one repeated
-    full_blocks = (len(out.prompt_token_ids) - 1) // block
-    assert engine.stats()["prefix_cache_hit_tokens"] - hits_before >= 2 * full_blocks * block
-    assert out.usage is not None and out.usage.completion_tokens == 24
-    _assert_blocks_released(engine)
-
-
 def test_too_long_prompt_is_rejected_at_add_time(llm: LLM) -> None:
     engine = llm.llm_engine
     too_long = [100] * (engine.config.max_model_len + 1)
@@ -207,7 +192,9 @@ def _random_request_storm(model: str, num_requests: int, seed: int) -> None:
     live: set[str] = set()
     finished: dict[str, str] = {}
     max_tokens: dict[str, int] = {}
-    produced: dict[str, int] = {}
+    num: dict[str, int] = {}
+    produced: dict[tuple[str, int], int] = {}
+    reasons: dict[tuple[str, int], str] = {}
     while pending or engine.has_unfinished():
         for _ in range(rng.randint(0, 12)):
             if not pending:
@@ -215,14 +202,22 @@ def _random_request_storm(model: str, num_requests: int, seed: int) -> None:
             rid = f"r{pending.pop()}"
             max_tokens[rid] = rng.randint(1, 8)
             prompt = [rng.randrange(3, vocab) for _ in range(rng.randint(1, 24))]
-            params = SamplingParams(max_tokens=max_tokens[rid], temperature=1.0, seed=rng.randrange(99))
+            # Some requests sample several candidates (forks sharing the prompt), some rank them (best_of).
+            num[rid] = rng.choice([1, 1, 1, 2, 3])
+            best_of = num[rid] + rng.choice([0, 0, 1])
+            params = SamplingParams(n=num[rid], best_of=best_of, max_tokens=max_tokens[rid], temperature=1.0,
+                                    seed=rng.randrange(99))
             engine.add_request(rid, prompt, params)
             live.add(rid)
         for rid in rng.sample(sorted(live), k=min(len(live), rng.randint(0, 2))):
             engine.abort(rid)
             live.discard(rid)
         for out in engine.step():
-            produced[out.request_id] = produced.get(out.request_id, 0) + sum(len(c.token_ids) for c in out.outputs)
+            for c in out.outputs:
+                key = (out.request_id, c.index)
+                produced[key] = produced.get(key, 0) + len(c.token_ids)
+                if c.finish_reason is not None:
+                    reasons[key] = c.finish_reason
             if out.finished:
                 assert out.request_id not in finished, "a request finished twice"
                 finished[out.request_id] = out.outputs[0].finish_reason if out.outputs else "abort"
@@ -230,10 +225,10 @@ def _random_request_storm(model: str, num_requests: int, seed: int) -> None:
         stats = engine.stats()
         assert stats["num_blocks_used"] <= stats["num_blocks_total"]
     assert len(finished) == num_requests
-    for rid, reason in finished.items():
-        assert produced.get(rid, 0) <= max_tokens[rid]
-        if reason == "length":
-            assert produced[rid] == max_tokens[rid]
+    for (rid, index), count in produced.items():
+        assert index < num[rid] and count <= max_tokens[rid]
+        if reasons.get((rid, index)) == "length":
+            assert count == max_tokens[rid]
     assert engine.stats()["num_preemptions"] > 0
     assert engine.stats()["num_requests_aborted"] > 0
     _assert_blocks_released(engine)
@@ -295,3 +290,142 @@ def test_prefill_only_request_caches_the_prompt_and_samples_nothing(llm: LLM) ->
     _assert_blocks_released(engine)
     with pytest.raises(ValueError):
         SamplingParams(max_tokens=0, n=2)
+
+
+# -- parallel sampling: n candidates from one prefill, sharing the prompt's blocks -----------------------------
+
+
+def _pool_refs(engine: LLMEngine) -> dict[int, int]:
+    return {b.block_id: b.ref_cnt for b in engine.scheduler.kv.pool.blocks if b.ref_cnt}
+
+
+def _run_to_end(engine: LLMEngine) -> dict[int, list[int]]:
+    """Step until idle; each completion index's tokens."""
+    tokens: dict[int, list[int]] = {}
+    while engine.has_unfinished():
+        for out in engine.step():
+            for c in out.outputs:
+                tokens.setdefault(c.index, []).extend(c.token_ids)
+    return tokens
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_n_candidates_share_the_whole_prompt_after_one_prefill(llm: LLM, caching: bool) -> None:
+    engine = llm.llm_engine
+    bs = engine.config.block_size
+    engine.reset(enable_prefix_caching=caching)
+    try:
+        prompt = list(range(7000, 7000 + 3 * bs + 5))  # three full blocks and a partial one of 5 tokens
+        computed: list[int] = []
+        engine.step_observers.append(lambda out: computed.append(out.num_batched_tokens))
+        engine.add_request("par", {"prompt_token_ids": prompt},
+                           SamplingParams(n=4, temperature=1.0, seed=3, max_tokens=bs + 4, ignore_eos=True))
+        first = engine.step()  # the prefill, and every candidate's first token
+        assert sorted(c.index for c in first[0].outputs) == [0, 1, 2, 3]
+        assert computed == [len(prompt)]  # the prompt ran through the model once
+        seqs = [engine.scheduler.get_request(f"par#{i}") for i in range(4)]
+        table = list(seqs[0].block_table)
+        assert len(table) == 4 and all(s.block_table == table for s in seqs)
+        # The prompt's blocks once in the pool, each held by the 4 candidates.
+        assert engine.stats()["num_blocks_used"] == 4 and _pool_refs(engine) == {b: 4 for b in table}
+        engine.step()  # each writes its first token into the shared partial block: 3 copies, 1 in place
+        assert engine.stats()["num_blocks_used"] == 4 + 3
+        assert all(s.block_table[:3] == table[:3] for s in seqs)
+        assert len({s.block_table[3] for s in seqs}) == 4
+        assert _pool_refs(engine) == {**{b: 4 for b in table[:3]}, **{s.block_table[3]: 1 for s in seqs}}
+        tokens = _run_to_end(engine)
+        assert computed[1:] == [4] * (len(computed) - 1)  # decodes only: nobody recomputed the prompt
+        assert sorted(tokens) == [0, 1, 2, 3] and all(len(t) == bs + 4 - 2 for t in tokens.values())
+        assert len({tuple(t) for t in tokens.values()}) > 1  # distinct samples, not one repeated
+        _assert_blocks_released(engine)
+        assert _pool_refs(engine) == {}
+    finally:
+        engine.step_observers.clear()
+        engine.reset(enable_prefix_caching=True)
+
+
+def test_greedy_candidate_0_is_the_n_1_output(llm: LLM) -> None:
+    prompt = "Three reasons to buy a rain jacket with pit zips:"
+    single = llm.generate(prompt, SamplingParams(max_tokens=24, ignore_eos=True, **GREEDY))[0]
+    multi = llm.generate(prompt, SamplingParams(n=3, max_tokens=24, ignore_eos=True, **GREEDY))[0]
+    assert [c.index for c in multi.outputs] == [0, 1, 2]
+    assert multi.outputs[0].token_ids == single.outputs[0].token_ids
+    assert multi.outputs[0].text == single.outputs[0].text
+    assert all(c.token_ids == single.outputs[0].token_ids for c in multi.outputs)  # greedy: all the same
+    assert multi.usage.completion_tokens == 3 * 24 and multi.usage.prompt_tokens == len(single.prompt_token_ids)
+
+
+def test_seeded_candidates_reproduce(llm: LLM) -> None:
+    prompt = "Describe a cozy wool sweater in one sentence:"
+    params = SamplingParams(n=4, temperature=1.0, top_p=0.95, seed=77, max_tokens=12, ignore_eos=True)
+    first = [c.token_ids for c in llm.generate(prompt, params)[0].outputs]
+    second = [c.token_ids for c in llm.generate(prompt, params)[0].outputs]
+    assert first == second and len(first) == 4
+    assert len({tuple(t) for t in first}) == 4
+    # Candidate i samples with seed + i, vLLM's rule: candidate 0 is the n = 1 request with the same seed.
+    alone = llm.generate(prompt, SamplingParams(temperature=1.0, top_p=0.95, seed=77, max_tokens=12, ignore_eos=True))
+    assert alone[0].outputs[0].token_ids == first[0]
+
+
+def test_abort_frees_every_candidate_block(llm: LLM) -> None:
+    engine = llm.llm_engine
+    engine.add_request("par-abort", "Tell me about our return policy. " * 4,
+                       SamplingParams(n=4, temperature=1.0, max_tokens=50, ignore_eos=True))
+    for _ in range(3):
+        engine.step()
+    assert engine.stats()["num_running"] == 4 and engine.stats()["num_blocks_used"] > 0
+    assert engine.abort("par-abort")
+    assert engine.stats()["num_blocks_used"] == 0 and _pool_refs(engine) == {}  # in the same call
+    (final,) = engine.step()
+    assert final.finished and sorted(c.index for c in final.outputs) == [0, 1, 2, 3]
+    assert {c.finish_reason for c in final.outputs} == {"abort"}
+    _assert_blocks_released(engine)
+    # Aborted before the prompt was even computed: the forks were never given a block.
+    engine.add_request("par-early", "Hello there", SamplingParams(n=3, max_tokens=5))
+    assert engine.abort("par-early")
+    assert engine.step()[0].finished
+    _assert_blocks_released(engine)
+
+
+def test_best_of_returns_the_n_best_by_cumulative_logprob(llm: LLM) -> None:
+    prompt = "Write a tagline for a lightweight hiking backpack:"
+    common = dict(temperature=1.0, seed=1234, max_tokens=10, ignore_eos=True)
+    every = llm.generate(prompt, SamplingParams(n=5, logprobs=0, **common))[0].outputs
+    for c in every:  # the reported logprobs: one per token, summing to the cumulative one
+        assert len(c.logprobs) == len(c.token_ids) == 10 and all(lp <= 0 for lp in c.logprobs)
+        assert c.cumulative_logprob == pytest.approx(sum(c.logprobs), abs=1e-4)
+    ranked = sorted(every, key=lambda c: -c.cumulative_logprob)
+
+    engine = llm.llm_engine
+    engine.add_request("best", prompt, SamplingParams(n=2, best_of=5, **common))
+    outputs = []
+    while engine.has_unfinished():
+        outputs += engine.step()
+    # Nothing is streamed while the candidates run: the choice is only known at the end.
+    (final,) = outputs
+    assert final.finished and [c.index for c in final.outputs] == [0, 1]
+    assert [c.token_ids for c in final.outputs] == [c.token_ids for c in ranked[:2]]
+    assert [c.cumulative_logprob for c in final.outputs] == pytest.approx([c.cumulative_logprob for c in ranked[:2]])
+    assert all(c.logprobs is None for c in final.outputs)  # not asked for: only the ranking used them
+    assert final.usage.completion_tokens == 5 * 10  # every candidate's tokens were generated
+    _assert_blocks_released(engine)
+    with pytest.raises(ValueError, match="best_of"):
+        SamplingParams(n=3, best_of=2)
+
+
+def test_preempted_candidates_are_recomputed_and_finish_their_samples(llm: LLM) -> None:
+    """A pool too small for every candidate's tail: forked candidates are preempted and recomputed (alone,
+    with no cache to find them), and still produce their own seeded samples."""
+    engine = llm.llm_engine
+    bs = engine.config.block_size
+    prompt = list(range(8000, 8000 + 2 * bs + 3))
+    params = SamplingParams(n=4, temperature=1.0, seed=9, max_tokens=3 * bs, ignore_eos=True)
+    roomy = llm.generate({"prompt_token_ids": prompt}, params)[0]
+    engine.reset(num_gpu_blocks_override=12, enable_prefix_caching=False)
+    try:
+        tight = llm.generate({"prompt_token_ids": prompt}, params)[0]
+        assert engine.stats()["num_preemptions"] > 0
+        assert [c.token_ids for c in tight.outputs] == [c.token_ids for c in roomy.outputs]
+        _assert_blocks_released(engine)
+    finally:
+        engine.reset(num_gpu_blocks_override=None, enable_prefix_caching=True)

@@ -143,3 +143,30 @@ def test_quick_run_writes_sane_json(tmp_path: Path) -> None:
     assert 0 < paged["roofline_frac"] < 1
     for t in doc["targets"]:
         assert t["holds"] in (True, False, None) and t["detail"]
+
+
+def test_parallel_sampling_run_shares_the_prompt(llm) -> None:
+    """The --parallel-sampling figures on two short prompts: n=3 computes each prompt once and holds it once."""
+    from inference.bench.parallel_sampling import run_once
+
+    engine = llm.llm_engine
+    bs = engine.config.block_size
+    prompts = [list(range(9000, 9000 + 4 * bs + 3)), list(range(9500, 9500 + 4 * bs + 7))]
+    workload = wl.Workload("w", 0, None, True, [wl.Session(f"s{i}", "short", 0.0, [wl.Turn(p, 6)])
+                                                for i, p in enumerate(prompts)])
+    engine.reset(enable_prefix_caching=False)
+    try:
+        one = run_once(engine, workload, 1)
+        engine.reset(enable_prefix_caching=False)
+        three = run_once(engine, workload, 3)
+    finally:
+        engine.reset(enable_prefix_caching=True)
+    prompt_tokens = sum(len(p) for p in prompts)
+    assert (one["requests"], three["requests"], three["sequences"]) == (2, 2, 6)
+    assert (one["output_tokens"], three["output_tokens"]) == (12, 36)
+    # Prompts computed once either way; then one decode token per sampled token after the first.
+    assert one["computed_tokens"] == prompt_tokens + 2 * 5 and three["computed_tokens"] == prompt_tokens + 6 * 5
+    # Peak: 2 x 5 prompt blocks held once, plus a copied tail (6 tokens fill it: no new block) per extra
+    # candidate; three separate requests would hold 3 x 10.
+    assert one["peak_kv_blocks"] == 10 and three["peak_kv_blocks"] == 10 + 2 * 2
+    assert three["time_per_request_s"] > 0 and three["output_tokens_per_s"] > 0

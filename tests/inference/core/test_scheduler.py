@@ -347,3 +347,145 @@ def test_a_conversation_survives_a_flood_of_one_off_requests(conversation):
     else:
         # Plain LRU: the older conversation's blocks were reused, the tail of its chain first.
         assert turn2.num_cached_tokens == 12
+
+
+# -- parallel sampling: forks share the prompt's blocks, copy on write ---------------------------------------
+
+
+def group(rid, tokens, n, max_tokens=100):
+    """A request with n candidates: the parent and its n - 1 forks (the engine's naming)."""
+    params = SamplingParams(max_tokens=max_tokens, n=n)
+    return Sequence(rid, tokens, params), [Sequence(f"{rid}#{i}", tokens, params) for i in range(1, n)]
+
+
+def fork_step(sched):
+    """One step; candidate k of a request samples token 100 + k, so the candidates diverge."""
+    out = sched.schedule()
+    sampled = {}
+    for item in out.scheduled:
+        if item.samples:
+            for k, s in enumerate((item.seq, *item.forks)):
+                sampled[s.request_id] = 100 + k
+    sched.update(out, sampled)
+    return out
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_candidates_share_every_prompt_block_after_one_prefill(caching):
+    sched = make(num_blocks=16, max_num_batched_tokens=64, threshold=64, enable_prefix_caching=caching)
+    parent, forks = group("a", list(range(10)), n=4)  # blocks of 4: two full, the third holds 2 tokens
+    sched.add(parent, forks)
+    assert sched.num_waiting == 1 and sched.pending_forks("a") == forks
+    out = fork_step(sched)
+    assert plan(out) == [("a", 10)] and out.scheduled[0].forks == forks  # one prefill for all four
+    assert out.blocks_to_copy == []
+    candidates = [parent, *forks]
+    assert sched.running == candidates and sched.pending_forks("a") == []
+    assert [c.output_token_ids for c in candidates] == [[100], [101], [102], [103]]
+    # Every candidate holds the prompt's three blocks, the partial one included, once each.
+    assert all(c.block_table == parent.block_table and c.num_computed_tokens == 10 for c in candidates)
+    prompt_blocks = list(parent.block_table)
+    assert sched.kv.pool.num_used_blocks == 3
+    assert [sched.kv.pool.blocks[b].ref_cnt for b in prompt_blocks] == [4, 4, 4]
+    stats = sched.stats()
+    assert stats["num_tokens_stored"] == 10 and stats["num_slots_wasted"] == 2  # the partial block once
+    # Each candidate writes position 10 into the shared partial block: the first three copy it, the last
+    # one, by then its only holder, writes in place.
+    out = fork_step(sched)
+    assert plan(out) == [("a", 1), ("a#1", 1), ("a#2", 1), ("a#3", 1)]
+    assert [src for src, _ in out.blocks_to_copy] == [prompt_blocks[2]] * 3
+    copies = [dst for _, dst in out.blocks_to_copy]
+    assert [c.block_table[2] for c in candidates] == copies + [prompt_blocks[2]]
+    assert [c.block_table[:2] for c in candidates] == [prompt_blocks[:2]] * 4
+    # Pool: the prompt's blocks once plus one new block per candidate that copied.
+    assert sched.kv.pool.num_used_blocks == 3 + 3
+    assert refs(sched)[prompt_blocks[0]] == refs(sched)[prompt_blocks[1]] == 4
+    assert all(refs(sched)[c.block_table[2]] == 1 for c in candidates)
+    # Later decodes write blocks that each candidate holds alone: no more copies.
+    for _ in range(3):
+        assert fork_step(sched).blocks_to_copy == []
+    assert sched.kv.pool.num_used_blocks == 2 + 4 + 4  # shared full blocks, 4 tails, 4 fresh blocks
+    for c in candidates:
+        assert sched.finish(c.request_id, SequenceStatus.FINISHED_ABORTED)
+    assert sched.kv.pool.num_used_blocks == 0 and refs(sched) == [0] * 16
+
+
+def test_a_prompt_of_whole_blocks_is_shared_without_any_copy():
+    sched = make(num_blocks=16, max_num_batched_tokens=64, threshold=64, enable_prefix_caching=False)
+    parent, forks = group("a", list(range(8)), n=3)
+    sched.add(parent, forks)
+    fork_step(sched)
+    assert sched.kv.pool.num_used_blocks == 2
+    out = fork_step(sched)  # position 8 opens a new block for each candidate
+    assert out.blocks_to_copy == [] and sched.kv.pool.num_used_blocks == 2 + 3
+    assert all(c.block_table[:2] == parent.block_table[:2] for c in forks)
+
+
+def test_candidates_finishing_at_the_fork_release_only_their_references():
+    sched = make(num_blocks=8, max_num_batched_tokens=64, threshold=64)
+    parent, forks = group("a", list(range(6)), n=3, max_tokens=1)
+    sched.add(parent, forks)
+    out = sched.schedule()
+    finished = sched.update(out, {"a": 1, "a#1": 2, "a#2": 3})
+    assert finished == [parent, *forks] and all(s.status == SequenceStatus.FINISHED_LENGTH for s in finished)
+    assert sched.kv.pool.num_used_blocks == 0 and not sched.has_unfinished_requests()
+
+
+def test_a_preempted_candidate_is_recomputed_alone_and_its_siblings_keep_the_prompt():
+    sched = make(num_blocks=16, max_num_batched_tokens=64, threshold=64, enable_prefix_caching=False)
+    parent, forks = group("a", list(range(10)), n=3)
+    sched.add(parent, forks)
+    fork_step(sched)
+    fork_step(sched)  # two candidates copied the partial block
+    victim = forks[0]
+    prompt_full = list(parent.block_table[:2])
+    assert sched.preempt(victim.request_id)
+    assert victim.block_table == [] and victim.num_computed_tokens == 0
+    assert [refs(sched)[b] for b in prompt_full] == [2, 2]  # the others still hold the prompt
+    out = fork_step(sched)
+    # The victim recomputes its prompt and its two tokens itself (no cache, no fork), then samples.
+    assert ("a#1", 12) in plan(out) and out.blocks_to_copy == []
+    assert victim.output_token_ids == [101, 100, 100] and victim.num_computed_tokens == 12
+    assert not set(victim.block_table) & set(parent.block_table)
+
+
+def test_finishing_a_parent_before_its_prompt_is_done_hands_its_forks_on():
+    sched = make(num_blocks=16, max_num_batched_tokens=4, threshold=4)
+    parent, forks = group("a", list(range(10)), n=3)
+    sched.add(parent, forks)
+    fork_step(sched)  # 4 of 10 prompt tokens
+    assert sched.finish("a", SequenceStatus.FINISHED_ABORTED)
+    assert list(sched.waiting) == [forks[0]] and sched.pending_forks("a#1") == [forks[1]]
+    assert sched.finish("a#2", SequenceStatus.FINISHED_ABORTED)  # a pending fork: holds nothing
+    assert sched.pending_forks("a#1") == []
+    while forks[0].num_output_tokens == 0:
+        fork_step(sched)
+    assert sched.kv.pool.num_used_blocks == 3 and sched.running == [forks[0]]
+
+
+def test_a_request_takes_a_seat_for_each_candidate_at_admission():
+    sched = make(num_blocks=32, max_num_seqs=4, max_num_batched_tokens=64, threshold=64)
+    sched.add(seq("solo", 5))
+    parent, forks = group("g", list(range(6)), n=4)
+    sched.add(parent, forks)
+    sched.add(seq("late", 3))
+    out = fork_step(sched)
+    assert plan(out) == [("solo", 5)]  # 1 + 4 seats > 4: g waits, and "late" does not overtake it
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        sched.add(*group("big", [1, 2], n=5))
+    assert sched.get_request("big") is None and sched.get_request("big#1") is None
+    assert sched.finish("solo", SequenceStatus.FINISHED_STOPPED)
+    out = fork_step(sched)
+    assert plan(out) == [("g", 6)] and len(sched.running) == 4
+
+
+def test_forks_must_be_fresh_sequences_of_the_same_prompt():
+    sched = make()
+    parent, _ = group("a", [1, 2, 3], n=1)
+    with pytest.raises(ValueError):
+        sched.add(parent, [Sequence("a#1", [1, 2, 4])])
+    with pytest.raises(ValueError):
+        sched.add(parent, [Sequence("a#1", [1, 2, 3], cache_salt="other")])
+    with pytest.raises(ValueError):
+        sched.add(parent, [Sequence("a", [1, 2, 3])])  # duplicate id
+    assert not sched.has_unfinished_requests()

@@ -2,7 +2,9 @@
 
 Besides the block accounting, a shadow KV cache records which (cache salt, token prefix) each slot was
 computed for; every computed position of every running sequence must read back its own key. That is
-what prefix caching, sharing, eviction and preemption must never break.
+what prefix caching, sharing, eviction and preemption must never break. Parallel sampling adds forked
+candidates sharing a prompt's blocks, the partial one included: the shadow applies each step's copies on
+write, so a candidate that wrote into a block its siblings still read would show.
 """
 
 import random
@@ -75,6 +77,17 @@ class SchedulerMachine(RuleBasedStateMachine):
         for suffix in suffixes:
             self._add(prefix + suffix, salt, conversation, max_tokens)
 
+    @rule(
+        prefix=st.sampled_from(PREFIXES),
+        suffix=st.lists(TOKENS, max_size=10),
+        salt=st.sampled_from(SALTS),
+        max_tokens=st.integers(1, 12),
+        num_forks=st.integers(1, 3),
+    )
+    def add_parallel(self, prefix, suffix, salt, max_tokens, num_forks):
+        """A request sampling several candidates from one prefill (n > 1)."""
+        self._add(prefix + suffix, salt, None, max_tokens, num_forks)
+
     @precondition(lambda self: self.histories)
     @rule(pick=st.randoms(use_true_random=False), message=st.lists(TOKENS, min_size=1, max_size=6))
     def next_turn(self, pick, message):
@@ -105,7 +118,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             was_running = seq.status == SequenceStatus.RUNNING
             assert self.sched.preempt(seq.request_id) == was_running
             assert seq.status == SequenceStatus.WAITING and seq.block_table == []
-            assert self.sched.waiting[0] is seq or not was_running
+            assert not was_running or self.sched.waiting[0] is seq
             return
         pool = self.sched.kv.pool
         exclusive = sum(1 for i in seq.block_table if pool.blocks[i].ref_cnt == 1)
@@ -136,19 +149,24 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     # -- helpers --------------------------------------------------------------------------------------------
 
-    def _add(self, tokens, salt, conversation, max_tokens):
-        seq = Sequence(f"r{self.next_id}", tokens, SamplingParams(max_tokens=max_tokens), conversation, salt)
+    def _add(self, tokens, salt, conversation, max_tokens, num_forks=0):
+        params = SamplingParams(max_tokens=max_tokens, n=1 + num_forks)
+        rid = f"r{self.next_id}"
+        seq = Sequence(rid, tokens, params, conversation, salt)
+        forks = [Sequence(f"{rid}#{i}", tokens, params, conversation, salt) for i in range(1, 1 + num_forks)]
         self.next_id += 1
-        if 0 < len(tokens) <= self.sched.max_seq_len:
-            self.sched.add(seq)
+        if 0 < len(tokens) <= self.sched.max_seq_len and 1 + num_forks <= self.sched.max_num_seqs:
+            self.sched.add(seq, forks)
+            assert self.sched.pending_forks(rid) == forks
             if len(self.prompts) < 20:
                 self.prompts.append((list(tokens), salt, conversation))
         else:
             with pytest.raises(ValueError):
-                self.sched.add(seq)
-            if tokens:
+                self.sched.add(seq, forks)
+            if tokens and len(tokens) > self.sched.max_seq_len:
                 with pytest.raises(RequestTooLongError):
-                    self.sched.add(seq)
+                    self.sched.add(seq, forks)
+            assert self.sched.get_request(rid) is None
 
     def _step(self, rng):
         sched = self.sched
@@ -164,6 +182,16 @@ class SchedulerMachine(RuleBasedStateMachine):
         # Decodes first: every scheduled decode comes before every prefill chunk.
         kinds = [i.seq.request_id in decode_ids for i in items]
         assert kinds == sorted(kinds, reverse=True)
+        # Copies on write land before the step's writes; each destination is a fresh block of one sequence.
+        pool = sched.kv.pool
+        dsts = [d for _, d in out.blocks_to_copy]
+        assert len(set(dsts)) == len(dsts)
+        holders = Counter(i for s in sched.running for i in s.block_table)
+        copied = {}
+        for src, dst in out.blocks_to_copy:
+            assert src != dst and holders[dst] == 1 and pool.blocks[dst].ref_cnt == 1
+            copied.update({dst * BS + o: self.shadow.get(src * BS + o) for o in range(BS)})
+        self.shadow.update(copied)
         for item in items:
             seq = item.seq
             assert seq.status == SequenceStatus.RUNNING and item.num_new_tokens >= 1
@@ -173,13 +201,23 @@ class SchedulerMachine(RuleBasedStateMachine):
             for pos in range(seq.num_computed_tokens):
                 assert self.shadow.get(slot(seq, pos)) == kv_key(seq, pos)
             for pos in range(seq.num_computed_tokens, end):
+                # Only this sequence sees what it writes (a shared block would have been copied first).
+                assert pool.blocks[seq.block_table[pos // BS]].ref_cnt == 1
                 self.shadow[slot(seq, pos)] = kv_key(seq, pos)
+            if item.forks:
+                assert item.samples and item.forks == sched.pending_forks(seq.request_id)
         for seq in out.preempted:
             assert seq.status == SequenceStatus.WAITING and seq.block_table == []
-        sampled = {i.seq.request_id: rng.randrange(4) for i in items if i.samples}
+        sampled = {s.request_id: rng.randrange(4) for i in items if i.samples for s in (i.seq, *i.forks)}
+        forked = [f for i in items if i.samples for f in i.forks]
         for seq in sched.update(out, sampled):
             assert seq.status == SequenceStatus.FINISHED_LENGTH
             self._finished(seq)
+        # Forks hold their parent's prompt blocks (one prefill) and joined the running ones, within the seats.
+        assert len(sched.running) <= sched.max_num_seqs
+        for fork in forked:
+            assert fork.num_output_tokens == 1
+            assert fork.status == SequenceStatus.RUNNING or fork.status == SequenceStatus.FINISHED_LENGTH
 
     def _finished(self, seq):
         if len(self.histories) < 20:
@@ -199,6 +237,7 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     @invariant()
     def ref_counts_match_block_tables(self):
+        # Pending forks hold nothing; forked ones count once per holder, the shared prompt blocks included.
         held = Counter(i for seq in self.sched.running for i in seq.block_table)
         assert {b.block_id: b.ref_cnt for b in self.sched.kv.pool.blocks if b.ref_cnt} == dict(held)
         for seq in self.sched.running:
@@ -209,14 +248,22 @@ class SchedulerMachine(RuleBasedStateMachine):
         sched, kv = self.sched, self.sched.kv
         running_ids = {s.request_id for s in sched.running}
         waiting_ids = {s.request_id for s in sched.waiting}
-        assert not running_ids & waiting_ids and running_ids | waiting_ids == set(sched.requests)
-        for seq in sched.waiting:
+        pending = [f for s in list(sched.running) + list(sched.waiting) for f in sched.pending_forks(s.request_id)]
+        pending_ids = {f.request_id for f in pending}
+        assert len(pending_ids) == len(pending) and not pending_ids & (running_ids | waiting_ids)
+        assert not running_ids & waiting_ids and running_ids | waiting_ids | pending_ids == set(sched.requests)
+        for seq in list(sched.waiting) + pending:
             assert seq.status == SequenceStatus.WAITING and seq.block_table == [] and seq.num_computed_tokens == 0
         for seq in sched.running:
             assert seq.status == SequenceStatus.RUNNING and 1 <= seq.num_uncomputed_tokens
             assert seq.num_tokens <= sched.max_seq_len
-            # Never over-allocated: exactly the policy's blocks for what is computed.
-            assert len(seq.block_table) == kv.blocks_needed(seq.num_computed_tokens)
+            # Never over-allocated: exactly the policy's blocks for what is computed (a contiguous fork
+            # reserves the rest of its length on its first step; until then it holds the shared blocks only).
+            computed = seq.num_computed_tokens
+            assert len(seq.block_table) in (kv.blocks_needed(computed), cdiv(computed, BS))
+        # Seats: the forks waiting for a running parent's prompt are counted as running.
+        pending_of_running = sum(len(sched.pending_forks(s.request_id)) for s in sched.running)
+        assert len(sched.running) + pending_of_running <= sched.max_num_seqs
 
     @invariant()
     def prefix_cache_map_is_consistent(self):

@@ -193,3 +193,25 @@ def test_cpu_fused_ops_give_the_logits_of_the_torch_ops(tiny_path: Path) -> None
         runner.logits = (prefill, decode)
     for got, expected in zip(fused.logits, plain.logits):
         torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_blocks_to_copy_run_before_the_forward(tiny_path: Path) -> None:
+    """A candidate decoding on a copy of a shared partial block sees the same context as the original."""
+    runner = make_runner(tiny_path)
+    prompt = list(range(3, 9))  # 6 tokens: block 5 full, block 6 holds 2
+    runner.execute(SchedulerOutput([ScheduledSeq(seq_with("p", prompt, 0, [5, 6]), 6)]))
+    before = [(k[6].clone(), v[6].clone()) for k, v in runner.kv_caches]
+    # The original decodes on block 6; the candidate on block 9, a copy taken by this very step.
+    original = seq_with("p", prompt + [11], 6, [5, 6])
+    candidate = seq_with("c", prompt + [11], 6, [5, 9])
+    logits = runner.execute(SchedulerOutput([ScheduledSeq(original, 1), ScheduledSeq(candidate, 1)],
+                                            blocks_to_copy=[(6, 9)]))
+    torch.testing.assert_close(logits[0], logits[1], rtol=0, atol=0)
+    for (k, v), (k6, v6) in zip(runner.kv_caches, before):
+        # The copy holds the prompt's two tokens; each block then got its own write at offset 2.
+        assert torch.equal(k[9], k[6]) and torch.equal(v[9], v[6])
+        assert not torch.equal(v[6], v6)
+    # Without the copy the candidate attends to an empty block: a different result.
+    stale = seq_with("s", prompt + [11], 6, [5, 10])
+    logits = runner.execute(SchedulerOutput([ScheduledSeq(original, 1), ScheduledSeq(stale, 1)]))
+    assert not torch.allclose(logits[0], logits[1])

@@ -131,7 +131,7 @@ def _run(sampler: Sampler, rows: list[tuple[str, SamplingParams, torch.Tensor]],
     for step in range(steps):
         logits = torch.stack([row_logits[step] for _, _, row_logits in rows])
         toks = sampler(logits, [r for r, _, _ in rows], [p for _, p, _ in rows], [[1, 2]] * len(rows),
-                       [outs[r] for r, _, _ in rows])
+                       [outs[r] for r, _, _ in rows]).token_ids
         for (rid, _, _), t in zip(rows, toks):
             outs[rid].append(t)
     return outs
@@ -151,3 +151,40 @@ def test_seeded_request_is_reproducible_alone_or_in_a_batch() -> None:
     assert alone == batched
     other_seed = _run(Sampler(V, [EOS]), [("a", SamplingParams(temperature=1.0, top_p=0.95, seed=99), mine)], steps)
     assert other_seed["a"] != alone  # 20 draws over ~8 tokens: a collision is vanishingly unlikely
+
+
+def test_logprobs_are_the_log_softmax_of_the_processed_logits() -> None:
+    from inference.worker.sampler import sample_with_logprobs
+
+    torch.manual_seed(3)
+    logits = torch.randn(4, V)
+    params = [
+        SamplingParams(temperature=0, frequency_penalty=1.0, logprobs=0),  # greedy, penalised
+        SamplingParams(temperature=0.7, top_k=3, logprobs=0),  # sampled among the top 3 at T=0.7
+        SamplingParams(temperature=0.7, n=1, best_of=2),  # best_of > n ranks by logprob: wanted too
+        SamplingParams(temperature=0.7),  # not asked: NaN, and no log-sum-exp for it
+    ]
+    md = _md(params, outputs=[[2, 2], [], [], []])
+    tokens, logprobs = sample_with_logprobs(logits.clone(), md, torch.Generator().manual_seed(0))
+    penalised = logits[0].clone()
+    penalised[2] -= 2.0
+    assert tokens[0] == penalised.argmax()
+    assert logprobs[0].item() == pytest.approx(torch.log_softmax(penalised, -1)[tokens[0]].item(), abs=1e-6)
+    top3 = torch.full((V,), float("-inf"))
+    keep = logits[1].topk(3).indices
+    top3[keep] = logits[1][keep] / 0.7
+    assert tokens[1] in keep.tolist()
+    assert logprobs[1].item() == pytest.approx(torch.log_softmax(top3, -1)[tokens[1]].item(), abs=1e-6)
+    assert logprobs[2].item() == pytest.approx(torch.log_softmax(logits[2] / 0.7, -1)[tokens[2]].item(), abs=1e-6)
+    assert math.isnan(logprobs[3].item())
+    assert sample(logits.clone(), md, torch.Generator().manual_seed(0)).tolist() == tokens.tolist()
+
+
+def test_sampler_reports_logprobs_only_for_the_rows_that_need_them() -> None:
+    sampler = Sampler(V, [EOS], seed=0)
+    logits = torch.randn(2, V)
+    out = sampler(logits, ["a", "b"], [SamplingParams(temperature=0, logprobs=0), SamplingParams(temperature=0)],
+                  [[1], [1]], [[], []])
+    assert out.token_ids == logits.argmax(-1).tolist()
+    assert out.logprobs[0] == pytest.approx(torch.log_softmax(logits[0], -1).max().item())
+    assert out.logprobs[1] is None
