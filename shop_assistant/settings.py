@@ -234,6 +234,8 @@ CHAT = {
     "frequency_penalty": float(os.environ.get("CHAT_FREQUENCY_PENALTY", "0.3")),
     "presence_penalty": float(os.environ.get("CHAT_PRESENCE_PENALTY", "0.0")),
     "seed": env_int("CHAT_SEED", None),
+    # Continuations sampled per checked answer; the one with the most supported sentences is shown.
+    "candidates": env_int("CHAT_CANDIDATES", 1),
 }
 
 # Abuse limits shared by every process through Redis when REDIS_URL is set (in-process otherwise), keyed by

@@ -131,6 +131,7 @@ _ASKS_FOR = re.compile(
 # "Thank you for everything!" none.
 _REMARKS = re.compile(
     r"\byou(?:'re|’re| are) (?:right|correct|looking good|welcome|amazing|awesome|the best|so kind)\b|\byou look\b|"
+    r"\byou(?:'ve|’ve| have)? (?:a |made a )?(?:great|good|nice|excellent|fine) (?:choice|taste|eye)\b|"
     r"^\W*thank(?:s| you)\b(?! (?:so much |very much |again )?for (?:asking|your question|reaching out|shopping|"
     r"visiting|your interest|stopping by|getting in touch)\b)",
     re.IGNORECASE,
@@ -140,9 +141,14 @@ _PROMISES = re.compile(
     r"\byour (?:order|purchase|cart|account|package|parcel)\b|\b(?:the|this) order (?:is|has|was|will)\b|"
     r"\blet me (?:tell|show|explain|give|check|get)\b|"
     r"\bi(?:'ll|’ll| will) (?:tell|show|explain|give|send|check|get|make sure|contact|call)\b|"
-    r"\b(?:at|in|from) (?:our|the) (?:store|shop)\b|\bin store\b",
+    r"\b(?:at|in|from) (?:our|the) (?:store|shop)\b|\bin store\b|"
+    # Where to buy: here, in this chat and on this site; "at any of our stores" invents places.
+    r"\b(?:purchase|buy|order|find|get|pick (?:it|them) up)\b[^.!?]{0,30}\b(?:at|from|in|through|on|via) "
+    r"(?:our|the|any|a|your|one of)\b|\bour (?:\w+ )?stores\b",
     re.IGNORECASE,
 )
+# Stock and sales are the cards' and the opening's to state, from the rows: the model's word on them is a guess.
+_STOCK = re.compile(r"\b(?:sold|stock(?:ed)?|availab\w+|left in|runs? out|restock\w*|back ?order\w*)\b", re.IGNORECASE)
 # A question to the shopper is about what they need; anything else ("How'd it go?", "What was that?") is not the
 # assistant's to ask.
 _HELPFUL_QUESTION = re.compile(
@@ -150,6 +156,13 @@ _HELPFUL_QUESTION = re.compile(
     r"know|questions?)\b",
     re.IGNORECASE,
 )
+# Talk about the answer instead of answering ("Here is your answer.", "So now we're looking at both options.").
+_META = re.compile(
+    r"\bhere(?:'s|’s| is) (?:your|the|my) answer\b|\bthe answer (?:is|was)\b|"
+    r"^\W*(?:so |and )?now (?:we|i)(?:'re|’re| are| am|'m)?\b|\bwe(?:'re|’re| are) (?:now )?looking at\b",
+    re.IGNORECASE,
+)
+_THANKS_FOR_ASKING = re.compile(r"\bthank(?:s| you)\b[^.!?]*\bfor (?:asking|your question)\b", re.IGNORECASE)
 # Claims that products nobody listed exist.
 _MORE_PRODUCTS = re.compile(
     r"\bwe (?:also |now )?(?:have|had|carry|carried|sell|sold|offer|stock|got|found|added)\b.*\b(?:also|other|"
@@ -229,7 +242,11 @@ def _voice(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
         (_ASKS_FOR, "asks for personal details"),
         (_REMARKS, "a remark that does not fit"),
         (_PROMISES, "a promise or an order it cannot see"),
+        (_STOCK, "a word on stock that only the catalog may give"),
+        (_META, "talks about the answer"),
     )
+    if "?" not in evidence.question and _THANKS_FOR_ASKING.search(sentence):
+        return Verdict(False, "thanks for a question nobody asked")
     for pattern, reason in rules:
         match = pattern.search(sentence)
         if match is not None and match.group().lower() not in evidence.question.lower():

@@ -29,6 +29,7 @@ DEFAULTS = {
     "repetition_penalty": 1.15,
     "frequency_penalty": 0.3,
     "presence_penalty": 0.0,
+    "candidates": 1,
 }
 # The answer budget next to a policy quote (see pipeline.answer_budget); measured on the evaluation set.
 QUOTED_ANSWER_MAX_TOKENS = 48
@@ -62,11 +63,15 @@ class Decoding:
     frequency_penalty: float
     presence_penalty: float
     seed: int | None = None
+    # Continuations drawn per answer (one request, ``n`` samples sharing the prompt's blocks); the checked answer
+    # shows the one with the most supported sentences.
+    candidates: int = 1
 
-    def sampling_params(self, max_tokens: int | None = None) -> Any:
+    def sampling_params(self, max_tokens: int | None = None, n: int = 1) -> Any:
         from inference import SamplingParams
 
         return SamplingParams(
+            n=n,
             max_tokens=max_tokens or self.max_tokens,
             temperature=self.temperature,
             repetition_penalty=self.repetition_penalty,
@@ -83,7 +88,8 @@ def site_defaults() -> dict[str, Any]:
     values = dict(DEFAULTS)
     if chat.get("max_tokens") is not None:
         values["answer_max_tokens"] = chat["max_tokens"]
-    for name in ("answer_max_tokens", "temperature", "repetition_penalty", "frequency_penalty", "presence_penalty"):
+    for name in ("answer_max_tokens", "temperature", "repetition_penalty", "frequency_penalty", "presence_penalty",
+                 "candidates"):  # fmt: skip
         if chat.get(name) is not None:
             values[name] = chat[name]
     return values
@@ -103,6 +109,7 @@ def decoding_for(store: Store, seed: int | None = None) -> Decoding:
         frequency_penalty=float(values["frequency_penalty"]),
         presence_penalty=float(values["presence_penalty"]),
         seed=seed if seed is not None else getattr(settings, "CHAT", {}).get("seed"),
+        candidates=max(1, int(values["candidates"])),
     )
 
 

@@ -22,7 +22,7 @@ from catalog.grounding import product_types
 from catalog.models import Store, StoreDocument
 from shop_assistant.prompts.services import ensure_default_prompt, published_prompt
 
-from . import checker as sentence_checker
+from . import continuation
 from . import engine as engine_service
 from . import handoff, metrics
 from .checker import Evidence
@@ -46,7 +46,7 @@ from .sentences import SentenceSplitter
 
 logger = logging.getLogger(__name__)
 
-FINISH_UNSUPPORTED = "unsupported"  # the checker ended the answer before a sentence the data does not support
+FINISH_UNSUPPORTED = continuation.FINISH_UNSUPPORTED
 MODEL_TEXT_OFF, MODEL_TEXT_CHECKED, MODEL_TEXT_UNCHECKED = (choice.value for choice in Store.ModelText)
 __all__ = ["FINISH_FIXED", "FINISH_REPETITION", "FINISH_UNSUPPORTED", "FINISH_UNSUPPORTED_FIGURE", "HANDOFF"]
 
@@ -193,10 +193,11 @@ async def generate(
     if not prepared.generates:
         result.finish_reason = "stop"
         return
+    candidates = prepared.decoding.candidates if prepared.model_text == MODEL_TEXT_CHECKED else 1
     stream = engine.stream(
         request_id,
         prepared.token_ids,
-        prepared.decoding.sampling_params(prepared.max_tokens),
+        prepared.decoding.sampling_params(prepared.max_tokens, n=candidates),
         session_id=session_id,
         cache_salt=cache_salt,
     )
@@ -219,46 +220,20 @@ def _observe(delta: Any, result: Generated) -> None:
 
 
 async def _checked(stream: AsyncIterator[Any], prepared: Plan, result: Generated) -> AsyncIterator[str]:
-    """The model's sentences, each shown once the checker found it supported; the first that is not ends the
-    answer. A line announcing a list ("Here are the options:") waits for the first item that passes."""
-    assert prepared.evidence is not None
-    splitter = SentenceSplitter()
-    shown = [prepared.opening.text] if prepared.opening else []
-    held: list[str] = []  # a heading that needs what follows it
-
-    def judge(sentence: Any) -> str | None:
-        """The text to show for ``sentence`` ("" to hold it), or None when it ends the answer."""
-        verdict = sentence_checker.check(sentence.text, prepared.evidence, shown)
-        if not verdict.ok:
-            result.dropped.append({"text": sentence.text, "reason": verdict.reason})
-            result.finish_reason = FINISH_UNSUPPORTED
-            return None
-        piece = sentence.separator + sentence.text
-        if sentence.text.endswith(":"):
-            held.append(piece)
-            return ""
-        shown.append(sentence.text)
-        result.model_sentences += 1
-        piece, held[:] = "".join(held) + piece, []
-        return piece
-
-    async for delta in stream:
-        for sentence in splitter.feed(delta.text):
-            piece = judge(sentence)
-            if piece is None:
-                return
-            if piece:
+    """The model's sentences, each shown once the checker found it supported (``continuation``)."""
+    assert prepared.evidence is not None and prepared.opening is not None
+    pieces = continuation.checked(
+        stream, prepared.evidence, prepared.opening.text, prepared.decoding.candidates, lambda d: _observe(d, result)
+    )
+    async with contextlib.aclosing(pieces):
+        async for piece in pieces:
+            if isinstance(piece, continuation.Candidate):
+                result.finish_reason = piece.finish_reason
+                result.model_sentences = piece.sentences
+                result.dropped = piece.dropped
+            else:
                 result.parts.append(piece)
                 yield piece
-        _observe(delta, result)
-    last, fragment = splitter.finish(ended_by_model=result.finish_reason == "stop")
-    if fragment:
-        result.dropped.append({"text": fragment, "reason": "cut: the answer's budget ended mid-sentence"})
-    if last is not None:
-        piece = judge(last)
-        if piece:
-            result.parts.append(piece)
-            yield piece
 
 
 async def _unchecked(stream: AsyncIterator[Any], prepared: Plan, result: Generated) -> AsyncIterator[str]:

@@ -144,6 +144,45 @@ async def test_the_shoppers_budget_may_be_repeated():
     assert result.text == OPENING + " Yes, it is under your $150 budget." and result.finish_reason == "stop"
 
 
+class CandidatesEngine:
+    """Streams several candidates' pieces interleaved, as the engine does for ``n > 1``."""
+
+    def __init__(self, candidates: list[list[str]]) -> None:
+        self.candidates = candidates
+        self.n = None
+
+    def stream(self, request_id: str, token_ids: Any, params: Any, **kwargs: Any) -> AsyncIterator[StreamDelta]:
+        self.n = params.n
+
+        async def deltas() -> AsyncIterator[StreamDelta]:
+            longest = max(len(pieces) for pieces in self.candidates)
+            for step in range(longest):
+                for index, pieces in enumerate(self.candidates):
+                    if step < len(pieces):
+                        finish = "stop" if step == len(pieces) - 1 else None
+                        yield StreamDelta(request_id, pieces[step], index=index, finish_reason=finish)
+
+        return deltas()
+
+
+async def test_of_several_candidates_the_one_with_most_checked_sentences_is_shown():
+    import dataclasses
+
+    engine = CandidatesEngine([
+        [" It", " is", " warm", ".", " Buy", " it", " on", " Amazon", "."],
+        [" It", " is", " warm", ".", " It", " is", " soft", ".", " Let", " me", " know", " if", " you", " need",
+         " anything", " else", "!"],
+        [" As", " a", " digital", " platform", " I", " sell", " nothing", "."],
+    ])  # fmt: skip
+    plan = plan_for("Do you have a fleece?")
+    plan = dataclasses.replace(plan, decoding=dataclasses.replace(plan.decoding, candidates=3))
+    result = Generated()
+    shown = [piece async for piece in generate(engine, "r1", plan, result, session_id=None, cache_salt="")]
+    assert engine.n == 3
+    assert result.text == OPENING + " It is warm. It is soft. Let me know if you need anything else!"
+    assert shown[0] == OPENING and result.model_sentences == 3 and result.finish_reason == "stop"
+
+
 async def test_model_text_off_shows_the_opening_alone_and_never_asks_the_engine():
     shown, result, engine = await run([" It", " is", " warm", "."], model_text="off")
     assert shown == [OPENING] and result.text == OPENING and engine.sent == 0 and result.finish_reason == "stop"
