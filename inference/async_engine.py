@@ -68,6 +68,11 @@ class RequestStream:
     def __aiter__(self) -> RequestStream:
         return self
 
+    @property
+    def finished(self) -> bool:
+        """Its last delta (or error) has been read, or it was left; nothing more will come."""
+        return self._done
+
     async def __anext__(self) -> StreamDelta:
         if self._done:
             raise StopAsyncIteration

@@ -202,16 +202,27 @@ async def generate(
         cache_salt=cache_salt,
     )
     continuation = _checked if prepared.model_text == MODEL_TEXT_CHECKED else _unchecked
-    # aclosing: leaving the loop early (checker, guard, cancel, error) closes the stream now: the request aborts.
+    # aclosing: a cancel or an error closes the stream now, which aborts the request and frees its blocks.
     async with contextlib.aclosing(stream):
         async for piece in continuation(stream, prepared, result):
             yield piece
+        if not getattr(stream, "finished", True):
+            # The checker or a guard ended the answer: the request is aborted, and its last delta still read for
+            # the usage (cached tokens) and timing the `end` frame reports. It comes with the engine's next turn.
+            engine.abort(request_id)
+            async for delta in stream:
+                _account(delta, result)
 
 
 def _observe(delta: Any, result: Generated) -> None:
     """The engine's bookkeeping of a delta: finish reason, usage and timing."""
     if delta.finish_reason:
         result.finish_reason = delta.finish_reason
+    _account(delta, result)
+
+
+def _account(delta: Any, result: Generated) -> None:
+    """Usage and timing, from the request's last delta."""
     if delta.usage is not None:
         result.usage = delta.usage.as_dict()
         metrics.observe_request(delta.metrics, delta.usage, delta.finish_reason)

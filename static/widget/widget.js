@@ -358,8 +358,9 @@
         break;
       case "end":
         if (generating && generating.id === frame.message_id) {
-          var notes = { abort: "Stopped.", length: "(answer cut short)", error: "Sorry, something went wrong. Please try again." };
-          // An answer cut before a made-up price: the server's kept text replaces the sentence already shown.
+          // A budget that ran out needs no note: the kept answer ends on a whole sentence.
+          var notes = { abort: "Stopped.", error: "Sorry, something went wrong. Please try again." };
+          // The answer as kept: it replaces what was streamed (a sentence a guard took back is gone).
           if (typeof frame.text === "string") generating.text = frame.text;
           if (frame.finish_reason === "error" && !generating.text) generating.bubble.classList.add("sa-failed");
           if (frame.reply) {

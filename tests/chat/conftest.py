@@ -29,6 +29,9 @@ ORIGIN = "http://testserver"
 # As README and scripts/run.sh run it: daphne's 1 MiB default would close the socket (1009) on a frame the chat
 # answers with `frame_too_large`; its 5 s handshake timeout drops sockets when hundreds connect at once.
 DAPHNE_ARGS = ["--websocket-max-message-size", str(4 * 1024 * 1024), "--websocket_connect_timeout", "30"]
+# How a model answer may end without anyone stopping it: the model's end, the budget, or the sentence checker's
+# refusal of a sentence (the answer then ends at the last supported one).
+ANSWERED = frozenset({"stop", "length", "unsupported"})
 FRAME_TIMEOUT = 120  # seconds; the first answer may wait for the embedding model and the engine to load
 
 

@@ -32,7 +32,7 @@ async def test_second_session_reuses_the_system_prompt_blocks(ws, chat_engine):
     assert first.end["usage"]["cached_tokens"] == 0  # a new store's salt: nothing of it is cached yet
 
     two = await ws("/ws/chat/?store=twin-a")
-    second = await two.ask("What are your opening hours?")
+    second = await two.ask("Good morning, what can you help me with?")
     assert second.end["usage"]["cached_tokens"] >= shared
 
     # The same prompt text under another store's salt shares nothing.

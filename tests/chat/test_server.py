@@ -14,7 +14,7 @@ from channels.db import database_sync_to_async
 from shop_assistant.chat.models import Message
 from shop_assistant.chat.events import group_name
 
-from .conftest import FRAME_TIMEOUT, TEST_MAX_TOKENS, Answer, Server, collect_answer, run_daphne, run_worker
+from .conftest import ANSWERED, FRAME_TIMEOUT, TEST_MAX_TOKENS, Answer, Server, collect_answer, run_daphne, run_worker
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ async def chat_and_resume(server: Server) -> tuple[dict[str, Any], Answer]:
         ready = await sock.receive()
         assert ready["type"] == "ready" and ready["history"] == []
         answer = await sock.ask("Do you sell rain jackets?")
-    assert answer.text and answer.end["finish_reason"] in {"stop", "length"}
+    assert answer.text and answer.end["finish_reason"] in ANSWERED
     assert 1 <= answer.end["usage"]["completion_tokens"] <= TEST_MAX_TOKENS
     return ready, answer
 

@@ -66,24 +66,25 @@ async def test_prewarm_caches_the_full_blocks_for_the_stores_salt_only(transacti
 
 
 async def first_token_ms(store: Store) -> tuple[float, dict]:
-    """A new shopper's first message through the real chat pipeline: ms to the first token frame, and usage."""
-    frames: list[tuple[float, dict]] = []
+    """A new shopper's first message through the real chat pipeline: the engine's ms to its first token, and usage.
+
+    The engine's, not the first `token` frame's: that one is the answer's opening, composed from the store's data
+    before the engine starts, so a cold prefix no longer shows in it; it shows in the engine's first token."""
+    frames: list[dict] = []
     done = asyncio.Event()
 
     async def send(frame: dict) -> None:
-        frames.append((time.perf_counter(), frame))
+        frames.append(frame)
         if frame["type"] in ("end", "error"):
             done.set()
 
     session = await ChatSession.open(store_slug=store.slug, resume_token=None, send=send)
-    started = time.perf_counter()
     await session.receive('{"type": "message", "text": "Hello, what do you sell?"}')
     await asyncio.wait_for(done.wait(), 120)
     await session.close()
-    end = frames[-1][1]
+    end = frames[-1]
     assert end["type"] == "end", end
-    first = next(at for at, frame in frames if frame["type"] == "token")
-    return (first - started) * 1000, end["usage"]
+    return end["timing"]["engine_ttft_ms"], end["usage"]
 
 
 RUNS = 5

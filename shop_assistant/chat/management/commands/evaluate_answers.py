@@ -7,6 +7,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from shop_assistant.chat import engine as engine_service
 from shop_assistant.chat import evaluation
 
 
@@ -65,7 +66,14 @@ class Command(BaseCommand):
                 f"    {outcome.answer!r}{flagged_text}"
             )
 
-        outcomes, summary = asyncio.run(evaluation.evaluate(questions, progress=progress))
+        started_here = engine_service.running_engine() is None
+        try:
+            outcomes, summary = asyncio.run(evaluation.evaluate(questions, progress=progress))
+        finally:
+            # An engine this command started stops before the interpreter does: a daemon thread killed inside a
+            # kernel at exit aborts the process ("terminate called without an active exception").
+            if started_here:
+                engine_service.shutdown()
         self.stdout.write("")
         for key, value in summary.items():
             self.stdout.write(f"{key:20} {value}")
