@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import time
 import uuid
 
 import pytest
