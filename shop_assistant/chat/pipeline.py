@@ -184,8 +184,8 @@ async def generate(
     """Step 3: stream the answer into ``result``, yielding each piece of text as it may be shown: the opening,
     then what the store's ``model_text`` setting lets through of the model's continuation.
 
-    Leaving the stream early (the checker, a guard, a cancel) closes it, which aborts the engine request and
-    frees its KV blocks.
+    When the checker or a guard ends the answer, the engine request is aborted at once (its KV blocks freed on the
+    engine's next turn); a cancel or an error closes the stream, which aborts it too.
     """
     assert prepared.opening is not None, "a fixed reply has nothing to generate"
     result.parts.append(prepared.opening.text)
