@@ -221,13 +221,14 @@ def product_types(store: Store, limit: int = 8) -> list[str]:
     return [name for name, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
 
 
-def ground(store: Store, text: str, k: int = 3) -> Grounding:
+def ground(store: Store, text: str, k: int = 3, policies: str = "") -> Grounding:
     """Catalog facts and product cards for one shopper message.
 
     Searches ``store``'s active products (hybrid embedding + keyword search, see ``catalog.search``) and keeps
     at most ``k`` hits scoring at least ``MATCH_THRESHOLD`` (and 70% of the best hit); a stated price range
-    ("under $50") filters the variants. The passages of the store's documents that answer the message
-    (``catalog.passages``: every policy and the FAQ are searched) are added word for word. ``found`` is False, with ``facts``
+    ("under $50") filters the variants. The passages of the store's documents and of ``policies`` (those in
+    its prompt) that answer the message (``catalog.passages``: every policy and the FAQ are searched) are added
+    word for word. ``found`` is False, with ``facts``
     saying the catalog has no match, when neither a product nor a document applies: the assistant must then
     say so instead of guessing. Cards are one per product hit, from its best-matching variant.
 
@@ -242,7 +243,7 @@ def ground(store: Store, text: str, k: int = 3) -> Grounding:
         hits = [hit for hit in search(text, k, store=store, min_price=low, max_price=high) if hit.variant is not None]
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
         hits = [hit for hit in hits if hit.score >= floor and _means_it(hit)]
-        answers = passages.answering(store, text, query_vector(text))
+        answers = passages.answering(store, text, query_vector(text), policies)
 
     lines: list[str] = []
     if hits:

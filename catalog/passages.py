@@ -1,7 +1,8 @@
 """Which sentence of the store's documents answers a shopper's question, across every policy and the FAQ.
 
 Each store's documents are cut into passages (a sentence of a policy; a whole line of an FAQ, question and
-answer together) and embedded once per process (rebuilt when a document changes). A question is scored
+answer together; a line of the policies in the store's prompt) and embedded once per process (rebuilt when a
+document, the catalog or the policies change). A question is scored
 against every passage:
 
     score = cosine(question, passage) + LEXICAL_WEIGHT * shared_words + KIND_BONUS (the question names the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,6 +157,25 @@ def passages_of(document: StoreDocument) -> list[Passage]:
     return passages
 
 
+POLICIES_TITLE = "Store policies"
+_LABEL = re.compile(r"^\s*([A-Za-z][\w &/-]{0,40}):\s*(.+)$")
+
+
+def passages_of_policies(text: str) -> list[Passage]:
+    """The policies written in the store's prompt, one per line ("Returns: unused items can be returned within
+    30 days ..."): each line a passage of its own, titled and kinded by its label ("Returns"; untitled lines
+    "Store policies", of kind "other"). They have no document row: their ids are negative."""
+    passages = []
+    for position, line in enumerate(line.strip() for line in text.splitlines() if line.strip()):
+        label = _LABEL.match(line)
+        title, body = (label.group(1).strip(), label.group(2).strip()) if label else (POLICIES_TITLE, line)
+        body = body[:1].upper() + body[1:]
+        kinds = kinds_asked(title) if label else []
+        kind = kinds[0] if kinds else StoreDocument.Kind.OTHER
+        passages.append(Passage(-(position + 1), kind, title, body, 0, "", body))
+    return passages
+
+
 @dataclass
 class _StoreIndex:
     stamp: tuple
@@ -166,8 +187,10 @@ class _StoreIndex:
     catalog_words: frozenset[str] = frozenset()
 
 
-_indexes: dict[int, _StoreIndex] = {}
+# (store id, policies text) -> index; a few entries: a studio preview of a draft's policies has its own.
+_indexes: OrderedDict[tuple[int, str], _StoreIndex] = OrderedDict()
 _lock = threading.Lock()
+MAX_INDEXES = 64
 
 
 def _stamp(store: Store) -> tuple:
@@ -181,8 +204,9 @@ def _catalog_words(store: Store) -> frozenset[str]:
     return frozenset(word for title, kind in rows for word in content_words(f"{title} {kind}"))
 
 
-def _build(store: Store, stamp: tuple) -> _StoreIndex:
+def _build(store: Store, stamp: tuple, policies: str) -> _StoreIndex:
     passages = [p for document in StoreDocument.objects.filter(store=store) for p in passages_of(document)]
+    passages += passages_of_policies(policies)
     vectors = embeddings.encode([p.text for p in passages])
     questions = [p.question for p in passages if p.question]
     question_vectors = np.zeros_like(vectors)
@@ -194,15 +218,19 @@ def _build(store: Store, stamp: tuple) -> _StoreIndex:
     return _StoreIndex(stamp, passages, vectors, question_vectors, _catalog_words(store))
 
 
-def store_index(store: Store) -> _StoreIndex:
-    stamp = _stamp(store)
-    index = _indexes.get(store.pk)
-    if index is not None and index.stamp == stamp:
-        return index
+def store_index(store: Store, policies: str = "") -> _StoreIndex:
+    """The passages of the store's documents and of ``policies`` (the prompt's), rebuilt when either changed."""
+    stamp, key = _stamp(store), (store.pk, policies)
     with _lock:
-        index = _indexes.get(store.pk)
-        if index is None or index.stamp != stamp:
-            index = _indexes[store.pk] = _build(store, stamp)
+        index = _indexes.get(key)
+        if index is not None and index.stamp == stamp:
+            _indexes.move_to_end(key)
+            return index
+    index = _build(store, stamp, policies)
+    with _lock:
+        _indexes[key] = index
+        while len(_indexes) > MAX_INDEXES:
+            _indexes.popitem(last=False)
     return index
 
 
@@ -239,7 +267,7 @@ def _best_of_kind(kind: str, scored: list[Match]) -> Match | None:
     return next((match for match in scored if match.passage.kind == kind), None)
 
 
-def answering(store: Store, question: str, query: np.ndarray | None = None) -> list[Match]:
+def answering(store: Store, question: str, query: np.ndarray | None = None, policies: str = "") -> list[Match]:
     """The passages that answer ``question``, best first, or [] when no passage reaches ``ANSWER_THRESHOLD``.
 
     The best passage, and a second one of its document within ``SECOND_MARGIN`` of it. A policy the question
@@ -248,7 +276,7 @@ def answering(store: Store, question: str, query: np.ndarray | None = None) -> l
     """
     if not question.strip():
         return []
-    index = store_index(store)
+    index = store_index(store, policies)
     if not index.passages:
         return []
     if query is None:

@@ -150,9 +150,11 @@ def _lowered(sentence: str) -> str:
 
 
 _COMMON_FIRST_WORDS = frozenset(
-    """a an the you your we our orders order standard express every each if all any items refunds refund
-    returns return exchanges exchange worn used gas shipping delivery it they this these those there please
-    start products product tents most some no yes""".split()
+    """a an the you your we our orders order standard express every each if all any items item refunds refund
+    returns return exchanges exchange worn used unused unopened opened damaged defective faulty gas shipping
+    delivery deliveries it they this these those there please start products product tents most some no yes
+    free international domestic customers purchases payment payments prices sale sales online human agents
+    support gift gifts after before within when only""".split()
 )
 
 

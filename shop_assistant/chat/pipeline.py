@@ -12,6 +12,7 @@ Either way an answer never ends mid-sentence. The session (``session.py``) sends
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 
 from catalog.grounding import product_types
 from catalog.models import Store, StoreDocument
+from shop_assistant.prompts.models import PromptVersion
 from shop_assistant.prompts.services import ensure_default_prompt, published_prompt
 
 from . import continuation
@@ -134,14 +136,18 @@ def plan(
     turns: Sequence[Turn],
     text: str,
     previous: str = "",
-    system_prompt: str | None = None,
+    version: PromptVersion | None = None,
 ) -> Plan:
     """Steps 1 and 2, blocking: compose the answer from the catalog, record a handoff, open, assemble the prompt.
 
     ``previous``: the shopper's message before this one, for follow-ups ("anything cheaper?").
-    ``conversation`` None and ``system_prompt`` given: a studio preview of a draft (nothing is recorded).
+    ``version``: the prompt version to answer under (default: the published one); with ``conversation`` None, a
+    studio preview (nothing is recorded).
     """
-    composition = compose(store, text, retrieve, previous)
+    if version is None:
+        version = published_prompt(store) or ensure_default_prompt(store)
+    # The policies written in the prompt are searched with the store's documents.
+    composition = compose(store, text, functools.partial(retrieve, policies=version.policies), previous)
     decoding = decoding_for(store)
     content = user_turn_content(text, composition.facts)
     if composition.kind == HANDOFF and conversation is not None:
@@ -150,8 +156,7 @@ def plan(
         return Plan(composition, content, decoding)
     types = product_types(store, limit=3) if not (composition.products or composition.answers) else []
     opening = opening_for(store, text, composition.products, composition.answers, types)
-    if system_prompt is None:
-        system_prompt = (published_prompt(store) or ensure_default_prompt(store)).full_text()
+    system_prompt = version.full_text()
     evidence = evidence_for(store, text, composition, opening, turns, system_prompt)
     figures = figures_for(system_prompt, turns, content, composition)
     mode = store.model_text or MODEL_TEXT_CHECKED

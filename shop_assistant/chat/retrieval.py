@@ -35,8 +35,9 @@ def _card(raw: dict[str, Any]) -> dict[str, Any]:
     return card
 
 
-def retrieve(store: Store, text: str, k: int = 3) -> Retrieved:
-    grounding = ground(store, text, k=k)
+def retrieve(store: Store, text: str, k: int = 3, policies: str = "") -> Retrieved:
+    """``policies``: the policies written in the store's prompt, searched with its documents."""
+    grounding = ground(store, text, k=k, policies=policies)
     if not grounding.found:
         return Retrieved(facts=grounding.facts or "")
     return Retrieved(

@@ -39,7 +39,7 @@ async def preview_events(store: Store, version: PromptVersion, question: str) ->
     try:
         engine = await engine_service.aget_engine()
         prepared = await database_sync_to_async(pipeline.plan, thread_sensitive=False)(
-            engine, store, None, [], question, system_prompt=version.full_text()
+            engine, store, None, [], question, version=version
         )
     except PromptTooLongError as exc:
         yield {"type": "error", "code": "prompt_too_long", "message": str(exc)}

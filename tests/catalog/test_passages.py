@@ -153,3 +153,21 @@ def test_an_edited_document_is_searched_at_once(demo):
     finally:
         document.body = original
         document.save()
+
+
+def test_the_policies_written_in_the_prompt_are_passages_too():
+    policies = "Returns: unused items can be returned within 30 days.\nGift wrap: every order can be wrapped for free."
+    cut = passages.passages_of_policies(policies)
+    assert [(p.title, p.kind, p.text) for p in cut] == [
+        ("Returns", "returns", "Unused items can be returned within 30 days."),
+        ("Gift wrap", "other", "Every order can be wrapped for free."),
+    ]
+    assert len({p.document_id for p in cut}) == 2 and all(p.document_id < 0 for p in cut)  # no StoreDocument rows
+
+
+@pytest.mark.django_db
+def test_a_question_only_the_prompts_policies_answer(demo):
+    policies = "Gift wrap: every order can be gift wrapped for free."
+    assert passages.answering(demo, "Can you gift wrap my order?") == []
+    found = passages.answering(demo, "Can you gift wrap my order?", policies=policies)
+    assert found and found[0].passage.title == "Gift wrap"
