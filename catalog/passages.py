@@ -206,7 +206,10 @@ def _catalog_words(store: Store) -> frozenset[str]:
 
 def _build(store: Store, stamp: tuple, policies: str) -> _StoreIndex:
     passages = [p for document in StoreDocument.objects.filter(store=store) for p in passages_of(document)]
-    passages += passages_of_policies(policies)
+    # A policy line that repeats a document's sentence is quoted from the document: its title names the page
+    # the shopper can read ("Returns and refunds"), and its neighbours give the rest.
+    said = [p.words for p in passages]
+    passages += [p for p in passages_of_policies(policies) if not any(p.words <= words for words in said)]
     vectors = embeddings.encode([p.text for p in passages])
     questions = [p.question for p in passages if p.question]
     question_vectors = np.zeros_like(vectors)

@@ -171,3 +171,15 @@ def test_a_question_only_the_prompts_policies_answer(demo):
     assert passages.answering(demo, "Can you gift wrap my order?") == []
     found = passages.answering(demo, "Can you gift wrap my order?", policies=policies)
     assert found and found[0].passage.title == "Gift wrap"
+
+
+@pytest.mark.django_db
+def test_a_policy_line_that_repeats_a_document_is_quoted_from_the_document(demo):
+    from shop_assistant.prompts.defaults import DEFAULT_POLICIES
+
+    found = passages.answering(demo, "What is your return policy?", policies=DEFAULT_POLICIES)
+    assert found and found[0].passage.title == "Returns and refunds" and found[0].passage.document_id > 0
+    # A line that says something else (another figure) stays a passage of its own.
+    changed = DEFAULT_POLICIES.replace("30 days", "60 days")
+    index = passages.store_index(demo, changed)
+    assert any(p.title == "Returns" and "60 days" in p.text for p in index.passages)

@@ -165,12 +165,22 @@ async def test_handoff_announcement_reaches_the_stores_consoles(demo_store, asgi
 
 async def test_taking_over_stops_the_answer_being_written(chat_engine, chat_settings, demo_store, ws):
     chat_settings.CHAT = {**chat_settings.CHAT, "max_tokens": 200}
+    # The model writes on for as long as it is let (its sentences not checked): only the take-over stops it.
+    demo_store.model_text = demo_store.ModelText.UNCHECKED
+    await database_sync_to_async(demo_store.save)(update_fields=["model_text"])
     agent = await database_sync_to_async(_demo_agent)()
     shopper = await ws()
     await shopper.send({"type": "message", "text": "Tell me everything about your tents and sleeping bags."})
     frames = [await shopper.receive()]
     while frames[-1]["type"] != "token":
         frames.append(await shopper.receive())
+    # An agent takes over what the inbox shows: a conversation whose first message has been recorded (the
+    # answer's opening may reach the shopper before that write).
+    recorded = Conversation.objects.filter(pk=shopper.ready["conversation"]).exists
+    for _ in range(100):
+        if await database_sync_to_async(recorded)():
+            break
+        await asyncio.sleep(0.05)
     await database_sync_to_async(services.take_over)(agent, shopper.ready["conversation"])
     while frames[-1]["type"] != "end":
         frames.append(await shopper.receive())

@@ -22,7 +22,9 @@ NEW_PROMPT = (
     "You are Captain Ahoy, the pirate shopping assistant of Demo Outfitters. Always start every answer with "
     "'Ahoy matey!' and talk like a pirate. Only recommend products from the catalog results."
 )
-QUESTIONS = ["What is your return policy?", "Do you have rain jackets?"]
+# A policy only the draft has: the published prompt has no answer to the first question, the draft quotes it.
+NEW_POLICY = "Gift wrap: every order can be gift wrapped for free."
+QUESTIONS = ["Can you gift wrap my order?", "Do you have rain jackets?"]
 
 SHOPPER_JS = """async ([url, question]) => new Promise((resolve, reject) => {
     const ws = new WebSocket(url);
@@ -74,7 +76,9 @@ async def test_owner_edits_previews_publishes_and_the_next_shopper_gets_it_warm(
     await expect(tokens).to_have_text(re.compile(r"^\d+$"), timeout=timeout)
     before = int(await tokens.text_content())
     await page.get_by_label("System prompt").fill(NEW_PROMPT)
-    await page.get_by_label("Note").fill("pirate voice")
+    policies = page.get_by_label("Policies")
+    await policies.fill(f"{await policies.input_value()}\n{NEW_POLICY}")
+    await page.get_by_label("Note").fill("pirate voice, gift wrap")
     await expect(tokens).not_to_have_text(str(before), timeout=timeout)
     await page.get_by_role("button", name="Save draft").click()
     await expect(page.get_by_text("Draft v2 saved.")).to_be_visible()
@@ -126,6 +130,7 @@ async def test_owner_edits_previews_publishes_and_the_next_shopper_gets_it_warm(
     await context.close()
     assert result["usage"]["cached_tokens"] >= full_blocks * block_size > 0, result
     # It follows the new prompt: word for word the draft's preview answer (temperature 0), not the old prompt's.
+    assert "gift wrapped for free" in result["text"], result
     assert result["text"] == draft_answers[QUESTIONS[0]], (result, draft_answers)
     assert result["text"] != published_answers[QUESTIONS[0]], (result, published_answers)
 

@@ -9,6 +9,8 @@ C++ compiler; where there is none, :func:`load` returns False once, with the rea
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import logging
@@ -44,8 +46,11 @@ def cpu_has_bf16_instructions() -> bool:
 def _build_name() -> str:
     # -march=native code is only valid on the CPU it was built for: the CPU's flags are part of the cache key.
     # The sources (headers included) too: torch's builder does not look at headers when deciding to rebuild.
+    # And where they are: torch rebuilds in place when the source paths change, so two checkouts sharing one
+    # folder would rebuild each other's kernels in turn.
     sources = b"".join(path.read_bytes() for path in sorted(CSRC.iterdir()) if path.suffix in (".cpp", ".h"))
-    digest = hashlib.sha256((_cpu_flags() + torch.__version__).encode() + sources).hexdigest()[:10]
+    digest = hashlib.sha256((_cpu_flags() + torch.__version__ + str(CSRC.resolve())).encode() + sources)
+    digest = digest.hexdigest()[:10]
     return f"shop_assistant_cpu_{digest}"
 
 
@@ -55,6 +60,28 @@ def _vector_flags() -> list[str]:
     if platform.machine() not in ("x86_64", "AMD64"):
         return []
     return ["-mprefer-vector-width=512" if "avx512f" in _cpu_flags().split() else "-mprefer-vector-width=256"]
+
+
+def build_directory(name: str) -> Path:
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions" / "shop_assistant"
+    return Path(root) / name
+
+
+@contextlib.contextmanager
+def _building(directory: Path):
+    """Held while building: one builder per folder across processes, and a builder that died is no obstacle.
+
+    torch's builder marks a build with a ``lock`` file and waits, without a timeout, for it to go: a process killed
+    mid-build leaves it, and every later engine start would hang. A kernel lock (flock) is released when its
+    process dies, so whoever holds it knows a ``lock`` file left there is stale."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "build.flock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            (directory / "lock").unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def load(verbose: bool = False) -> bool:
@@ -68,14 +95,19 @@ def load(verbose: bool = False) -> bool:
         try:
             from torch.utils import cpp_extension
 
-            cpp_extension.load(
-                name=_build_name(),
-                sources=[str(path) for path in SOURCES],
-                extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-fno-trapping-math", *_vector_flags()],
-                extra_ldflags=["-fopenmp"],
-                is_python_module=False,
-                verbose=verbose,
-            )
+            name = _build_name()
+            with _building(build_directory(name)):
+                cpp_extension.load(
+                    name=name,
+                    build_directory=str(build_directory(name)),
+                    sources=[str(path) for path in SOURCES],
+                    extra_cflags=[
+                        "-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-fno-trapping-math", *_vector_flags()
+                    ],
+                    extra_ldflags=["-fopenmp"],
+                    is_python_module=False,
+                    verbose=verbose,
+                )
             _state.update(ok=True, reason="")
         except Exception as exc:  # no compiler, no ninja, a build error: the torch path still works
             _state.update(ok=False, reason=f"{type(exc).__name__}: {exc}".splitlines()[0])

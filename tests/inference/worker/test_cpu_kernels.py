@@ -171,3 +171,15 @@ def test_small_linear_refuses_what_it_cannot_take() -> None:
         cpu_kernels.small_linear(torch.randn(2, 9), packed)
     with pytest.raises(RuntimeError, match="one dtype"):
         cpu_kernels.small_linear(torch.randn(2, 8, dtype=torch.bfloat16), packed)
+
+
+def test_a_build_killed_midway_does_not_hang_the_next_engine_start() -> None:
+    """torch's builder leaves its ``lock`` file when killed mid-build and waits for it forever; ours clears it."""
+    import subprocess
+    import sys
+
+    directory = cpu_kernels.build_directory(cpu_kernels._build_name())
+    (directory / "lock").touch()  # what a killed builder leaves
+    code = "from inference.worker.attention import cpu_kernels; assert cpu_kernels.load(), cpu_kernels.unavailable_reason()"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    assert not (directory / "lock").exists()
