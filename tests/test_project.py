@@ -147,3 +147,15 @@ def test_inference_imports_no_web_layer():
             }:
                 offenders.append(f"{path.relative_to(REPO_ROOT)}: {stripped}")
     assert offenders == []
+
+
+def test_ci_runs_the_heavy_tier_that_a_plain_run_leaves_out():
+    import configparser
+    import shlex
+
+    ini = configparser.ConfigParser()
+    ini.read(REPO_ROOT / "pytest.ini")
+    addopts = shlex.split(ini["pytest"]["addopts"])
+    assert addopts[addopts.index("-m") + 1] == "not heavy"
+    commands = [line.strip() for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "bash scripts/test.sh" in commands and "bash scripts/test.sh -m heavy" in commands

@@ -82,6 +82,7 @@ def _hold_write_lock():
 
 
 @pytest.mark.services
+@pytest.mark.heavy
 def test_a_worker_child_killed_mid_write_gets_the_message_redelivered(transactional_db, redis_url, tmp_path):
     import psutil
     from celery import Celery

@@ -11,7 +11,7 @@ from channels.db import database_sync_to_async
 
 from .conftest import FRAME_TIMEOUT, run_daphne
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -21,7 +21,7 @@ from tests.conftest import REPO_ROOT
 
 from .conftest import session_cookie
 
-pytestmark = [pytest.mark.slow, pytest.mark.services]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.services]
 SHOTS = REPO_ROOT / "docs" / "console"
 
 

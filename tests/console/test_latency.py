@@ -15,7 +15,7 @@ from tests.conftest import REPO_ROOT
 from .conftest import session_cookie
 
 # A latency figure over the Redis layer; the database only holds the store.
-pytestmark = [pytest.mark.slow, pytest.mark.services, pytest.mark.backend_agnostic]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.services, pytest.mark.backend_agnostic]
 SHOPPERS = 20
 MAX_TOKENS = "32"
 

@@ -197,6 +197,7 @@ def test_greedy_parity_small(parity_llm: LLM, reference: Reference, tokenizer: A
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_greedy_parity_twenty_prompts_up_to_1500_tokens(parity_llm: LLM, reference: Reference, tokenizer: Any) -> None:
     lengths = _geometric(20, 10, 1500)
     prompts = _make_prompts(tokenizer, lengths)

@@ -15,7 +15,7 @@ from tests.conftest import REPO_ROOT
 from .conftest import PASSWORD, make_user
 
 # The UI over services that the PostgreSQL pass tests on their own (publish, preview, pre-warm).
-pytestmark = [pytest.mark.slow, pytest.mark.backend_agnostic]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
 SCREENSHOTS = REPO_ROOT / "docs" / "studio"
 NEW_PROMPT = (
