@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,13 +19,20 @@ CATALOG_PATH = Path(__file__).resolve().parent / "demo_catalog.json"
 STORE_SLUG = "demo"
 STORE_NAME = "Demo Outfitters"
 STAFF_USERNAME = "staff"
-DEFAULT_STAFF_PASSWORD = "shop-assistant-demo"
+
+
+def demo_password() -> tuple[str, bool]:
+    """The demo accounts' password and whether it came from ``DEMO_STAFF_PASSWORD``. Never a fixed one: the demo
+    runs on LANs and in docker-compose, where a password printed in a public README opens the admin to anyone."""
+    chosen = os.environ.get("DEMO_STAFF_PASSWORD", "")
+    return (chosen, True) if chosen else (secrets.token_urlsafe(12), False)
 
 
 @dataclass
 class DemoResult:
     store: Store
     changes: list[str] = field(default_factory=list)
+    password: str = ""  # the demo accounts' password (set on accounts made by this run only)
     password_from_env: bool = False
     user_created: bool = False
 
@@ -33,8 +41,9 @@ class DemoResult:
         return bool(self.changes)
 
 
-def load_demo_store(embed: bool = True) -> DemoResult:
-    """Create or refresh the demo store; a second call changes nothing and reports no changes."""
+def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResult:
+    """Create or refresh the demo store; a second call changes nothing and reports no changes. A superuser made
+    now gets ``password``, or ``demo_password()``'s (random unless ``DEMO_STAFF_PASSWORD`` is set)."""
     from shop_assistant.prompts.models import PromptVersion
     from shop_assistant.prompts.services import ensure_default_prompt
 
@@ -58,11 +67,10 @@ def load_demo_store(embed: bool = True) -> DemoResult:
         if not had_prompt:
             result.changes.append("published the default prompt")
 
-        password = os.environ.get("DEMO_STAFF_PASSWORD") or ""
-        result.password_from_env = bool(password)
+        result.password, result.password_from_env = (password, False) if password else demo_password()
         User = get_user_model()
         if not User.objects.filter(username=STAFF_USERNAME).exists():
-            User.objects.create_superuser(STAFF_USERNAME, email="", password=password or DEFAULT_STAFF_PASSWORD)
+            User.objects.create_superuser(STAFF_USERNAME, email="", password=result.password)
             result.user_created = True
             result.changes.append(f'created the staff user "{STAFF_USERNAME}"')
     if embed:

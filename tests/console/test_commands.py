@@ -43,13 +43,14 @@ def test_create_store_then_add_staff(capsys, monkeypatch):
         call_command("add_staff", "not-an-email", "--store", "boots", "--role", "agent")
 
 
-def test_demo_store_has_an_agent_and_an_owner(transactional_db):
+def test_demo_store_has_an_agent_and_an_owner(transactional_db, monkeypatch):
+    monkeypatch.setenv("DEMO_STAFF_PASSWORD", "demo-pass-for-tests")
     call_command("load_demo_store", "--no-embed", verbosity=0)
     demo = Store.objects.get(slug="demo")
     User = get_user_model()
     agent, owner = User.objects.get(username="agent"), User.objects.get(username="owner")
     assert (agent.first_name, owner.first_name) == ("Dana", "Olivia")
-    assert agent.check_password("shop-assistant-demo") and not agent.is_superuser and not agent.is_staff
+    assert agent.check_password("demo-pass-for-tests") and not agent.is_superuser and not agent.is_staff
     assert can_work_on(agent, demo) and not can_work_on(agent, demo, role="owner")
     assert can_work_on(owner, demo, role="owner")
     assert User.objects.get(username="staff").is_superuser

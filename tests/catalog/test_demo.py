@@ -1,0 +1,57 @@
+"""The demo store's staff accounts: never a known password, with DEBUG on or off (issue 23)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+pytestmark = pytest.mark.django_db
+
+OLD_PUBLIC_PASSWORD = "shop-assistant-demo"  # what the README used to print for everyone to read
+ACCOUNTS = ("staff", "agent", "owner")
+
+
+def load(**options) -> str:
+    out = io.StringIO()
+    call_command("load_demo_store", "--no-embed", stdout=out, stderr=io.StringIO(), **options)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_without_demo_staff_password_the_accounts_get_a_random_password_printed_once(settings, monkeypatch, debug):
+    settings.DEBUG = debug
+    monkeypatch.delenv("DEMO_STAFF_PASSWORD", raising=False)
+    out = load()
+    shown = re.search(r"Password of 'staff', 'agent', 'owner' \(shown once\): (\S+)", out)
+    assert shown, out
+    password = shown.group(1)
+    assert len(password) >= 16 and OLD_PUBLIC_PASSWORD not in out
+    users = get_user_model().objects
+    for name in ACCOUNTS:
+        user = users.get(username=name)
+        assert user.check_password(password) and not user.check_password(OLD_PUBLIC_PASSWORD), name
+    assert users.get(username="staff").is_superuser
+
+    assert load() == ""  # the second run changes nothing and shows the password nowhere again
+    assert users.get(username="staff").check_password(password)
+
+
+def test_each_setup_draws_a_new_password(monkeypatch):
+    monkeypatch.delenv("DEMO_STAFF_PASSWORD", raising=False)
+    first = re.search(r"\(shown once\): (\S+)", load()).group(1)
+    get_user_model().objects.filter(username__in=ACCOUNTS).delete()
+    second = re.search(r"\(shown once\): (\S+)", load()).group(1)
+    assert first != second
+
+
+def test_demo_staff_password_is_used_and_not_printed(settings, monkeypatch):
+    settings.DEBUG = False
+    monkeypatch.setenv("DEMO_STAFF_PASSWORD", "chosen-by-the-operator-42")
+    out = load()
+    assert "chosen-by-the-operator-42" not in out and "DEMO_STAFF_PASSWORD" in out
+    for name in ACCOUNTS:
+        assert get_user_model().objects.get(username=name).check_password("chosen-by-the-operator-42"), name
