@@ -21,4 +21,5 @@ RUN python -m inference.worker.loader --prepare \
 RUN useradd --system --home /app shop && mkdir -p /app/var && chown -R shop /app/var /var/cache/shop-assistant
 USER shop
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "shop_assistant.asgi:application"]
+# daphne with the chat's flags (shop_assistant/serve.py: the one place they live).
+CMD ["python", "-m", "shop_assistant.serve", "-b", "0.0.0.0", "-p", "8000"]

@@ -36,6 +36,7 @@ export HF_HUB_OFFLINE=1
 # The engine's C++ CPU kernels: built once per machine and cached (without a compiler the engine says so
 # and uses its plain torch path).
 .venv/bin/python -m inference.worker.attention.cpu_kernels
-# The embedded defaults are a development setup: a generated key unless DEBUG=0 and SECRET_KEY are given.
+# DEBUG unset (scripts/test.sh): a development setup with its key in var/. scripts/run.sh sets DEBUG=0 and
+# SECRET_KEY_FILE.
 export DEBUG="${DEBUG:-1}"
 .venv/bin/python manage.py migrate --noinput -v 0

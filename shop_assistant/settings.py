@@ -2,18 +2,19 @@
 
 Embedded defaults (nothing set): SQLite in ``var/``, in-memory channel layer, Celery tasks run eagerly,
 the bundled model on the CPU. Set ``DATABASE_URL`` and ``REDIS_URL`` for the full stack.
-With ``DEBUG`` off, a missing ``SECRET_KEY`` stops the process instead of running with a guessable key.
+With ``DEBUG`` off, a missing ``SECRET_KEY`` (or ``SECRET_KEY_FILE``) stops the process instead of running with a
+guessable key; what is missing is said in one line (``environment.MissingSetting``).
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
+
+from shop_assistant.environment import MissingSetting, secret_key_from_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SHOP_ASSISTANT_VAR_DIR", BASE_DIR / "var"))
@@ -28,7 +29,18 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 def env_int(name: str, default: int | None) -> int | None:
     value = os.environ.get(name, "").strip()
-    return int(value) if value else default
+    try:
+        return int(value) if value else default
+    except ValueError:
+        raise MissingSetting(f"{name} must be a whole number, not {value!r}") from None
+
+
+def env_float(name: str, default: float | None) -> float | None:
+    value = os.environ.get(name, "").strip()
+    try:
+        return float(value) if value else default
+    except ValueError:
+        raise MissingSetting(f"{name} must be a number, not {value!r}") from None
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -36,24 +48,19 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()] if value else default
 
 
-def _development_secret_key() -> str:
-    # Persisted so that sessions survive a restart of the development server.
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
-    key_file = VAR_DIR / "secret_key"
-    if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
-    return key_file.read_text().strip()
-
-
 DEBUG = env_bool("DEBUG", False)
+# SECRET_KEY, or SECRET_KEY_FILE: a file holding it, made once (random, mode 0600) when missing; scripts/run.sh
+# keeps one in var/. With DEBUG on, var/secret_key. Kept in a file so that sessions survive a restart.
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY and os.environ.get("SECRET_KEY_FILE"):
+    SECRET_KEY = secret_key_from_file(BASE_DIR / os.environ["SECRET_KEY_FILE"])
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured(
-            "SECRET_KEY is not set. Set it in the environment, or set DEBUG=1 for a development key."
+        raise MissingSetting(
+            "SECRET_KEY is not set: set SECRET_KEY (a long random string) or SECRET_KEY_FILE (a file to keep one "
+            "in), or DEBUG=1 for development."
         )
-    SECRET_KEY = _development_secret_key()
+    SECRET_KEY = secret_key_from_file(VAR_DIR / "secret_key")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -197,11 +204,6 @@ CELERY_BEAT_SCHEDULE = {
 # --- Engine (inference/) -------------------------------------------------------------------
 # Keys are inference.EngineConfig fields. Only what the environment sets is passed: every default is the
 # engine's own (inference/core/config.py), so there is one set of defaults.
-def _env_float(name: str) -> float | None:
-    value = os.environ.get(name, "").strip()
-    return float(value) if value else None
-
-
 def _env_flag(name: str) -> bool | None:
     return env_bool(name) if os.environ.get(name, "").strip() else None
 
@@ -212,7 +214,7 @@ ENGINE = {
     "dtype": os.environ.get("ENGINE_DTYPE") or None,
     "attention_backend": os.environ.get("ENGINE_ATTENTION_BACKEND") or None,
     "kv_cache_memory": env_int("ENGINE_KV_CACHE_MEMORY", None),
-    "gpu_memory_utilization": _env_float("ENGINE_GPU_MEMORY_UTILIZATION"),
+    "gpu_memory_utilization": env_float("ENGINE_GPU_MEMORY_UTILIZATION", None),
     "max_model_len": env_int("ENGINE_MAX_MODEL_LEN", None),
     "max_num_seqs": env_int("ENGINE_MAX_NUM_SEQS", None),
     "max_num_batched_tokens": env_int("ENGINE_MAX_NUM_BATCHED_TOKENS", None),
@@ -229,10 +231,10 @@ CHAT = {
     # Decoding defaults for every store that leaves its own field empty (see shop_assistant/chat/decoding.py
     # for how they were chosen); CHAT_SEED makes sampling reproducible.
     "max_tokens": env_int("CHAT_MAX_TOKENS", 120),
-    "temperature": float(os.environ.get("CHAT_TEMPERATURE", "0.2")),
-    "repetition_penalty": float(os.environ.get("CHAT_REPETITION_PENALTY", "1.15")),
-    "frequency_penalty": float(os.environ.get("CHAT_FREQUENCY_PENALTY", "0.3")),
-    "presence_penalty": float(os.environ.get("CHAT_PRESENCE_PENALTY", "0.0")),
+    "temperature": env_float("CHAT_TEMPERATURE", 0.2),
+    "repetition_penalty": env_float("CHAT_REPETITION_PENALTY", 1.15),
+    "frequency_penalty": env_float("CHAT_FREQUENCY_PENALTY", 0.3),
+    "presence_penalty": env_float("CHAT_PRESENCE_PENALTY", 0.0),
     "seed": env_int("CHAT_SEED", None),
     # Continuations sampled per checked answer; the one with the most supported sentences is shown.
     "candidates": env_int("CHAT_CANDIDATES", 1),
@@ -287,12 +289,15 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["ip_address", "username"]]
 AXES_RESET_ON_SUCCESS = True
+# HTTPS=0: the site is served over plain http (scripts/run.sh on a LAN). Then no redirect to https, no HSTS, and
+# no Secure-only cookies: a browser would not send those back over http, and no one could log in.
+HTTPS = env_bool("HTTPS", True)
 if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+    SESSION_COOKIE_SECURE = HTTPS
+    CSRF_COOKIE_SECURE = HTTPS
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000) if HTTPS else 0
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
 

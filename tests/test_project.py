@@ -115,7 +115,7 @@ def test_compose_file_declares_the_stack():
     assert {"postgres", "redis", "web", "worker"} <= set(services)
     for name in ("postgres", "redis", "web"):
         assert "healthcheck" in services[name], name
-    assert "daphne" in " ".join(services["web"]["command"])
+    assert "shop_assistant.serve" in " ".join(services["web"]["command"])  # daphne, with the chat's flags
     assert "worker" in " ".join(services["worker"]["command"])
     assert (REPO_ROOT / "Dockerfile").exists()
 

@@ -26,9 +26,6 @@ from tests.conftest import REPO_ROOT
 TEST_ENGINE = {"max_model_len": 1024, "kv_cache_memory": 96 * 1024 * 1024, "max_num_seqs": 24}
 TEST_MAX_TOKENS = 8
 ORIGIN = "http://testserver"
-# As README and scripts/run.sh run it: daphne's 1 MiB default would close the socket (1009) on a frame the chat
-# answers with `frame_too_large`; its 5 s handshake timeout drops sockets when hundreds connect at once.
-DAPHNE_ARGS = ["--websocket-max-message-size", str(4 * 1024 * 1024), "--websocket_connect_timeout", "30"]
 # How a model answer may end without anyone stopping it: the model's end, the budget, or the sentence checker's
 # refusal of a sentence (the answer then ends at the last supported one).
 ANSWERED = frozenset({"stop", "length", "unsupported"})
@@ -250,7 +247,8 @@ def run_daphne(log_dir: Path, port: int | None = None, **env: str) -> Iterator[S
     port = port or free_port()
     log = log_dir / f"daphne-{port}-{time.monotonic_ns()}.log"
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *DAPHNE_ARGS, "shop_assistant.asgi:application"],
+        # As scripts/run.sh, the Dockerfile and docker-compose.yml start it: daphne with the chat's flags.
+        [sys.executable, "-m", "shop_assistant.serve", "-b", "127.0.0.1", "-p", str(port)],
         cwd=REPO_ROOT,
         env=subprocess_env(**env),
         stdout=log.open("w"),

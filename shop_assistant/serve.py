@@ -1,0 +1,57 @@
+"""``python -m shop_assistant.serve``: the web process (daphne: HTTP, the chat websocket, the engine in-process).
+
+The one place daphne's flags live, so scripts/run.sh, the Dockerfile, docker-compose.yml and the tests cannot
+drift apart. Address from ``-b/--bind`` and ``-p/--port`` (or ``HOST``/``PORT``; 127.0.0.1:8000); any other
+argument goes to daphne as it is (``--proxy-headers`` behind a proxy, ``-v 2``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from shop_assistant.environment import MissingSetting
+
+APPLICATION = "shop_assistant.asgi:application"
+# daphne closes a socket (1009) on a message or frame over 1 MiB by default, before the chat can answer it with
+# `frame_too_large` (docs/chat-protocol.md); 4 MiB leaves room for any frame a client may reasonably send.
+WEBSOCKET_MAX_BYTES = 4 * 1024 * 1024
+# daphne's 5 s handshake timeout drops sockets when hundreds of shoppers connect at once.
+WEBSOCKET_CONNECT_TIMEOUT = 30
+
+
+def daphne_argv(host: str, port: int, extra: list[str] | None = None) -> list[str]:
+    """daphne's command line (without the program name) for this app on ``host``:``port``."""
+    return [
+        "-b", host,
+        "-p", str(port),
+        "--websocket-max-message-size", str(WEBSOCKET_MAX_BYTES),
+        "--websocket-max-frame-size", str(WEBSOCKET_MAX_BYTES),
+        "--websocket_connect_timeout", str(WEBSOCKET_CONNECT_TIMEOUT),
+        *(extra or []),
+        APPLICATION,
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m shop_assistant.serve", description=__doc__.splitlines()[0])
+    parser.add_argument("-b", "--bind", default=os.environ.get("HOST") or "127.0.0.1", help="address to listen on")
+    parser.add_argument("-p", "--port", type=int, default=int(os.environ.get("PORT") or 8000))
+    args, extra = parser.parse_known_args(argv)
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop_assistant.settings")
+    from django.conf import settings
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 - loads the settings: a missing one is one line, not a traceback
+    except MissingSetting as error:
+        sys.exit(str(error))
+
+    from daphne.cli import CommandLineInterface
+
+    CommandLineInterface().run(daphne_argv(args.bind, args.port, extra))
+
+
+if __name__ == "__main__":
+    main()
