@@ -11,9 +11,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
-from django.utils.dateparse import parse_date
 
 from shop_assistant.chat.models import Conversation, Message
+from shop_assistant.params import parse_day, parse_id
 
 from . import services
 from .roles import stores_for
@@ -31,29 +31,37 @@ class Filters:
     date_from: dt.date | None = None
     date_to: dt.date | None = None
     q: str = ""
+    # What could not be read (a store id past 64 bits, the 45th of month 13): the filter is left out and the page
+    # says so, with a 400.
+    errors: list[str] = field(default_factory=list)
 
     @classmethod
     def from_query(cls, params: Any) -> Filters:
-        store = params.get("store", "")
+        errors = []
+        raw_store = (params.get("store", "") or "").strip()
+        store = parse_id(raw_store)
+        if raw_store and store is None:
+            errors.append(f"store: {raw_store[:40]!r} is not a store")
         status = params.get("status", "")
+        days = {}
+        for name in ("from", "to"):
+            try:
+                days[name] = parse_day(params.get(name), name)
+            except ValueError as error:
+                days[name] = None
+                errors.append(str(error)[:80])
         return cls(
-            store=int(store) if store.isdigit() else None,
+            store=store,
             status=status if status in Status.values else "",
-            date_from=parse_date(params.get("from", "") or "") if _is_date(params.get("from")) else None,
-            date_to=parse_date(params.get("to", "") or "") if _is_date(params.get("to")) else None,
+            date_from=days["from"],
+            date_to=days["to"],
             q=(params.get("q", "") or "").strip()[:200],
+            errors=errors,
         )
 
     @property
     def active(self) -> bool:
         return bool(self.store or self.status or self.date_from or self.date_to or self.q)
-
-
-def _is_date(value: str | None) -> bool:
-    try:
-        return bool(value) and parse_date(value) is not None
-    except ValueError:
-        return False
 
 
 def matching_messages(q: str) -> QuerySet[Message]:

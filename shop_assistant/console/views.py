@@ -14,10 +14,10 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_POST
 
 from shop_assistant.chat.models import Conversation, Message
+from shop_assistant.params import parse_day, parse_id
 
 from . import inbox, services, transcripts
 from shop_assistant.chat.events import agent_display_name
@@ -83,7 +83,7 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
         "statuses": Conversation.Status.choices,
     }
     template = "console/_inbox_sections.html" if request.GET.get("partial") else "console/inbox.html"
-    return render(request, template, context)
+    return render(request, template, context, status=400 if filters.errors else 200)
 
 
 @require_GET
@@ -187,18 +187,22 @@ def export_conversation(request: HttpRequest, conversation: Conversation, fmt: s
 @require_POST
 @staff_only
 def start_export(request: HttpRequest) -> JsonResponse:
-    store = request.POST.get("store", "")
+    raw_store = request.POST.get("store", "")
+    store = parse_id(raw_store)
     fmt = request.POST.get("format", "csv")
     if fmt not in TranscriptExport.Format.values:
         return JsonResponse({"ok": False, "error": "format must be csv or json"}, status=400)
-    if store and not (store.isdigit() and can_work_on(request.user, int(store))):
+    if raw_store and store is None:
+        return JsonResponse({"ok": False, "error": "store must be a store's id"}, status=400)
+    if store is not None and not can_work_on(request.user, store):
         return _forbidden(request)
+    try:
+        date_from = parse_day(request.POST.get("from"), "from")
+        date_to = parse_day(request.POST.get("to"), "to")
+    except ValueError as error:
+        return JsonResponse({"ok": False, "error": str(error)}, status=400)
     export = TranscriptExport.objects.create(
-        user=request.user,
-        store_id=int(store) if store else None,
-        format=fmt,
-        date_from=parse_date(request.POST.get("from", "") or "") or None,
-        date_to=parse_date(request.POST.get("to", "") or "") or None,
+        user=request.user, store_id=store, format=fmt, date_from=date_from, date_to=date_to
     )
     Action.objects.create(user=request.user, kind=Action.Kind.EXPORT, detail={"export": export.pk, "format": fmt})
     export_transcripts.delay(export.pk)
@@ -241,10 +245,10 @@ def export_download(request: HttpRequest, pk: int) -> HttpResponse:
 def canned_replies(request: HttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST":
-        store = request.POST.get("store", "")
-        if not (store.isdigit() and can_work_on(request.user, int(store), role="owner")):
+        store = parse_id(request.POST.get("store"))
+        if store is None or not can_work_on(request.user, store, role="owner"):
             return _forbidden(request)
-        reply = CannedReply(store_id=int(store), shortcut=request.POST.get("shortcut", "").strip().lower(),
+        reply = CannedReply(store_id=store, shortcut=request.POST.get("shortcut", "").strip().lower(),
                             text=request.POST.get("text", "").strip())
         try:
             reply.full_clean()

@@ -10,7 +10,7 @@ from functools import wraps
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.templatetags.static import static
 from django.urls import reverse
@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from catalog.models import Store
 from shop_assistant.console.roles import Role, can_work_on, stores_for
+from shop_assistant.params import parse_id
 
 from . import budget, services
 from .forms import DEFAULT_SAMPLE_QUESTIONS, DraftForm, SampleQuestionsForm, StoreSettingsForm
@@ -96,7 +97,10 @@ def store_home(request: HttpRequest, store: Store) -> HttpResponse:
 @require_POST
 @owners_only
 def new_draft(request: HttpRequest, store: Store) -> HttpResponse:
-    source_id = request.POST.get("from")
+    raw_source = request.POST.get("from", "")
+    source_id = parse_id(raw_source)
+    if raw_source and source_id is None:
+        return HttpResponseBadRequest("from must be the id of a version of this store's prompt")
     source = (
         get_object_or_404(PromptVersion, store=store, pk=source_id) if source_id else services.published_prompt(store)
     )
@@ -263,8 +267,8 @@ def store_settings(request: HttpRequest, store: Store) -> HttpResponse:
 
 def _preview_target(request: HttpRequest, slug: str) -> tuple[Store, PromptVersion, str]:
     store = owner_store(request, slug)
-    version_id = request.POST.get("version", "")
-    version = PromptVersion.objects.filter(store=store, pk=version_id).first() if version_id.isdigit() else None
+    version_id = parse_id(request.POST.get("version"))
+    version = PromptVersion.objects.filter(store=store, pk=version_id).first() if version_id else None
     question = request.POST.get("question", "").strip()
     if version is None or not question or len(question) > 2000:
         raise ValueError("name a version of this store and a question")

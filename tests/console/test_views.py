@@ -214,3 +214,27 @@ def test_staff_log_in_with_the_login_form_and_land_in_the_console(world):
     assert client.post(f"/console/c/{c.pk}/take").status_code == 403
     ok = client.post(f"/console/c/{c.pk}/take", HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value)
     assert ok.status_code == 200
+
+
+@pytest.mark.parametrize("query", ["store=99999999999999999999999", "store=%C2%B2", "from=2026-13-45", "to=2026-02-30"])
+def test_an_unreadable_filter_is_a_400_with_the_inbox_not_a_500(world, query):
+    conversation = make_conversation(world.store_a)
+    add_message(conversation, "user", "Where is my parcel?")
+    response = http_client(world.users["agent"]).get("/console/?" + query)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "Left out of the filter" in page and str(conversation.pk) in page  # the inbox, without that filter
+
+
+@pytest.mark.parametrize("data", [{"from": "2026-13-45"}, {"to": "not-a-date"}, {"store": "99999999999999999999999"},
+                                  {"store": "abc"}])
+def test_an_export_with_an_unreadable_range_or_store_is_a_400(world, data):
+    response = http_client(world.users["agent"]).post("/console/exports/", {"format": "csv", **data})
+    assert response.status_code == 400 and response.json()["ok"] is False and response.json()["error"]
+    assert not TranscriptExport.objects.exists()
+
+
+def test_a_canned_reply_for_an_impossible_store_id_is_refused(world):
+    client = http_client(world.users["owner"])
+    response = client.post("/console/canned/", {"store": "99999999999999999999999", "shortcut": "x", "text": "y"})
+    assert response.status_code == 403 and not CannedReply.objects.exists()

@@ -324,3 +324,19 @@ async def test_preview_streams_draft_and_published_under_their_salts(transaction
     assert published_events[-1]["type"] == "end"
     bad = await client.post("/studio/preview/preview", {"version": "999999", "question": "Hello!"})
     assert bad.status_code == 400
+
+
+@pytest.mark.parametrize("source", ["abc", "99999999999999999999999", "-1"])
+def test_a_new_draft_from_an_unreadable_version_is_a_400(store, versions, owner, source):
+    client = Client()
+    client.force_login(owner)
+    before = PromptVersion.objects.count()
+    response = client.post("/studio/corner/drafts/new", {"from": source})
+    assert response.status_code == 400 and PromptVersion.objects.count() == before
+
+
+def test_a_preview_of_an_impossible_version_id_is_a_400(store, versions, owner):
+    client = Client()
+    client.force_login(owner)
+    response = client.post("/studio/corner/preview", {"version": "99999999999999999999999", "question": "hi"})
+    assert response.status_code == 400
