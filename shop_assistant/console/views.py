@@ -1,7 +1,7 @@
 """Console pages and actions. Thin: rules in ``roles``, actions in ``services``, the inbox in ``inbox``.
 
-Every page answers 403 to anonymous users and to users without a store membership; a conversation of a store
-the user does not work for is 403 as well.
+A logged-out visitor asking for a page is sent to the login page; an action from one, and anything from a user
+without a store membership, is a 403; a conversation of a store the user does not work for is 403 as well.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.params import parse_day, parse_id
 
 from . import inbox, services, transcripts
+from .access import refuse
 from shop_assistant.chat.events import agent_display_name
 from .models import Action, CannedReply, Label, Note, TranscriptExport
 from .roles import can_work_on, is_staff_member, stores_for
@@ -29,7 +30,7 @@ View = Callable[..., HttpResponse]
 
 
 def _forbidden(request: HttpRequest) -> HttpResponse:
-    return render(request, "console/forbidden.html", status=403)
+    return refuse(request, "console/forbidden.html")
 
 
 def staff_only(view: View) -> View:

@@ -1,5 +1,6 @@
 """The owner's studio: pages and actions. Thin: versioning lives in ``services``, costs in ``budget``, the preview
-in ``preview``. Every page and action is for owners of the store only (403 for everyone else, anonymous too)."""
+in ``preview``. Every page and action is for owners of the store only: a logged-out visitor asking for a page goes
+to the login page, everyone else gets a 403."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from catalog.models import Store
+from shop_assistant.console.access import refuse
 from shop_assistant.console.roles import Role, can_work_on, stores_for
 from shop_assistant.params import parse_id
 
@@ -28,7 +30,7 @@ from .preview import preview_events
 
 
 def forbidden(request: HttpRequest) -> HttpResponse:
-    return render(request, "studio/forbidden.html", status=403)
+    return refuse(request, "studio/forbidden.html")
 
 
 def owner_store(request: HttpRequest, slug: str) -> Store:

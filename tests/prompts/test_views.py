@@ -70,6 +70,10 @@ def test_everyone_but_the_owner_gets_403_on_every_page_and_action(store, version
         if who == "owner_of_another_store" and url == "/studio/":
             continue  # their own studio index (redirects to their store)
         response = getattr(client, method)(url, data)
+        if who == "anonymous" and method == "get":  # a logged-out visitor is sent to log in, then back here
+            assert response.status_code == 302, (who, method, url, response.status_code)
+            assert response["Location"] == f"/accounts/login/?next={url}"
+            continue
         assert response.status_code == 403, (who, method, url, response.status_code)
     assert snapshot(store) == before
 
@@ -84,10 +88,19 @@ def test_the_owner_reaches_every_page_and_action(store, versions, owner):
         assert response.status_code in (200, 302), (method, url, response.status_code)
 
 
-def test_anonymous_403_page_offers_the_login(store, versions):
-    response = Client().get("/studio/corner/")
+def test_logged_out_the_studio_sends_you_to_log_in_and_back(store, versions, owner):
+    client = Client()
+    response = client.get("/studio/corner/")
+    assert response.status_code == 302 and response["Location"] == "/accounts/login/?next=/studio/corner/"
+    logged_in = client.post("/accounts/login/", {"username": "olivia", "password": "studio-test-password",
+                                                 "next": "/studio/corner/"})
+    assert logged_in["Location"] == "/studio/corner/" and client.get("/studio/corner/").status_code == 200
+
+
+def test_an_action_posted_logged_out_is_a_403_that_offers_the_login(store, versions):
+    response = Client().post("/studio/corner/questions", {"questions": "hi?"})
     assert response.status_code == 403
-    assert b"/accounts/login/?next=/studio/corner/" in response.content
+    assert b"/accounts/login/?next=/studio/corner/questions" in response.content
 
 
 def test_forms_need_the_csrf_token(store, versions, owner):
