@@ -1,9 +1,10 @@
 """Conversations and their messages.
 
-A conversation is created synchronously when a websocket connects (the resume token must exist before the
-``ready`` frame goes out); its messages are written by a Celery task (see ``tasks.log_message``), which is why a
-message row carries its own id, position and timestamp chosen by the consumer: the worker may write them later,
-more than once (acks_late), or out of order, and the result is the same.
+A new conversation's id and resume token are chosen when a websocket connects (the ``ready`` frame carries them),
+but its row is written together with its first message (``recording.draft_conversation``), so a connection where
+nothing is said leaves nothing in the database. Messages are written by a Celery task (see ``tasks.log_message``),
+which is why a message row carries its own id, position and timestamp chosen by the consumer: the worker may write
+them later, more than once (acks_late), or out of order, and the result is the same.
 """
 
 from __future__ import annotations

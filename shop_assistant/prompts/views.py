@@ -260,7 +260,7 @@ def store_settings(request: HttpRequest, store: Store) -> HttpResponse:
         messages.success(request, "Settings saved.")
         return redirect("studio:settings", slug=store.slug)
     script = request.build_absolute_uri(static("widget/widget.js"))
-    snippet = f'<script src="{script}" data-store="{store.slug}" data-key="{store.widget_key}" async></script>'
+    snippet = f'<script src="{script}" data-store="{store.slug}" async></script>'
     return render(request, "studio/settings.html", {"store": store, "form": form, "snippet": snippet})
 
 
