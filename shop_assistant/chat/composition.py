@@ -36,6 +36,7 @@ IDENTITY_REPLY = (
     "and answer questions about the store; ask for a human agent at any time."
 )
 NO_MATCH_FALLBACK = "Sorry, I couldn't find that in our catalog."
+GREETING = "Hi! I'm {store}'s shopping assistant. Ask me about our products, sizes, shipping or returns."
 NO_ANSWER_REPLY = (
     "I couldn't find the answer to that in our store's policies. A member of our team can help: ask for a "
     "person at any time."
@@ -130,6 +131,12 @@ def requested_thing(text: str) -> str:
     cleaned = _PRICE_WORDS.sub(" ", cleaned)
     words = [word for word in re.findall(r"[a-z][a-z'-]*", cleaned) if word not in _REQUEST_NOISE]
     return " ".join(words) if 1 <= len(words) <= 4 else ""
+
+
+def greeting(store: Store) -> str:
+    """The widget's first bubble when its panel opens: the owner's greeting (the studio's settings), or one naming
+    the store. Only shown: it is not a message of the conversation, and the model never sees it."""
+    return store.greeting.strip() or GREETING.format(store=store.name)
 
 
 def no_match_reply(store: Store, text: str) -> str:

@@ -26,7 +26,7 @@ from catalog.models import Store
 from shop_assistant.prompts.services import ensure_default_prompt
 
 from . import engine as engine_service
-from . import events, pipeline
+from . import composition, events, pipeline
 from .models import Conversation, Message
 from .pipeline import Generated, Plan
 from .prompting import PromptTooLongError, Turn
@@ -184,7 +184,12 @@ class ChatSession:
             "type": "ready",
             "conversation": str(self.conversation.id),
             "resume_token": self.resume_token,
-            "store": {"slug": self.store.slug, "name": self.store.name},
+            # The greeting is owner text: the widget shows it as text, never as HTML.
+            "store": {
+                "slug": self.store.slug,
+                "name": self.store.name,
+                "greeting": composition.greeting(self.store),
+            },
             "history": [_history_frame(message) for message in self.history],
         }
 

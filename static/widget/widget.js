@@ -276,6 +276,15 @@
     return bubble;
   }
 
+  // The store's greeting (owner text from the studio): the first bubble, put in as a text node, so markup in it
+  // shows as the characters it is. Not part of the conversation: the server neither stores nor replays it.
+  function addGreeting(text) {
+    log.appendChild(el("div", { className: "sa-msg sa-greeting" }, [
+      el("span", { className: "sa-visually-hidden", text: "Assistant said:" }),
+      el("div", { className: "sa-text", text: text }),
+    ]));
+  }
+
   function addNotice(text) {
     log.appendChild(el("p", { className: "sa-notice", text: text }));
     scrollToEnd();
@@ -324,6 +333,7 @@
         agentName = null; // an agent_joined frame follows when a person has the conversation
         setGenerating(false);
         log.textContent = "";
+        if (frame.store && typeof frame.store.greeting === "string" && frame.store.greeting) addGreeting(frame.store.greeting);
         (frame.history || []).forEach(function (item) {
           addBubble(item.role === "user" ? "user" : item.role === "agent" ? "agent" : "assistant", item.text || "", item);
         });

@@ -24,7 +24,8 @@ async def test_protocol_end_to_end(ws, demo_store):
     client = await ws("/ws/chat/?store=demo")
     ready = client.ready
     assert ready["history"] == [] and ready["conversation"] and ready["resume_token"]
-    assert ready["store"] == {"slug": "demo", "name": demo_store.name}
+    greeting = f"Hi! I'm {demo_store.name}'s shopping assistant. Ask me about our products, sizes, shipping or returns."
+    assert ready["store"] == {"slug": "demo", "name": demo_store.name, "greeting": greeting}  # no greeting set: the default
 
     answer = await client.ask("Hello! What can you help me with?")
     assert answer.tokens and answer.text.strip()

@@ -162,6 +162,26 @@ async def test_quotes_no_match_and_handoff_replies(daphne_server, demo_store, pa
     assert page.errors == []
 
 
+async def test_the_store_s_greeting_is_the_first_bubble_shown_as_text(daphne_server, demo_store, page):
+    """The studio's greeting (owner text) opens the conversation, before the history, never parsed as HTML."""
+    from playwright.async_api import expect
+
+    greeting = 'Welcome to **Demo Outfitters**!\n<img src=x onerror="window.pwned=1"> Ask away.'
+    demo_store.greeting = greeting
+    await database_sync_to_async(demo_store.save)(update_fields=["greeting"])
+
+    await page.goto(daphne_server.http + "/")
+    await page.get_by_role("button", name="Chat with us").click()
+    await expect(page.locator(".sa-status")).to_have_text("Online", timeout=FRAME_TIMEOUT * 1000)
+    first = page.locator(".sa-log > *").first
+    await expect(first).to_have_class("sa-msg sa-greeting")
+    await expect(first.locator(".sa-text")).to_have_text(greeting)  # the characters as written, markup and all
+    assert await first.locator("img, strong").count() == 0
+    assert await page.evaluate("window.pwned") is None
+    assert await page.locator(".sa-assistant").count() == 0  # shown, not an answer of the conversation
+    assert page.errors == []
+
+
 async def test_markdown_is_rendered_safely(daphne_server, page):
     await page.goto(daphne_server.http + "/static/widget/widget.css")  # any same-origin page without the widget
     await page.set_content(
