@@ -12,6 +12,7 @@ from shop_assistant.chat.composition import (
     NO_MATCH,
     asks_the_catalog,
     compose,
+    greeting,
     no_match_reply,
     requested_thing,
 )
@@ -102,3 +103,14 @@ def test_what_was_asked_for():
     assert requested_thing("Do you have a product that does something very specific for me today?") == ""
     assert asks_the_catalog("I'm looking for something special for my brother's birthday party")
     assert not asks_the_catalog("I like long walks in the mountains and the smell of pine trees.")
+
+
+def test_the_greeting_is_the_owner_s_text_or_one_naming_the_store():
+    from catalog.models import Store
+
+    store = Store(slug="corner", name="Corner Shop", greeting="  Welcome <b>in</b>!\n")
+    assert greeting(store) == "Welcome <b>in</b>!"  # as written: the widget shows it as text
+    store.greeting = " "
+    assert greeting(store) == (
+        "Hi! I'm Corner Shop's shopping assistant. Ask me about our products, sizes, shipping or returns."
+    )
