@@ -196,7 +196,7 @@ GENERIC_WORDS = frozenset(
         pick choose try trying want wish would like might may could should today right now here there just really
         kind sort type prefer preference preferences recommendation recommendations suggest suggestion mind feel
         free hesitate reach request requests further else sure course absolutely certainly definitely time day
-        budget allows allow fits fit needs way thing things best better make made give get got keep go going see
+        needs way thing things best better make made give get got keep go going see
         seeing tell telling mean means idea interested interest interesting consider considering check checking
         decide decision soon ready care able everything well goes again issue issues resolve purchase other
         color colour size price range accurate based etc such yes come comes available cost costs"""

@@ -107,7 +107,21 @@ def test_the_labelled_sentences():
     Held-out figures, each taken once with the rules frozen (docs/answers.md): the "test" half, precision 0.58 and
     recall 0.70; the "fresh" sample, precision 0.63 and recall 0.63, its three wrongly shown sentences claiming
     nothing ("Here is your answer."). The rules were then shaped on those too, so the floors below guard against
-    regressions; they are not held-out measurements."""
+    regressions; they are not held-out measurements. Sentences that guess at the shopper's budget ("a great option
+    if your budget allows it") are dropped on purpose: one supported sentence fewer (recall 0.73 -> 0.69)."""
     score = sentences.measure()
     assert score.shown_unsupported == 0, score.mistakes
-    assert score.precision == 1.0 and score.recall >= 0.7, score.summary()
+    assert score.precision == 1.0 and score.recall >= 0.69, score.summary()
+
+
+def test_a_recommendation_that_guesses_the_shoppers_budget_is_not_shown():
+    """The store does not know the shopper's budget: "try the Yellow Sofa if it fits your budget" claims it does."""
+    from shop_assistant.chat.checker import Evidence, check
+
+    evidence = Evidence(
+        question="Do you have a sofa?",
+        opening="These match what you asked for: the Grey Sofa (29.99 USD) and the Yellow Sofa (99.99 USD).",
+        store_name="Sample Home And Garden",
+    )
+    assert not check("You might want to try the Yellow Sofa if it fits your budget.", evidence).ok
+    assert check("You might want to try them out!", evidence).ok

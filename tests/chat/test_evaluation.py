@@ -75,7 +75,10 @@ def test_the_words_on_screen_are_judged_by_rules_of_the_evaluations_own(answer, 
 def test_a_clean_answer_passes_every_word_rule():
     from shop_assistant.chat.evaluation import words
 
-    answer = "We have the Folding Camp Chair for 49.00 USD. It is a sturdy chair with a cup holder. Anything else?"
+    answer = (
+        "We have the Folding Camp Chair for 49.00 USD. It is a sturdy chair with a cup holder. You might want to "
+        "try it out! Anything else?"
+    )
     judgement = words.judge(answer, EVIDENCE, titles=["Folding Camp Chair"])
     assert judgement == words.Judgement()
     assert not words.judge("Folding Camp Chair: a sturdy chair.", EVIDENCE, titles=["Folding Camp Chair"]).narrating
