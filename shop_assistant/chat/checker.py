@@ -131,6 +131,9 @@ _ASKS_FOR = re.compile(
 # "Thank you for everything!" none.
 _REMARKS = re.compile(
     r"\byou(?:'re|’re| are) (?:right|correct|looking good|welcome|amazing|awesome|the best|so kind)\b|\byou look\b|"
+    # An echo of the shopper's search after it has been answered: "You're looking for a hammock?", "You're looking
+    # again!"
+    r"^\W*you(?:'re|’re| are) looking (?:again\b|for\b[^.!?]*[?!]\W*$)|"
     r"\byou(?:'ve|’ve| have)? (?:a |made a )?(?:great|good|nice|excellent|fine) (?:choice|taste|eye)\b|"
     r"^\W*thank(?:s| you)\b(?! (?:so much |very much |again )?for (?:asking|your question|reaching out|shopping|"
     r"visiting|your interest|stopping by|getting in touch)\b)",

@@ -75,6 +75,8 @@ def test_what_the_data_says_and_plain_helpfulness_pass(sentence):
         ("How'd it go?", "question"),
         ("I hope they will help you find something else as well...", "trails off"),
         ("Thank you for everything!", "remark"),
+        ("You're looking for hiking boots?", "echoes the search"),
+        ("You're looking again!", "echoes the search"),
         ("Yes! There's the Trailblazer Waterproof Hiking Boots, at 159.00 USD.", "repeats"),
         ("[SKU DO-TB-8]", "markup"),
         ("Visit https://shop.example/boots for more.", "markup"),
