@@ -23,6 +23,7 @@ from catalog.models import Store
 from catalog.passages import Match
 
 from . import handoff
+from .opening import possessive
 from .retrieval import Retrieved
 
 MODEL = "model"
@@ -133,10 +134,22 @@ def requested_thing(text: str) -> str:
     return " ".join(words) if 1 <= len(words) <= 4 else ""
 
 
+def plural(noun_phrase: str) -> str:
+    """English's regular plural of a phrase's last word ("trail kayak" -> "trail kayaks", "watch" -> "watches")."""
+    head, _, last = noun_phrase.rpartition(" ")
+    if re.search(r"(?:s|x|z|ch|sh)$", last):
+        last += "es"
+    elif re.search(r"[^aeiou]y$", last):
+        last = last[:-1] + "ies"
+    else:
+        last += "s"
+    return f"{head} {last}".strip()
+
+
 def greeting(store: Store) -> str:
     """The widget's first bubble when its panel opens: the owner's greeting (the studio's settings), or one naming
     the store. Only shown: it is not a message of the conversation, and the model never sees it."""
-    return store.greeting.strip() or GREETING.format(store=store.name)
+    return store.greeting.strip() or possessive(GREETING.format(store=store.name), store.name)
 
 
 def no_match_reply(store: Store, text: str) -> str:
@@ -146,6 +159,8 @@ def no_match_reply(store: Store, text: str) -> str:
     from catalog.grounding import product_types
 
     thing = requested_thing(text)
+    if thing and re.search(rf"\ban? {re.escape(thing)}\b", text.lower()):
+        thing = plural(thing)  # "a kayak": we don't carry kayaks
     opening = f"Sorry, we don't carry {thing}." if thing else NO_MATCH_FALLBACK
     types = product_types(store)
     if not types:
@@ -161,7 +176,7 @@ def compose(store: Store, text: str, retrieve: Any, previous: str = "") -> Compo
     under 50 dollars?") is searched again together with it. Blocking (database, embeddings): a worker thread.
     """
     if _IDENTITY.search(text):
-        return Composition(IDENTITY, reply=IDENTITY_REPLY.format(store=store.name))
+        return Composition(IDENTITY, reply=possessive(IDENTITY_REPLY.format(store=store.name), store.name))
     if handoff.asks_for_person(text):
         return Composition(HANDOFF, reply=handoff.reply_for(store))
     retrieved: Retrieved = retrieve(store, text)

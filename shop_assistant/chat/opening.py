@@ -124,6 +124,11 @@ def template_errors(kind: str, template: str) -> list[str]:
     return errors
 
 
+def possessive(text: str, name: str) -> str:
+    """"Demo Outfitters's" written as English writes it, "Demo Outfitters'"."""
+    return text.replace(f"{name}'s", f"{name}'") if name.endswith("s") else text
+
+
 def _pick(templates: Sequence[str], question: str) -> str:
     digest = hashlib.sha256(" ".join(question.lower().split()).encode()).digest()
     return templates[int.from_bytes(digest[:4], "big") % len(templates)]
@@ -213,7 +218,15 @@ def _all_described(products: Sequence[ProductFacts], question: str) -> bool:
 
 def products_opening(products: Sequence[ProductFacts], question: str, templates: dict[str, list[str]]) -> Opening:
     """The lead naming the products with their prices, then what tells them apart, each a sentence."""
-    if len(products) == 1:
+    asks_sale, asks_stock = bool(_SALE_WORDS.search(question)), bool(_STOCK_WORDS.search(question))
+    if len(products) == 1 and not products[0].in_stock and not products[0].others_in_stock:
+        # Not "You could go for the chair" before "the chair is out of stock": the lead says it.
+        product = products[0]
+        price = _money(product.price, product.currency)
+        verb = _is(product.title)
+        lead = f"The {product.title} {'costs' if verb == 'is' else 'cost'} {price} but {verb} out of stock right now."
+        kind = "product"
+    elif len(products) == 1:
         product = products[0]
         lead = _pick(templates["product"], question).format(
             product=product.title, price=_money(product.price, product.currency)
@@ -223,14 +236,14 @@ def products_opening(products: Sequence[ProductFacts], question: str, templates:
         listed = [f"the {p.title} ({_money(p.price, p.currency)})" for p in products]
         lead = _pick(templates["products"], question).format(products=_listing(listed))
         kind = "products"
-    asks_sale, asks_stock = bool(_SALE_WORDS.search(question)), bool(_STOCK_WORDS.search(question))
     # "Yes!" only answers "do you have ...?", and only when every word asked for is in the products' data: the
     # closest jackets under 150 USD are not a yes to "a waterproof jacket under $150".
     if _HAVE.search(question) and not (asks_sale or asks_stock) and _all_described(products, question):
         lead = "Yes! " + lead
     sentences = [lead]
-    stock = [_stock_sentence(p) for p in products]
-    if asks_stock:  # the answer to "is it in stock?" comes first
+    said_out = lead.endswith("out of stock right now.")
+    stock = [None if said_out else _stock_sentence(p) for p in products]
+    if asks_stock and not said_out:  # the answer to "is it in stock?" comes first
         sentences += [s for s in stock if s] or ["In stock now." if len(products) == 1 else "All of them are in stock now."]
     for product in products:
         if product.on_sale and (asks_sale or len(products) == 1):
@@ -305,7 +318,7 @@ def small_talk_opening(store: Any, question: str, types: Sequence[str], template
         kind = "greeting"
     else:
         kind = "other"
-    return Opening(_pick(templates[kind], question).format(store=store.name, types=listing), kind)
+    return Opening(possessive(_pick(templates[kind], question).format(store=store.name, types=listing), store.name), kind)
 
 
 def opening_for(

@@ -38,11 +38,19 @@ def test_policy_questions_quote_the_sentence_with_the_figure(demo_store, questio
         assert len(quote["text"]) < 300 and quote["text"] in composition.facts
 
 
-@pytest.mark.parametrize("question", ["Do you sell laptops?", "Do you have coffee beans?", "I'm looking for a kayak."])
-def test_requests_the_catalog_cannot_meet_get_the_fixed_reply_and_no_cards(demo_store, question):
+@pytest.mark.parametrize(
+    ("question", "thing"),
+    [
+        ("Do you sell laptops?", "laptops"),
+        ("Do you have coffee beans?", "coffee beans"),
+        ("I'm looking for a kayak.", "kayaks"),  # "a kayak": we don't carry kayaks
+        ("I want to buy a smartphone.", "smartphones"),
+    ],
+)
+def test_requests_the_catalog_cannot_meet_get_the_fixed_reply_and_no_cards(demo_store, question, thing):
     composition = compose(demo_store, question, retrieve)
     assert composition.kind == NO_MATCH and composition.cards == [] and composition.quotes == []
-    assert composition.reply.startswith("Sorry, we don't carry")
+    assert composition.reply.startswith(f"Sorry, we don't carry {thing}.")
     assert "we sell jackets" in composition.reply and "backpacks" in composition.reply
 
 
@@ -80,6 +88,7 @@ def test_requests_for_a_person_and_identity_questions_are_fixed(demo_store):
     assert handoff.kind == HANDOFF and handoff.reply
     identity = compose(demo_store, "Are you a human or a bot?", retrieve)
     assert identity.kind == IDENTITY and "not a person" in identity.reply
+    assert "Demo Outfitters' virtual" in identity.reply  # not "Outfitters's"
 
 
 def test_small_talk_and_chat_without_a_request_go_to_the_model(demo_store):

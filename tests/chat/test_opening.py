@@ -60,8 +60,9 @@ def test_yes_only_when_every_word_asked_for_is_in_the_products_data():
 
 def test_stock_and_markdowns_come_from_the_rows():
     text = opening_for(STORE, "Are the trekking poles in stock?", [POLES], []).text
-    assert "The Aluminium Trekking Poles (Pair) are out of stock right now." in text
-    assert not text.startswith("Yes")
+    # The lead says it: no "You could go for ..." before it, no "In stock now." after it.
+    assert text.startswith("The Aluminium Trekking Poles (Pair) cost 59.00 USD but are out of stock right now.")
+    assert "In stock now" not in text and "go for" not in text
     sale = product("Ridgeline Tent", "249.00", compare_at_price=Decimal("279.00"))
     assert "The Ridgeline Tent is on sale: down from 279.00 USD." in opening_for(STORE, "Any deals?", [sale], []).text
     assert "regular prices" in opening_for(STORE, "Any deals on jackets?", [SHELL, FLEECE], []).text
