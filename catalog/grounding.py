@@ -221,6 +221,17 @@ def product_types(store: Store, limit: int = 8) -> list[str]:
     return [name for name, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
 
 
+def _of_the_kind_asked(text: str, hits: list[SearchHit]) -> list[SearchHit]:
+    """When the shopper names a kind of product that some hits are ("a waterproof jacket"), only those: boots
+    that are waterproof too are no answer to a jacket, and "the least expensive is the boots" reads as nonsense."""
+    asked = passages.content_words(text)
+    kinds = {id(hit): passages.content_words(hit.product.product_type) for hit in hits}
+    named = {word for hit in hits for word in kinds[id(hit)] & asked}
+    if not named:
+        return hits
+    return [hit for hit in hits if kinds[id(hit)] & named]
+
+
 def ground(store: Store, text: str, k: int = 3, policies: str = "") -> Grounding:
     """Catalog facts and product cards for one shopper message.
 
@@ -242,7 +253,7 @@ def ground(store: Store, text: str, k: int = 3, policies: str = "") -> Grounding
     if text.strip():
         hits = [hit for hit in search(text, k, store=store, min_price=low, max_price=high) if hit.variant is not None]
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
-        hits = [hit for hit in hits if hit.score >= floor and _means_it(hit)]
+        hits = _of_the_kind_asked(text, [hit for hit in hits if hit.score >= floor and _means_it(hit)])
         answers = passages.answering(store, text, query_vector(text), policies)
 
     lines: list[str] = []

@@ -123,3 +123,11 @@ def test_the_greeting_is_the_owner_s_text_or_one_naming_the_store():
     assert greeting(store) == (
         "Hi! I'm Corner Shop's shopping assistant. Ask me about our products, sizes, shipping or returns."
     )
+
+
+def test_a_kind_of_product_named_keeps_the_cards_to_that_kind(demo_store):
+    """The boots are waterproof and under 200 USD too, but they are no answer to a jacket."""
+    composition = compose(demo_store, "Do you have a waterproof jacket under $200?", retrieve)
+    titles = [card["title"] for card in composition.cards]
+    assert titles and all("Jacket" in title for title in titles), titles
+    assert all(product.product_type == "Jackets" for product in composition.products)
