@@ -41,3 +41,17 @@ def test_other_errors_stay_500s(rf):
     middleware = DatabaseUnavailableMiddleware(lambda request: None)
     assert middleware.process_exception(rf.get("/"), IntegrityError("duplicate key")) is None
     assert middleware.process_exception(rf.get("/"), ValueError("a bug")) is None
+
+
+def test_the_api_with_a_read_only_database_is_an_openai_style_503(transactional_db, read_only_database):
+    """Every API request writes the key's last use: an API client gets a JSON error it can retry on."""
+    from catalog.models import Store
+    from shop_assistant.api.models import ApiKey
+
+    _, key = ApiKey.create_key(Store.objects.create(slug="s", name="S"), "tests")
+    assert Client().get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {key}").status_code == 200
+
+    read_only_database.start()
+    response = Client(raise_request_exception=False).get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 503 and response["Retry-After"]
+    assert response.json()["error"]["code"] == "database_unavailable"
