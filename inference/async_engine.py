@@ -151,6 +151,11 @@ class AsyncLLM:
         return self.engine.scheduler.max_seq_len
 
     @property
+    def vocab_size(self) -> int:
+        """Token ids a prompt may hold are ``0 .. vocab_size - 1`` (the model's embedding rows)."""
+        return self.engine.vocab_size
+
+    @property
     def block_size(self) -> int:
         return self.engine.config.block_size
 

@@ -1,4 +1,5 @@
-"""Websocket routes of the site: the shopper's chat and the staff console, behind one Origin check.
+"""Websocket routes of the site: the shopper's chat and the staff console, each behind its own Origin check
+(see ``shop_assistant.origins``: a store's widget origins open the chat, never the console).
 
 Imported by the ASGI app only (not by management commands or the Celery worker), so this is "started once with
 the app": the model loads on a background thread while the server starts accepting, and messages spooled while
@@ -7,16 +8,15 @@ the database was down are replayed once it is back.
 
 from __future__ import annotations
 
-from channels.auth import AuthMiddlewareStack
 from channels.routing import URLRouter
 from django.conf import settings
 
 from shop_assistant.chat import engine, recording
-from shop_assistant.chat.routing import StrictOriginValidator
 from shop_assistant.chat.routing import websocket_urlpatterns as chat_urlpatterns
 from shop_assistant.console.routing import websocket_urlpatterns as console_urlpatterns
 
-websocket_application = StrictOriginValidator(AuthMiddlewareStack(URLRouter(chat_urlpatterns + console_urlpatterns)))
+# Each route checks its Origin before anything else; only the console reads the session (chat/console routing).
+websocket_application = URLRouter(chat_urlpatterns + console_urlpatterns)
 
 if settings.ENGINE_AUTOSTART:
     engine.start_in_background()

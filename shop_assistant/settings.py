@@ -95,6 +95,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # A read-only or unreachable database: a 503 page, not a 500 traceback (its process_exception only).
+    "shop_assistant.ops.middleware.DatabaseUnavailableMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into a 429 page.
     "axes.middleware.AxesMiddleware",
 ]

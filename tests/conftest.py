@@ -73,3 +73,89 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
         for suffix in ("-wal", "-shm"):
             Path(db["TEST"]["NAME"] + suffix).unlink(missing_ok=True)
 
+
+
+# --- faults: a database that refuses writes, a spool that cannot be written -----------------------------------
+
+
+class _ReadOnly:
+    """Puts each raw database connection in the database's own read-only mode whenever Django makes a cursor on
+    it, in any thread (the chat writes from worker threads), and back at the end. The database itself then
+    refuses the writes with its own error: SQLite ``PRAGMA query_only`` ("attempt to write a readonly
+    database"), PostgreSQL read-only transactions ("cannot execute INSERT in a read-only transaction", SQLSTATE
+    25006)."""
+
+    def __init__(self, vendor: str) -> None:
+        self.vendor = vendor
+        self.turned: list = []
+
+    def turn(self, wrapper) -> None:
+        raw = wrapper.connection
+        if raw is None:
+            return
+        if not any(raw is seen for seen in self.turned):
+            self.turned.append(raw)
+        if self.vendor == "sqlite":
+            raw.execute("PRAGMA query_only = ON")  # a flag of the connection, not undone by a rollback
+            return
+        import psycopg
+
+        # PostgreSQL undoes a SET with the transaction it was made in, so it is made again for every cursor:
+        # outside a transaction as the session's default, at the start of one for that transaction.
+        with raw.cursor() as cursor:
+            if raw.autocommit:
+                cursor.execute("SET default_transaction_read_only = on")
+            elif raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                cursor.execute("SET TRANSACTION READ ONLY")  # opens the transaction, read-only
+
+    def restore(self) -> None:
+        for raw in self.turned:
+            try:
+                if self.vendor == "sqlite":
+                    raw.execute("PRAGMA query_only = OFF")
+                    continue
+                if not raw.autocommit:
+                    raw.rollback()
+                with raw.cursor() as cursor:
+                    cursor.execute("SET default_transaction_read_only = off")
+                if not raw.autocommit:
+                    raw.commit()
+            except Exception:  # noqa: BLE001 - a connection closed since is no longer read-only either
+                pass
+
+
+@pytest.fixture
+def read_only_database(transactional_db):
+    """``read_only_database.start()``: the test database refuses every write from then until the test ends;
+    reads still work."""
+    from django.db import connection
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    faults = _ReadOnly(connection.vendor)
+    original = BaseDatabaseWrapper._cursor
+
+    def cursor(self, name=None):
+        made = original(self, name)
+        faults.turn(self)
+        return made
+
+    def start() -> None:
+        BaseDatabaseWrapper._cursor = cursor
+
+    faults.start = start
+    try:
+        yield faults
+    finally:
+        BaseDatabaseWrapper._cursor = original
+        faults.restore()
+
+
+@pytest.fixture
+def unwritable_spool(settings, tmp_path):
+    """CHAT_SPOOL_DIR where no file can be created. Below a regular file rather than a chmod'd folder: the tests
+    may run as root, which a mode does not stop."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    settings.CHAT_SPOOL_DIR = blocker / "spool"
+    settings.CHAT_WRITE_RETRIES = 2
+    return settings.CHAT_SPOOL_DIR

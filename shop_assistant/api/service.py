@@ -108,10 +108,12 @@ def parse(body: Any, kind: str, engine: Any) -> Request:
             prompt_ids = engine.encode_chat(chat)
         else:
             prompt = body.get("prompt")
-            if isinstance(prompt, list) and len(prompt) == 1:
+            # OpenAI's batch forms, one item long: ["text"] or [[ids]]; a bare [id] is already a prompt.
+            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
                 prompt = prompt[0]
             if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
                 prompt_ids = list(prompt)
+                _check_token_ids(prompt_ids, engine.vocab_size)
             elif isinstance(prompt, str) and prompt:
                 prompt_ids = list(tokenizer.encode(clean_text(prompt)))
             else:
@@ -152,6 +154,15 @@ def parse(body: Any, kind: str, engine: Any) -> Request:
         # The best candidates are only known once all have finished (OpenAI: "results cannot be streamed").
         raise ApiError(400, "best_of greater than n cannot be streamed", "invalid_parameter")
     return Request(kind, prompt_ids, params, stream, bool(options.get("include_usage")))
+
+
+def _check_token_ids(ids: list[int], vocab_size: int) -> None:
+    """Refuse ids the model has no embedding for here, before the response starts: found later, in the engine,
+    a stream has already sent its status line and a plain request ends in a 500."""
+    bad = [t for t in ids if not 0 <= t < vocab_size]
+    if bad:
+        shown = ", ".join(str(t) for t in bad[:5])
+        raise ApiError(400, f"prompt token ids must be in [0, {vocab_size}); got {shown}", "invalid_prompt")
 
 
 def _choices(body: dict[str, Any], kind: str, engine: Any) -> tuple[int, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -14,6 +15,8 @@ from shop_assistant.chat import metrics
 
 from . import auth, service
 from .service import ApiError
+
+logger = logging.getLogger(__name__)
 
 
 def _error(error: ApiError, endpoint: str) -> JsonResponse:
@@ -49,14 +52,22 @@ async def _generate(request: HttpRequest, kind: str, endpoint: str) -> HttpRespo
         parsed = await asyncio.to_thread(service.parse, body, kind, engine)
     except ApiError as error:
         return _error(error, endpoint)
-    metrics.API_REQUESTS.labels(endpoint=endpoint, status="200").inc()
     salt = key.store.cache_salt
     if parsed.stream:
+        # Everything that can be refused was refused by parse(): once the 200 goes out, the status is final.
+        metrics.API_REQUESTS.labels(endpoint=endpoint, status="200").inc()
         response = StreamingHttpResponse(service.stream_events(engine, parsed, salt), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
         return response
-    return JsonResponse(await service.complete(engine, parsed, salt))
+    try:
+        body = await service.complete(engine, parsed, salt)
+    except Exception:
+        # An OpenAI-style body and a 500 in /metrics rather than Django's traceback page counted as a 200.
+        logger.exception("%s request %s failed", endpoint, parsed.id)
+        return _error(ApiError(500, "the request failed on the server", "internal_error", "server_error"), endpoint)
+    metrics.API_REQUESTS.labels(endpoint=endpoint, status="200").inc()
+    return JsonResponse(body)
 
 
 @csrf_exempt

@@ -35,7 +35,6 @@ from . import metrics
 from .models import Conversation
 from .prompting import Turn, user_turn_content
 from .recording import MessageRecord
-from .tasks import record_message
 
 logger = logging.getLogger(__name__)
 
@@ -193,8 +192,7 @@ async def hold_for_agent(session: Any, text: str, held: bool | None = None) -> b
     if held:
         content = user_turn_content(text, "")
         session.turns.append(Turn("user", content))
-        record = MessageRecord(conversation.id, "user", text, model_text=content)
-        await database_sync_to_async(record_message, thread_sensitive=False)(record)
+        await session.record_or_report(MessageRecord(conversation.id, "user", text, model_text=content))
     return held
 
 

@@ -211,8 +211,12 @@ def _spool_lock() -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+class NotSavedError(Exception):
+    """A message could be written neither to the database nor to the spool: it is gone unless resent."""
+
+
 def spool(payload: dict[str, Any]) -> None:
-    """Append the payload durably (fsync) to the spool."""
+    """Append the payload durably (fsync) to the spool; OSError when the spool cannot be written."""
     line = json.dumps(payload, ensure_ascii=True) + "\n"
     with _spool_lock():
         with open(spool_path(), "a", encoding="ascii") as handle:
@@ -222,12 +226,19 @@ def spool(payload: dict[str, Any]) -> None:
     metrics.SPOOLED.inc()
 
 
+def check_spool() -> None:
+    """Raise OSError unless a message could be spooled now: opens what ``spool`` opens, writes nothing."""
+    with _spool_lock():
+        with open(spool_path(), "a", encoding="ascii"):
+            pass
+
+
 def spool_depth() -> int:
     """Messages waiting in the spool."""
     try:
         with open(spool_path(), "rb") as handle:
             return sum(1 for line in handle if line.strip())
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no spool file can exist there: nothing waits
         return 0
 
 

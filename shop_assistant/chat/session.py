@@ -83,6 +83,20 @@ class ProtocolError(Exception):
         return {"type": "error", "code": self.code, "message": self.message, **self.extra}
 
 
+def not_saved_frame(text: str, message_id: str | None = None) -> Frame:
+    """The shopper's message (or its answer) could be saved neither to the database nor to the spool: without
+    this they would see a normal ending and find the exchange missing after a reload."""
+    frame: Frame = {
+        "type": "error",
+        "code": "not_saved",
+        "message": "your message could not be saved; please send it again",
+        "text": text,
+    }
+    if message_id is not None:
+        frame["message_id"] = message_id
+    return frame
+
+
 def _history_frame(message: Message) -> Frame:
     item: Frame = {"role": message.role, "text": message.text}
     if message.products:
@@ -323,13 +337,24 @@ class ChatSession:
         if self._request_id is not None and self._engine is not None:
             self._engine.abort(self._request_id)
 
-    async def _record(self, record: MessageRecord) -> None:
-        """The one place a message of this conversation is written (the console may hook in here)."""
+    async def _record(self, record: MessageRecord) -> bool:
+        """The one place a message of this conversation is written (the console may hook in here). False when
+        it could not be saved anywhere (database and spool): the caller tells the shopper."""
         try:
             await database_sync_to_async(record_message, thread_sensitive=False)(record)
         except Exception:
-            # Both Celery and the direct write failed (database down): the shopper still gets the answer.
+            # The shopper still gets the answer, but must learn it is not kept: a resume would show a gap.
             logger.exception("chat message %s could not be saved", record.id)
+            return False
+        return True
+
+    async def record_or_report(self, record: MessageRecord) -> bool:
+        """Record a message that gets no answer (a person has the conversation): when it cannot be saved the
+        shopper is told at once, since no `end` will follow."""
+        saved = await self._record(record)
+        if not saved:
+            await self.send(not_saved_frame(record.text))
+        return saved
 
     async def _emit_token(self, message_id: str, text: str) -> None:
         """The one place answer text goes out (the console may hook in here to mirror it)."""
@@ -373,7 +398,7 @@ class ChatSession:
         try:
             await self._write(engine, message_id, prepared, result)
         finally:
-            await self._finish(message_id, prepared, result, user_logged)
+            await self._finish(message_id, prepared, result, user_logged, text)
 
     def _plan_unless_held(self, engine: Any, turns: list[Turn], text: str, previous: str) -> Plan | None:
         """On a worker thread: None when a person has the conversation, else the plan.
@@ -447,7 +472,7 @@ class ChatSession:
             result.timing = {**(result.timing or {}), "prepare_ms": prepare_ms}
 
     async def _finish(
-        self, message_id: str, prepared: Plan, result: Generated, user_logged: asyncio.Future[None]
+        self, message_id: str, prepared: Plan, result: Generated, user_logged: asyncio.Future[bool], user_text: str
     ) -> None:
         """Step 4: record the answer, then send the `end` frame.
 
@@ -468,8 +493,8 @@ class ChatSession:
             finish_reason=finish,
             usage=result.usage,
         )
-        await asyncio.shield(user_logged)
-        await asyncio.shield(self._record(answer))
+        user_saved = await asyncio.shield(user_logged)
+        answer_saved = await asyncio.shield(self._record(answer))
         end: Frame = {"type": "end", "message_id": message_id, "finish_reason": finish, "usage": result.usage}
         if prepared.composition.fixed:
             end["reply"] = prepared.composition.kind
@@ -480,3 +505,6 @@ class ChatSession:
             end["timing"] = result.timing
         self._generating = False  # the next message may come as soon as the shopper sees `end`
         await self.send(end)
+        if not (user_saved and answer_saved):
+            # After `end`, so a client's answer is complete and its input free; the text lets it offer a resend.
+            await self.send(not_saved_frame(user_text, message_id))

@@ -55,7 +55,8 @@ def log_message(self: Any, payload: dict[str, Any]) -> str:
 
 def record_message(record: recording.MessageRecord) -> None:
     """Log a message through Celery; if the broker is unreachable, write it here (retried), and if the database
-    is down too, spool it to a local file that is replayed later. It is never dropped."""
+    is down too, spool it to a local file that is replayed later. It is never dropped silently: when the spool
+    cannot be written either, ``recording.NotSavedError`` is raised (the chat tells the shopper)."""
     payload = record.payload()
     metrics.MESSAGES.labels(role=record.role).inc()
     try:
@@ -71,8 +72,15 @@ def record_message(record: recording.MessageRecord) -> None:
     try:
         recording.write_with_retry(payload)
     except DatabaseError as exc:
+        try:
+            recording.spool(payload)
+        except OSError as spool_exc:
+            logger.error(
+                "chat message %s NOT saved: database unavailable (%s) and spool unwritable (%s)",
+                payload["id"], exc, spool_exc,
+            )
+            raise recording.NotSavedError(f"database: {exc}; spool: {spool_exc}") from spool_exc
         logger.error("chat message %s: database unavailable (%s); spooled to disk", payload["id"], exc)
-        recording.spool(payload)
         return
     if recording.spool_depth():
         recording.replay_spool()

@@ -1,13 +1,16 @@
-"""The console's websocket route. Only this site's own pages may open it (ALLOWED_HOSTS), not the stores' sites
-that may embed the widget: the socket acts with the agent's session cookie."""
+"""The console's websocket route. Only this site's own pages may open it (``origins.own_origin``: scheme, host
+and port), never the stores' widget origins: the socket acts with the agent's session cookie."""
 
 from __future__ import annotations
 
-from channels.security.websocket import AllowedHostsOriginValidator
+from channels.auth import AuthMiddlewareStack
 from django.urls import path
+
+from shop_assistant.origins import OriginGate, own_origin_policy
 
 from .consumers import ConsoleConsumer
 
 websocket_urlpatterns: list = [
-    path("ws/console/", AllowedHostsOriginValidator(ConsoleConsumer.as_asgi())),
+    # The origin first: a foreign page's handshake is refused before its cookie is even looked up.
+    path("ws/console/", OriginGate(AuthMiddlewareStack(ConsoleConsumer.as_asgi()), own_origin_policy)),
 ]

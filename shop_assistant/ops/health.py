@@ -1,15 +1,18 @@
 """Readiness: can this process answer a shopper right now, and if not, why.
 
 ``check_all`` returns one entry per dependency: the engine (loaded and answering a one-token request), the
-database, the channel layer (a message round trip) and the Celery broker (a connection). Each is bounded by a
-timeout so a hung dependency makes the check fail, not hang.
+database (it takes a write, not only a read), the chat's spool (the file a message goes to when the database
+is down can be written), the channel layer (a message round trip) and the Celery broker (a connection). Each is
+bounded by a timeout so a hung dependency makes the check fail, not hang.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -70,16 +73,79 @@ async def check_engine() -> Check:
 
 
 def _database() -> Check:
-    from django.db import connection
+    """A write that changes nothing, rolled back: a read-only database (SQLite file or ``query_only``, a
+    PostgreSQL standby or ``default_transaction_read_only``) answers ``SELECT 1`` and refuses every write."""
+    from django.db import connection, transaction
+    from django.db.migrations.recorder import MigrationRecorder
+    from django.db.models import F
 
+    try:
+        with _short_lock_wait(connection), transaction.atomic():
+            # A table every Django database has; no row has id -1, yet the UPDATE needs write access to run.
+            MigrationRecorder.Migration.objects.filter(id=-1).update(app=F("app"))
+            transaction.set_rollback(True)
+    except Exception as exc:
+        if connection.vendor == "sqlite" and "locked" in str(exc):
+            # Another connection holds SQLite's one write lock: busy, not read-only (that fails at once).
+            return Check(True, "sqlite, writable (busy)")
+        reason = database_unavailable(exc)
+        if reason is None:
+            raise
+        return Check(False, f"{reason}: {exc}")
+    return Check(True, f"{connection.vendor}, writable")
+
+
+@contextlib.contextmanager
+def _short_lock_wait(connection: Any) -> Iterator[None]:
+    """SQLite waits up to its busy timeout (30 s) for the write lock; the probe gives up after half a second."""
+    if connection.vendor != "sqlite":
+        yield
+        return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
-    return Check(True, connection.vendor)
+        cursor.execute("PRAGMA busy_timeout")
+        (previous,) = cursor.fetchone()
+        cursor.execute("PRAGMA busy_timeout = 500")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA busy_timeout = {int(previous)}")
+
+
+def database_unavailable(exc: BaseException) -> str | None:
+    """Why ``exc`` means the database cannot take writes now (down, read-only, locked); None when it is
+    anything else (a bug, bad data), which should stay an error of its own."""
+    from django.db import InterfaceError, InternalError, OperationalError
+
+    text = str(exc).lower()
+    cause = exc.__cause__
+    sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    if sqlstate == "25006" or "read-only" in text or "readonly" in text:  # 25006: read_only_sql_transaction
+        return "the database is read-only"
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return "the database is unavailable"
+    if isinstance(exc, InternalError) and sqlstate and sqlstate.startswith("57P"):  # admin shutdown, crash
+        return "the database is unavailable"
+    return None
 
 
 async def check_database() -> Check:
     return await sync_to_async(_database, thread_sensitive=False)()
+
+
+def _spool() -> Check:
+    from shop_assistant.chat import recording
+
+    try:
+        recording.check_spool()
+    except OSError as exc:
+        # With the database down too, a shopper's messages would be lost (they are told so, see chat-protocol).
+        return Check(False, f"the chat spool cannot be written: {exc}")
+    return Check(True, str(recording.spool_path()))
+
+
+async def check_spool() -> Check:
+    return await sync_to_async(_spool, thread_sensitive=False)()
 
 
 async def check_channel_layer() -> Check:
@@ -109,13 +175,17 @@ async def check_broker() -> Check:
 
 
 async def check_all() -> dict[str, dict[str, Any]]:
-    names = ("engine", "database", "channel_layer", "broker")
+    names = ("engine", "database", "spool", "channel_layer", "broker")
     layer_check = check_channel_layer()
     if getattr(settings, "REDIS_URL", ""):
         # channels-redis's receive retries forever in this project (layers.py): ping Redis itself first.
         layer_check = _redis_then(layer_check)
     results = await asyncio.gather(
-        _timed(check_engine()), _timed(check_database()), _timed(layer_check), _timed(check_broker())
+        _timed(check_engine()),
+        _timed(check_database()),
+        _timed(check_spool()),
+        _timed(layer_check),
+        _timed(check_broker()),
     )
     return {name: asdict(result) for name, result in zip(names, results, strict=True)}
 

@@ -157,3 +157,94 @@ def test_revoked_keys_stop_working(client):
     ApiKey.objects.update(revoked=True)
     with pytest.raises(openai.AuthenticationError):
         client.models.list()
+
+
+# --- token ids: refused before the response starts, and counted as what they were -----------------------------
+
+METRICS_TOKEN = "api-metrics-test"
+
+
+@pytest.fixture(scope="module")
+def metered_server(django_db_setup, tmp_path_factory):
+    """daphne whose /metrics a bearer token may read (the shared ``daphne_server`` has no token set)."""
+    from tests.chat.conftest import run_daphne
+
+    import time
+    import urllib.error
+    import urllib.request
+
+    with run_daphne(tmp_path_factory.mktemp("metered"), METRICS_TOKEN=METRICS_TOKEN) as server:
+        # The model loaded, so that a request's timeout below measures the request, not the load.
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{server.http}/readyz", timeout=30):
+                    break
+            except (urllib.error.HTTPError, OSError):
+                time.sleep(1)
+        yield server
+
+
+def _post(server, api_key: str, body: dict, timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+    """The raw exchange over a socket: a missing status line shows as a timeout, not as a client's retry."""
+    import http.client
+    import json
+
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+    try:
+        connection.request("POST", "/v1/completions", body=json.dumps(body),
+                           headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def _api_requests(server, status: str) -> float:
+    import re
+    import urllib.request
+
+    request = urllib.request.Request(f"{server.http}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read().decode()
+    pattern = rf'^\w*api_requests_total\{{[^}}]*endpoint="completions"[^}}]*status="{status}"[^}}]*\}} (\S+)$'
+    return sum(float(value) for value in re.findall(pattern, text, re.M))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_token_ids_outside_the_vocabulary_are_a_400_before_anything_is_sent(metered_server, api_key, stream):
+    import json
+
+    model = json.loads(_models(metered_server, api_key))["data"][0]["id"]
+    before = _api_requests(metered_server, "400"), _api_requests(metered_server, "200")
+    for prompt in ([99999999, 1], [-1], [49152]):  # the vocabulary is 49152 ids: 0 .. 49151
+        status, headers, body = _post(metered_server, api_key,
+                                      {"model": model, "prompt": prompt, "max_tokens": 2, "stream": stream})
+        assert status == 400, body
+        assert headers["Content-Type"].startswith("application/json")
+        error = json.loads(body)["error"]
+        assert error["code"] == "invalid_prompt" and error["type"] == "invalid_request_error"
+        assert "49152" in error["message"]
+    after = _api_requests(metered_server, "400"), _api_requests(metered_server, "200")
+    assert after[0] - before[0] == 3 and after[1] == before[1]  # counted as refused, not as served
+
+
+@pytest.mark.parametrize("prompt", [[49151], [[49151]], [0, 49151]])
+def test_a_prompt_of_valid_token_ids_is_accepted_one_token_long_too(metered_server, api_key, prompt):
+    import json
+
+    model = json.loads(_models(metered_server, api_key))["data"][0]["id"]
+    status, _, body = _post(metered_server, api_key, {"model": model, "prompt": prompt, "max_tokens": 2,
+                                                     "temperature": 0})
+    assert status == 200, body
+    completion = json.loads(body)
+    assert completion["object"] == "text_completion" and completion["usage"]["prompt_tokens"] == len(prompt)
+    assert completion["usage"]["completion_tokens"] >= 1
+
+
+def _models(server, api_key: str) -> bytes:
+    import urllib.request
+
+    request = urllib.request.Request(f"{server.http}/v1/models", headers={"Authorization": f"Bearer {api_key}"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return response.read()

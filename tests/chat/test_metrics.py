@@ -12,7 +12,7 @@ def test_readyz_is_ready_when_the_engine_answers_and_every_dependency_is_up(db, 
     body = response.json()
     assert response.status_code == 200, body
     assert body["ready"] is True
-    assert set(body["checks"]) == {"engine", "database", "channel_layer", "broker"}
+    assert set(body["checks"]) == {"engine", "database", "spool", "channel_layer", "broker"}
     assert all(check["ok"] for check in body["checks"].values())
 
 

@@ -1,0 +1,39 @@
+"""A page that says the database cannot take writes now (503), instead of a 500 traceback.
+
+A read-only or unreachable database breaks every page that writes: a staff login (session, last_login, the
+login throttle's records), the studio, the console. That is an outage of a dependency, not a bug, so the
+answer is 503 with ``Retry-After`` and a page that says so; other errors stay 500s.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+from django.utils.deprecation import MiddlewareMixin
+
+from .health import database_unavailable
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 30
+
+
+class DatabaseUnavailableMiddleware(MiddlewareMixin):
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        reason = database_unavailable(exception)
+        if reason is None:
+            return None
+        logger.error("%s %s: %s (%s: %s)", request.method, request.path, reason, type(exception).__name__, exception)
+        if request.path.startswith("/v1/") or "application/json" in request.headers.get("Accept", ""):
+            response: HttpResponse = JsonResponse(
+                {"error": {"message": f"{reason}; try again shortly", "type": "server_error", "param": None,
+                           "code": "database_unavailable"}},
+                status=503,
+            )
+        else:
+            body = render_to_string("503.html", {"reason": reason}, request=request)
+            response = HttpResponse(body, status=503)
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
