@@ -24,7 +24,7 @@ async def test_protocol_end_to_end(ws, demo_store):
     client = await ws("/ws/chat/?store=demo")
     ready = client.ready
     assert ready["history"] == [] and ready["conversation"] and ready["resume_token"]
-    greeting = f"Hi! I'm {demo_store.name}'s shopping assistant. Ask me about our products, sizes, shipping or returns."
+    greeting = "Hi! I'm Demo Outfitters' shopping assistant. Ask me about our products, sizes, shipping or returns."
     assert ready["store"] == {"slug": "demo", "name": demo_store.name, "greeting": greeting}  # no greeting set: the default
 
     answer = await client.ask("Hello! What can you help me with?")
