@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
 
-from catalog.grounding import ProductFacts
+from catalog.grounding import ProductFacts, price_limits
 from catalog.passages import content_words
 
 from .decoding import allowed_figures, amounts
@@ -62,7 +62,10 @@ class Evidence:
 
     @cached_property
     def words(self) -> frozenset[str]:
-        return frozenset(word for text in self.texts for word in content_words(text))
+        words = {word for text in self.texts for word in content_words(text)}
+        if price_limits(self.question) != (None, None):
+            words |= content_words("budget")  # "under $150": the shopper gave a budget, and it may be named
+        return frozenset(words)
 
     @cached_property
     def lowered(self) -> str:
