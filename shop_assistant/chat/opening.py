@@ -231,6 +231,8 @@ def products_opening(products: Sequence[ProductFacts], question: str, templates:
         lead = _pick(templates["product"], question).format(
             product=product.title, price=_money(product.price, product.currency)
         )
+        if _is(product.title) == "are":  # "There are the Trailblazer Hiking Boots", not "There's"
+            lead = re.sub(r"^There(?:'s| is)\b", "There are", lead)
         kind = "product"
     else:
         listed = [f"the {p.title} ({_money(p.price, p.currency)})" for p in products]

@@ -121,3 +121,10 @@ def test_the_owners_wording_is_used_and_checked():
 @pytest.mark.parametrize("kind", sorted(DEFAULT_TEMPLATES))
 def test_the_default_wordings_are_valid(kind):
     assert [error for template in DEFAULT_TEMPLATES[kind] for error in template_errors(kind, template)] == []
+
+
+def test_a_plural_product_name_takes_a_plural_verb():
+    boots = product("Trailblazer Hiking Boots", "159.00", product_type="Footwear", description="Leather boots.")
+    store = SimpleNamespace(name="Demo Outfitters", opening_templates={"product": ["There's the {product}, at {price}."]})
+    text = opening_for(store, "Do you sell hiking boots?", [boots], []).text
+    assert text.startswith("Yes! There are the Trailblazer Hiking Boots, at 159.00 USD."), text
