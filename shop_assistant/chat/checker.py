@@ -137,6 +137,8 @@ _REMARKS = re.compile(
     # An echo of the shopper's search after it has been answered: "You're looking for a hammock?", "You're looking
     # again!"
     r"^\W*you(?:'re|’re| are) looking (?:again\b|for\b[^.!?]*[?!]\W*$)|"
+    # Pressing the shopper to buy ("Please order it now!", "You should buy it!"): the cards say what is there.
+    r"\b(?:order|buy|purchase) (?:it|them|one|yours|this|these)\b|"
     r"\byou(?:'ve|’ve| have)? (?:a |made a )?(?:great|good|nice|excellent|fine) (?:choice|taste|eye)\b|"
     r"^\W*thank(?:s| you)\b(?! (?:so much |very much |again )?for (?:asking|your question|reaching out|shopping|"
     r"visiting|your interest|stopping by|getting in touch)\b)",

@@ -77,6 +77,7 @@ def test_what_the_data_says_and_plain_helpfulness_pass(sentence):
         ("Thank you for everything!", "remark"),
         ("You're looking for hiking boots?", "remark"),
         ("You're looking again!", "remark"),
+        ("Please order it now!", "remark"),
         ("Yes! There's the Trailblazer Waterproof Hiking Boots, at 159.00 USD.", "repeats"),
         ("[SKU DO-TB-8]", "markup"),
         ("Visit https://shop.example/boots for more.", "markup"),
