@@ -216,7 +216,39 @@ def _all_described(products: Sequence[ProductFacts], question: str) -> bool:
     return asked <= described
 
 
-def products_opening(products: Sequence[ProductFacts], question: str, templates: dict[str, list[str]]) -> Opening:
+# Properties shoppers filter on, general shop vocabulary rather than any one store's: a product either is
+# described with one or it is not ("camping", "garden" or "enough" say what for, not what it is).
+ATTRIBUTES = frozenset(
+    """waterproof water-resistant windproof insulated breathable lightweight ultralight packable vegan organic
+    leather wool merino cotton linen silk down synthetic fleece gold silver sterling stainless titanium bamboo
+    wireless rechargeable cordless foldable folding adjustable washable handmade recycled reversible""".split()
+)
+
+
+def _lacking(products: Sequence[ProductFacts], question: str, catalog_words: frozenset[str]) -> list[str]:
+    """The properties the shopper asked for that other products of the store are described with and none of
+    these is: "waterproof" when the jackets under 150 USD are a fleece and a vest."""
+    described = set().union(*(content_words(p.text()) for p in products))
+    lacking = []
+    for word in re.findall(r"[a-z][a-z'-]*", question.lower()):
+        if word in ATTRIBUTES and content_words(word) <= catalog_words and not content_words(word) & described:
+            lacking.append(word)
+    return list(dict.fromkeys(lacking))
+
+
+def _lacking_sentence(products: Sequence[ProductFacts], lacking: list[str]) -> str:
+    what = " or ".join(lacking)
+    if len(products) == 1:
+        return f"It is not described as {what}." if _is(products[0].title) == "is" else f"They are not described as {what}."
+    return f"{'Neither' if len(products) == 2 else 'None of them'} is described as {what}."
+
+
+def products_opening(
+    products: Sequence[ProductFacts],
+    question: str,
+    templates: dict[str, list[str]],
+    catalog_words: frozenset[str] = frozenset(),
+) -> Opening:
     """The lead naming the products with their prices, then what tells them apart, each a sentence."""
     asks_sale, asks_stock = bool(_SALE_WORDS.search(question)), bool(_STOCK_WORDS.search(question))
     if len(products) == 1 and not products[0].in_stock and not products[0].others_in_stock:
@@ -242,7 +274,17 @@ def products_opening(products: Sequence[ProductFacts], question: str, templates:
     # closest jackets under 150 USD are not a yes to "a waterproof jacket under $150".
     if _HAVE.search(question) and not (asks_sale or asks_stock) and _all_described(products, question):
         lead = "Yes! " + lead
+    lacking = _lacking(products, question, catalog_words)
+    if lacking and not lead.endswith("out of stock right now."):
+        # Not "These match what you asked for" before "neither is described as waterproof".
+        lead = (
+            f"The closest we have is the {products[0].title}, at {_money(products[0].price, products[0].currency)}."
+            if len(products) == 1
+            else f"The closest we have: {_listing([f'the {p.title} ({_money(p.price, p.currency)})' for p in products])}."
+        )
     sentences = [lead]
+    if lacking:  # what was asked for and these do not have, said at once
+        sentences.append(_lacking_sentence(products, lacking))
     said_out = lead.endswith("out of stock right now.")
     stock = [None if said_out else _stock_sentence(p) for p in products]
     if asks_stock and not said_out:  # the answer to "is it in stock?" comes first
@@ -329,12 +371,14 @@ def opening_for(
     products: Sequence[ProductFacts],
     answers: Sequence[Match],
     types: Sequence[str] = (),
+    catalog_words: frozenset[str] = frozenset(),
 ) -> Opening:
     """The opening of a model answer: the policy answer when the question is about a policy, the products
-    when the catalog matched, else a word about what the assistant can help with."""
+    when the catalog matched, else a word about what the assistant can help with. ``catalog_words``: the words
+    the store's products are described with (``catalog.grounding.described_words``)."""
     templates = templates_for(store)
     if answers:
         return policy_opening(answers, question, templates)
     if products:
-        return products_opening(products, question, templates)
+        return products_opening(products, question, templates, catalog_words)
     return small_talk_opening(store, question, types, templates)

@@ -128,3 +128,17 @@ def test_a_plural_product_name_takes_a_plural_verb():
     store = SimpleNamespace(name="Demo Outfitters", opening_templates={"product": ["There's the {product}, at {price}."]})
     text = opening_for(store, "Do you sell hiking boots?", [boots], []).text
     assert text.startswith("Yes! There are the Trailblazer Hiking Boots, at 159.00 USD."), text
+
+
+def test_a_property_asked_for_that_the_closest_products_lack_is_said():
+    """"A waterproof jacket under $150": the store has waterproof jackets, not under 150 USD. The fleece and the
+    vest are the closest, and the opening says so instead of "These match what you asked for"."""
+    fleece = product("Cascade Fleece Jacket", "79.00", description="A soft, warm mid layer.")
+    vest = product("Featherlight Down Vest", "109.00", description="A light down vest.")
+    catalog = frozenset({"waterproof", "jacket", "fleece", "vest", "down", "soft"})
+    text = opening_for(STORE, "Do you have a waterproof jacket under $150?", [vest, fleece], [], (), catalog).text
+    assert text.startswith("The closest we have: the Featherlight Down Vest (109.00 USD) and the Cascade Fleece")
+    assert "Neither is described as waterproof." in text and not text.startswith("Yes")
+    # What the store describes nothing with, or words saying what a thing is for, are not a lack.
+    assert "described" not in opening_for(STORE, "A camping jacket for my garden?", [fleece], [], (), catalog).text
+    assert opening_for(STORE, "Do you have a waterproof jacket?", [SHELL], [], (), catalog).text.startswith("Yes! ")
