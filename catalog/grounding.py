@@ -221,15 +221,6 @@ def product_types(store: Store, limit: int = 8) -> list[str]:
     return [name for name, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
 
 
-def described_words(store: Store) -> frozenset[str]:
-    """Every content word the store's active products are described with (titles, types, tags, descriptions):
-    a word asked for that is here but not in the products found is one those products lack."""
-    rows = Product.objects.filter(store=store, status=Product.Status.ACTIVE).values_list(
-        "title", "product_type", "tags", "description"
-    )
-    return frozenset(word for row in rows for word in passages.content_words(" ".join(row)))
-
-
 def _of_the_kind_asked(text: str, hits: list[SearchHit]) -> list[SearchHit]:
     """When the shopper names a kind of product that some hits are ("a waterproof jacket"), only those: boots
     that are waterproof too are no answer to a jacket, and "the least expensive is the boots" reads as nonsense."""

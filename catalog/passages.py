@@ -185,6 +185,9 @@ class _StoreIndex:
     # Words that name what the store sells ("tent", "sleeping bag"): they pick products, not passages, so a
     # warranty sentence that lists tents does not answer "any discounts on tents?".
     catalog_words: frozenset[str] = frozenset()
+    # Every word the products are described with (titles, types, tags, descriptions): a property asked for that
+    # is here but not in the products found is one those products lack (chat/opening.py).
+    described_words: frozenset[str] = frozenset()
 
 
 # (store id, policies text) -> index; a few entries: a studio preview of a draft's policies has its own.
@@ -199,9 +202,13 @@ def _stamp(store: Store) -> tuple:
     return documents["n"], documents["updated"], products["n"], products["updated"]
 
 
-def _catalog_words(store: Store) -> frozenset[str]:
-    rows = Product.objects.filter(store=store, status=Product.Status.ACTIVE).values_list("title", "product_type")
-    return frozenset(word for title, kind in rows for word in content_words(f"{title} {kind}"))
+def _catalog_words(store: Store) -> tuple[frozenset[str], frozenset[str]]:
+    """(the words naming what the store sells, every word its products are described with)."""
+    rows = Product.objects.filter(store=store, status=Product.Status.ACTIVE).values_list(
+        "title", "product_type", "tags", "description"
+    )
+    naming = frozenset(word for title, kind, _, _ in rows for word in content_words(f"{title} {kind}"))
+    return naming, naming | frozenset(word for row in rows for word in content_words(" ".join(row[2:])))
 
 
 def _build(store: Store, stamp: tuple, policies: str) -> _StoreIndex:
@@ -218,7 +225,7 @@ def _build(store: Store, stamp: tuple, policies: str) -> _StoreIndex:
         for row, passage in enumerate(passages):
             if passage.question:
                 question_vectors[row] = next(encoded)
-    return _StoreIndex(stamp, passages, vectors, question_vectors, _catalog_words(store))
+    return _StoreIndex(stamp, passages, vectors, question_vectors, *_catalog_words(store))
 
 
 def store_index(store: Store, policies: str = "") -> _StoreIndex:

@@ -375,7 +375,7 @@ def opening_for(
 ) -> Opening:
     """The opening of a model answer: the policy answer when the question is about a policy, the products
     when the catalog matched, else a word about what the assistant can help with. ``catalog_words``: the words
-    the store's products are described with (``catalog.grounding.described_words``)."""
+    the store's products are described with (``catalog.passages.store_index(...).described_words``)."""
     templates = templates_for(store)
     if answers:
         return policy_opening(answers, question, templates)

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from catalog.grounding import described_words, product_types
+from catalog import passages
+from catalog.grounding import product_types
 from catalog.models import Store, StoreDocument
 from shop_assistant.prompts.models import PromptVersion
 from shop_assistant.prompts.services import ensure_default_prompt, published_prompt
@@ -155,7 +156,8 @@ def plan(
     if composition.fixed:
         return Plan(composition, content, decoding)
     types = product_types(store, limit=3) if not (composition.products or composition.answers) else []
-    described = described_words(store) if composition.products else frozenset()
+    # From the passages' index, built once per catalog change (retrieval has just looked it up).
+    described = passages.store_index(store, version.policies).described_words if composition.products else frozenset()
     opening = opening_for(store, text, composition.products, composition.answers, types, described)
     system_prompt = version.full_text()
     evidence = evidence_for(store, text, composition, opening, turns, system_prompt)
