@@ -239,8 +239,30 @@ def _lacking(products: Sequence[ProductFacts], question: str, catalog_words: fro
 def _lacking_sentence(products: Sequence[ProductFacts], lacking: list[str]) -> str:
     what = " or ".join(lacking)
     if len(products) == 1:
-        return f"It is not described as {what}." if _is(products[0].title) == "is" else f"They are not described as {what}."
+        return f"{'It is' if _is(products[0].title) == 'is' else 'They are'} not described as {what}."
     return f"{'Neither' if len(products) == 2 else 'None of them'} is described as {what}."
+
+
+def _lead(
+    products: Sequence[ProductFacts], question: str, templates: dict[str, list[str]], lacking: list[str]
+) -> str:
+    """The first sentence: the products with their prices."""
+    listed = _listing([f"the {p.title} ({_money(p.price, p.currency)})" for p in products])
+    if len(products) == 1:
+        product = products[0]
+        price, verb = _money(product.price, product.currency), _is(product.title)
+        if not product.in_stock and not product.others_in_stock:
+            # Not "You could go for the chair" before "the chair is out of stock": the lead says it.
+            cost = "costs" if verb == "is" else "cost"
+            return f"The {product.title} {cost} {price} but {verb} out of stock right now."
+        if lacking:  # not "We have the ..." before "it is not described as waterproof"
+            return f"The closest we have is the {product.title}, at {price}."
+        lead = _pick(templates["product"], question).format(product=product.title, price=price)
+        # "There are the Trailblazer Hiking Boots", not "There's"
+        return re.sub(r"^There(?:'s| is)\b", "There are", lead) if verb == "are" else lead
+    if lacking:  # not "These match what you asked for" before "neither is described as waterproof"
+        return f"The closest we have: {listed}."
+    return _pick(templates["products"], question).format(products=listed)
 
 
 def products_opening(
@@ -251,41 +273,16 @@ def products_opening(
 ) -> Opening:
     """The lead naming the products with their prices, then what tells them apart, each a sentence."""
     asks_sale, asks_stock = bool(_SALE_WORDS.search(question)), bool(_STOCK_WORDS.search(question))
-    if len(products) == 1 and not products[0].in_stock and not products[0].others_in_stock:
-        # Not "You could go for the chair" before "the chair is out of stock": the lead says it.
-        product = products[0]
-        price = _money(product.price, product.currency)
-        verb = _is(product.title)
-        lead = f"The {product.title} {'costs' if verb == 'is' else 'cost'} {price} but {verb} out of stock right now."
-        kind = "product"
-    elif len(products) == 1:
-        product = products[0]
-        lead = _pick(templates["product"], question).format(
-            product=product.title, price=_money(product.price, product.currency)
-        )
-        if _is(product.title) == "are":  # "There are the Trailblazer Hiking Boots", not "There's"
-            lead = re.sub(r"^There(?:'s| is)\b", "There are", lead)
-        kind = "product"
-    else:
-        listed = [f"the {p.title} ({_money(p.price, p.currency)})" for p in products]
-        lead = _pick(templates["products"], question).format(products=_listing(listed))
-        kind = "products"
+    lacking = _lacking(products, question, catalog_words)
+    lead = _lead(products, question, templates, lacking)
+    said_out = len(products) == 1 and not products[0].in_stock and not products[0].others_in_stock
     # "Yes!" only answers "do you have ...?", and only when every word asked for is in the products' data: the
     # closest jackets under 150 USD are not a yes to "a waterproof jacket under $150".
     if _HAVE.search(question) and not (asks_sale or asks_stock) and _all_described(products, question):
         lead = "Yes! " + lead
-    lacking = _lacking(products, question, catalog_words)
-    if lacking and not lead.endswith("out of stock right now."):
-        # Not "These match what you asked for" before "neither is described as waterproof".
-        lead = (
-            f"The closest we have is the {products[0].title}, at {_money(products[0].price, products[0].currency)}."
-            if len(products) == 1
-            else f"The closest we have: {_listing([f'the {p.title} ({_money(p.price, p.currency)})' for p in products])}."
-        )
     sentences = [lead]
     if lacking:  # what was asked for and these do not have, said at once
         sentences.append(_lacking_sentence(products, lacking))
-    said_out = lead.endswith("out of stock right now.")
     stock = [None if said_out else _stock_sentence(p) for p in products]
     if asks_stock and not said_out:  # the answer to "is it in stock?" comes first
         sentences += [s for s in stock if s] or ["In stock now." if len(products) == 1 else "All of them are in stock now."]
@@ -303,7 +300,7 @@ def products_opening(
     sentences += [detail for detail in details if detail][:2]
     if not asks_stock:
         sentences += [s for s in stock if s]
-    return Opening(" ".join(dict.fromkeys(sentences)), kind)
+    return Opening(" ".join(dict.fromkeys(sentences)), "product" if len(products) == 1 else "products")
 
 
 def settles(question: str, passage_text: str) -> str | None:
@@ -362,7 +359,8 @@ def small_talk_opening(store: Any, question: str, types: Sequence[str], template
         kind = "greeting"
     else:
         kind = "other"
-    return Opening(possessive(_pick(templates[kind], question).format(store=store.name, types=listing), store.name), kind)
+    text = _pick(templates[kind], question).format(store=store.name, types=listing)
+    return Opening(possessive(text, store.name), kind)
 
 
 def opening_for(
