@@ -13,6 +13,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.deprecation import MiddlewareMixin
 
+from shop_assistant.api.service import ApiError
+
 from .health import database_unavailable
 
 logger = logging.getLogger(__name__)
@@ -27,11 +29,8 @@ class DatabaseUnavailableMiddleware(MiddlewareMixin):
             return None
         logger.error("%s %s: %s (%s: %s)", request.method, request.path, reason, type(exception).__name__, exception)
         if request.path.startswith("/v1/") or "application/json" in request.headers.get("Accept", ""):
-            response: HttpResponse = JsonResponse(
-                {"error": {"message": f"{reason}; try again shortly", "type": "server_error", "param": None,
-                           "code": "database_unavailable"}},
-                status=503,
-            )
+            error = ApiError(503, f"{reason}; try again shortly", "database_unavailable", "server_error")
+            response: HttpResponse = JsonResponse(error.body(), status=503)
         else:
             body = render_to_string("503.html", {"reason": reason}, request=request)
             response = HttpResponse(body, status=503)
