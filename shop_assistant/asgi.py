@@ -1,6 +1,6 @@
 """ASGI entry point: Django for HTTP, Channels for the chat websocket.
 
-The inference engine is started once per process, lazily on first use (see shop_assistant.chat.engine),
+The inference engine is started once per process, lazily on first use (see shop_assistant.runtime.engine_service),
 and shared by every connection.
 """
 

@@ -1,5 +1,5 @@
 """Websocket routes of the site: the shopper's chat and the staff console, each behind its own Origin check
-(see ``shop_assistant.origins``: a store's widget origins open the chat, never the console).
+(see ``shop_assistant.runtime.origins``: a store's widget origins open the chat, never the console).
 
 Imported by the ASGI app only (not by management commands or the Celery worker), so this is "started once with
 the app": the model loads on a background thread while the server starts accepting, and messages spooled while
@@ -11,7 +11,8 @@ from __future__ import annotations
 from channels.routing import URLRouter
 from django.conf import settings
 
-from shop_assistant.chat import engine, recording
+from shop_assistant.chat import recording
+from shop_assistant.runtime import engine_service as engine
 from shop_assistant.chat.routing import websocket_urlpatterns as chat_urlpatterns
 from shop_assistant.console.routing import websocket_urlpatterns as console_urlpatterns
 

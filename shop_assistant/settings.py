@@ -79,9 +79,11 @@ INSTALLED_APPS = [
     "catalog",
     "shop_assistant.chat",
     "shop_assistant.console",
-    "shop_assistant.prompts",
+    "shop_assistant.studio",
     "shop_assistant.api",
     "shop_assistant.ops",
+    "shop_assistant.evaluation",
+    "shop_assistant.demo",
     "axes",
 ]
 
@@ -177,7 +179,7 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             # channels-redis, but a Redis outage degrades agent features instead of closing every socket.
-            "BACKEND": "shop_assistant.chat.layers.ResilientRedisChannelLayer",
+            "BACKEND": "shop_assistant.runtime.layers.ResilientRedisChannelLayer",
             # redis-py 8 reads with a 5 s timeout by default, the same as channels-redis's blocking receive:
             # without a longer one, every websocket idle for 5 s dies.
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from shop_assistant.chat import engine as engine_service
+from shop_assistant.runtime import engine_service
 
 
 def test_healthz_is_liveness(db):

@@ -82,7 +82,7 @@ def test_full_stack_settings_from_environment():
     }
     # channels-redis, wrapped so that a Redis outage degrades agent features instead of closing sockets.
     assert settings_value("settings.CHANNEL_LAYERS['default']['BACKEND']", env) == (
-        "shop_assistant.chat.layers.ResilientRedisChannelLayer"
+        "shop_assistant.runtime.layers.ResilientRedisChannelLayer"
     )
     assert settings_value("settings.CELERY_TASK_ALWAYS_EAGER", env) == "False"
     assert settings_value("settings.CELERY_BROKER_URL", env) == "redis://127.0.0.1:6379/3"

@@ -6,8 +6,8 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils import timezone
 
-from shop_assistant.chat import metrics
-from shop_assistant.chat.ratelimit import shared_limits
+from shop_assistant.runtime import metrics
+from shop_assistant.runtime.limits import shared_limits
 
 from .models import ApiKey, hash_key
 from .service import ApiError

@@ -10,8 +10,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from shop_assistant.chat import engine as engine_service
-from shop_assistant.chat import metrics
+from shop_assistant.runtime import engine_service
+from shop_assistant.runtime import metrics
 
 from . import auth, service
 from .service import ApiError

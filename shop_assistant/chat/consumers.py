@@ -9,9 +9,11 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from . import events, metrics
+from shop_assistant.runtime import metrics
+
+from . import events
 from .events import group_name
-from .guard import CLOSE_TOO_MANY, ConnectionGuard
+from .admission import CLOSE_TOO_MANY, ConnectionGuard
 from .session import ChatSession, Frame
 
 logger = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from . import metrics
+from shop_assistant.runtime import metrics
 from .models import Conversation
 from .prompting import Turn, user_turn_content
 from .recording import MessageRecord

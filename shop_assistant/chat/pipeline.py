@@ -22,12 +22,13 @@ from typing import Any
 from catalog import passages
 from catalog.grounding import product_types
 from catalog.models import Store, StoreDocument
-from shop_assistant.prompts.models import PromptVersion
-from shop_assistant.prompts.services import ensure_default_prompt, published_prompt
+from shop_assistant.studio.models import PromptVersion
+from shop_assistant.studio.services import ensure_default_prompt, published_prompt
 
 from . import continuation
-from . import engine as engine_service
-from . import handoff, metrics
+from shop_assistant.runtime import engine_service
+from shop_assistant.runtime import metrics
+from . import handoff
 from .checker import Evidence
 from .composition import HANDOFF, Composition, compose
 from .decoding import (

@@ -38,7 +38,7 @@ from django.utils.dateparse import parse_datetime
 
 from catalog.models import Store
 
-from . import metrics
+from shop_assistant.runtime import metrics
 from .models import Conversation, Message, hash_token, new_resume_token
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from django.urls import path
 
-from shop_assistant.origins import Handshake, OriginGate, allowed_origins, origin_allowed
+from shop_assistant.runtime.origins import Handshake, OriginGate, allowed_origins, origin_allowed
 
 from . import recording
 from .consumers import ChatConsumer

@@ -23,14 +23,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from catalog.models import Store
-from shop_assistant.prompts.services import ensure_default_prompt
+from shop_assistant.studio.services import ensure_default_prompt
 
-from . import engine as engine_service
+from shop_assistant.runtime import engine_service
 from . import composition, events, pipeline
 from .models import Conversation, Message
 from .pipeline import Generated, Plan
 from .prompting import PromptTooLongError, Turn
-from .ratelimit import SlidingWindowLimiter, Throttle
+from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 from .recording import (
     MessageRecord,
     clean_text,

@@ -13,7 +13,9 @@ from celery import shared_task
 from django.db import DatabaseError, IntegrityError
 from django.db.utils import DataError
 
-from . import metrics, recording
+from shop_assistant.runtime import metrics
+
+from . import recording
 
 logger = logging.getLogger(__name__)
 

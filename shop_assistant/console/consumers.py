@@ -21,7 +21,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from shop_assistant.chat.models import Conversation
-from shop_assistant.chat.ratelimit import Throttle
+from shop_assistant.runtime.limits import Throttle
 from shop_assistant.chat.events import group_name
 
 from shop_assistant.chat.events import agent_display_name, store_group

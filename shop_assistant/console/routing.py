@@ -6,7 +6,7 @@ from __future__ import annotations
 from channels.auth import AuthMiddlewareStack
 from django.urls import path
 
-from shop_assistant.origins import OriginGate, own_origin_policy
+from shop_assistant.runtime.origins import OriginGate, own_origin_policy
 
 from .consumers import ConsoleConsumer
 

@@ -48,7 +48,7 @@ async def check_engine() -> Check:
     global _engine_probe
     from inference import SamplingParams
 
-    from shop_assistant.chat import engine as engine_service
+    from shop_assistant.runtime import engine_service
 
     if _engine_probe is not None and time.monotonic() - _engine_probe[0] < ENGINE_CACHE_SECONDS:
         return _engine_probe[1]

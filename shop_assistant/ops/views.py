@@ -7,7 +7,7 @@ import hmac
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from shop_assistant.chat import metrics
+from shop_assistant.runtime import metrics
 
 from . import health
 

@@ -7,7 +7,7 @@ from django.test import AsyncClient
 
 from catalog.models import Store
 from shop_assistant.api.models import ApiKey
-from shop_assistant.chat.ratelimit import reset_shared_limits
+from shop_assistant.runtime.limits import reset_shared_limits
 
 
 @pytest.fixture(autouse=True)

@@ -200,7 +200,7 @@ def test_admin_refuses_a_form_without_a_source(store, admin_client):
 
 
 def test_load_demo_store_is_idempotent_and_quiet_the_second_time(monkeypatch, embedding_model):
-    from shop_assistant.prompts.services import published_prompt
+    from shop_assistant.studio.services import published_prompt
 
     monkeypatch.delenv("DEMO_STAFF_PASSWORD", raising=False)
     out, _ = run_command("load_demo_store")

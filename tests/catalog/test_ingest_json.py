@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from catalog.demo import CATALOG_PATH
+from shop_assistant.demo.store import CATALOG_PATH
 from catalog.ingest import SourceError, apply_catalog, read_source
 from catalog.ingest.jsonfeed import parse_json_catalog
 from catalog.models import Product, Store, StoreDocument, Variant

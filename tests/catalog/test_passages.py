@@ -79,7 +79,7 @@ def demo(django_db_setup, django_db_blocker, embedding_model):
     module and removed after it, with the staff user it may have created."""
     from django.contrib.auth import get_user_model
 
-    from catalog.demo import STAFF_USERNAME, load_demo_store
+    from shop_assistant.demo.store import STAFF_USERNAME, load_demo_store
 
     with django_db_blocker.unblock():
         result = load_demo_store(embed=False)
@@ -175,7 +175,7 @@ def test_a_question_only_the_prompts_policies_answer(demo):
 
 @pytest.mark.django_db
 def test_a_policy_line_that_repeats_a_document_is_quoted_from_the_document(demo):
-    from shop_assistant.prompts.defaults import DEFAULT_POLICIES
+    from shop_assistant.studio.defaults import DEFAULT_POLICIES
 
     found = passages.answering(demo, "What is your return policy?", policies=DEFAULT_POLICIES)
     assert found and found[0].passage.title == "Returns and refunds" and found[0].passage.document_id > 0

@@ -35,7 +35,7 @@ FRAME_TIMEOUT = 120  # seconds; the first answer may wait for the embedding mode
 @pytest.fixture(scope="session")
 def chat_engine():
     """The process-wide engine, started once for the whole session with test-sized settings."""
-    from shop_assistant.chat import engine as engine_service
+    from shop_assistant.runtime import engine_service
 
     engine_service.configure(**TEST_ENGINE)
     engine = engine_service.get_engine()

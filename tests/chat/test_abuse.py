@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.chat.ratelimit import reset_shared_limits
+from shop_assistant.runtime.limits import reset_shared_limits
 
 from .conftest import ANSWERED, FRAME_TIMEOUT, ORIGIN, collect_answer
 

@@ -9,7 +9,7 @@ import pytest
 
 from catalog.grounding import ProductFacts
 from shop_assistant.chat.checker import Evidence, check
-from shop_assistant.chat.evaluation import sentences
+from shop_assistant.evaluation import sentences
 
 BOOTS = ProductFacts(
     title="Trailblazer Waterproof Hiking Boots", variant="US 8", price=Decimal("159.00"), currency="USD",

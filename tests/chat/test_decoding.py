@@ -18,7 +18,7 @@ from shop_assistant.chat.decoding import (
     figures_of,
     words_of,
 )
-from shop_assistant.chat.evaluation import claims_human, is_loop
+from shop_assistant.evaluation.answers import claims_human, is_loop
 
 LOOPING = "I'm happy to help you find a waterproof jacket that fits your budget. " * 8
 

@@ -13,7 +13,8 @@ import pytest
 from django.db import OperationalError, close_old_connections, connection
 
 from catalog.models import Store
-from shop_assistant.chat import metrics, recording
+from shop_assistant.chat import recording
+from shop_assistant.runtime import metrics
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.chat.recording import MessageRecord, draft_conversation
 from shop_assistant.chat.tasks import record_message

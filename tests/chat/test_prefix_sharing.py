@@ -7,7 +7,7 @@ from channels.db import database_sync_to_async
 
 from catalog.models import Store
 from shop_assistant.chat.prompting import system_prompt_tokens
-from shop_assistant.prompts.services import ensure_default_prompt
+from shop_assistant.studio.services import ensure_default_prompt
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("chat_engine", "chat_settings")]
 

@@ -13,7 +13,7 @@ from shop_assistant.chat.prompting import (
     system_prompt_tokens,
     user_turn_content,
 )
-from shop_assistant.chat.ratelimit import SlidingWindowLimiter, Throttle
+from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 
 SYSTEM = "You are the shopping assistant of Test Shop.\n\nStore policies:\nReturns within 30 days."
 

@@ -3,7 +3,7 @@ import zlib
 
 import pytest
 
-from inference.bench.trace_demo import shared_prompt_figure
+from benchmarks.trace_demo import shared_prompt_figure
 from inference.core.config import EngineConfig
 from inference.core.sampling_params import SamplingParams
 from inference.core.scheduler import RequestTooLongError, Scheduler

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from catalog.models import Store
-from shop_assistant.prompts.services import ensure_default_prompt
+from shop_assistant.studio.services import ensure_default_prompt
 
 
 class Command(BaseCommand):

@@ -1,0 +1,80 @@
+"""The demo store behind the README's run command: "Demo Outfitters", an outdoor gear shop."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from catalog.embeddings import embed_products
+from catalog.ingest import read_source
+from catalog.ingest.upsert import apply_catalog
+from catalog.models import Store
+
+CATALOG_PATH = Path(__file__).resolve().parent / "demo_catalog.json"
+STORE_SLUG = "demo"
+STORE_NAME = "Demo Outfitters"
+STAFF_USERNAME = "staff"
+
+
+def demo_password() -> tuple[str, bool]:
+    """The demo accounts' password and whether it came from ``DEMO_STAFF_PASSWORD``. Never a fixed one: the demo
+    runs on LANs and in docker-compose, where a password printed in a public README opens the admin to anyone."""
+    chosen = os.environ.get("DEMO_STAFF_PASSWORD", "")
+    return (chosen, True) if chosen else (secrets.token_urlsafe(12), False)
+
+
+@dataclass
+class DemoResult:
+    store: Store
+    changes: list[str] = field(default_factory=list)
+    password: str = ""  # the demo accounts' password (set on accounts made by this run only)
+    password_from_env: bool = False
+    user_created: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResult:
+    """Create or refresh the demo store; a second call changes nothing and reports no changes. A superuser made
+    now gets ``password``, or ``demo_password()``'s (random unless ``DEMO_STAFF_PASSWORD`` is set)."""
+    from shop_assistant.studio.models import PromptVersion
+    from shop_assistant.studio.services import ensure_default_prompt
+
+    with transaction.atomic():
+        store, created = Store.objects.get_or_create(
+            slug=STORE_SLUG,
+            defaults={"name": STORE_NAME, "currency": "USD", "base_url": "https://demo-outfitters.example"},
+        )
+        result = DemoResult(store=store)
+        if created:
+            result.changes.append(f'created the store "{STORE_NAME}" ({STORE_SLUG})')
+        imported = apply_catalog(store, read_source("json", str(CATALOG_PATH)))
+        if imported.errors:
+            raise RuntimeError(f"the demo catalog has errors: {imported.errors[:3]}")
+        for kind in ("products", "variants", "documents"):
+            counts = imported.summary[kind]
+            if counts["created"] or counts["updated"]:
+                result.changes.append(f"{kind}: {counts['created']} created, {counts['updated']} updated")
+        had_prompt = PromptVersion.objects.filter(store=store, status=PromptVersion.Status.PUBLISHED).exists()
+        ensure_default_prompt(store)
+        if not had_prompt:
+            result.changes.append("published the default prompt")
+
+        result.password, result.password_from_env = (password, False) if password else demo_password()
+        User = get_user_model()
+        if not User.objects.filter(username=STAFF_USERNAME).exists():
+            User.objects.create_superuser(STAFF_USERNAME, email="", password=result.password)
+            result.user_created = True
+            result.changes.append(f'created the staff user "{STAFF_USERNAME}"')
+    if embed:
+        embedded = embed_products(store)
+        if embedded["embedded"]:
+            result.changes.append(f"computed {embedded['embedded']} embeddings in {embedded['seconds']:.1f}s")
+    return result

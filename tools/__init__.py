@@ -1,0 +1,1 @@
+"""Tools run beside the product, never on its request path: load test, load check, console latency."""
