@@ -11,7 +11,7 @@ from tests.conftest import REPO_ROOT
 
 DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
 TOP_LEVEL = ("shop_assistant/", "inference/", "catalog/", "tests/", "scripts/", "docs/", "static/", "templates/")
-EVALUATION = REPO_ROOT / "shop_assistant" / "chat" / "evaluation"
+EVALUATION = REPO_ROOT / "shop_assistant" / "evaluation"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda path: str(path.relative_to(REPO_ROOT)))
@@ -45,4 +45,4 @@ def test_the_chat_models_say_when_a_conversation_row_is_made():
 def test_no_doc_offers_the_widget_key_nobody_reads():
     for doc in DOCS:
         assert "widget key" not in doc.read_text().lower(), doc
-    assert "data-key" not in (REPO_ROOT / "shop_assistant" / "prompts" / "views.py").read_text()
+    assert "data-key" not in (REPO_ROOT / "shop_assistant" / "studio" / "views.py").read_text()

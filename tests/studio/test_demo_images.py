@@ -8,7 +8,7 @@ from django.test import Client
 
 from tests.conftest import REPO_ROOT
 
-CATALOG = REPO_ROOT / "catalog" / "demo" / "demo_catalog.json"
+CATALOG = REPO_ROOT / "shop_assistant" / "demo" / "demo_catalog.json"
 
 
 def demo_image_urls() -> list[str]:

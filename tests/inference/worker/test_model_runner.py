@@ -136,13 +136,6 @@ def test_dtypes_and_graph_sizes(monkeypatch) -> None:
     assert cuda_graph_batch_sizes(1) == [1]
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without a GPU")
-def test_gpu_check_fails_clearly_without_cuda(capsys) -> None:
-    from inference import gpu_check
-
-    assert gpu_check.main([]) == 2
-    assert "needs a CUDA GPU" in capsys.readouterr().err
-
 
 def test_cpu_projections_run_on_packed_weights_with_the_same_logits(tiny_path: Path) -> None:
     """On CPU every projection runs on a oneDNN-packed copy of its weight (the weight itself is dropped); the
