@@ -1,15 +1,16 @@
 """Figures of one system's run, from its request records and (for our engine) its per-step KV samples.
 
-Standard library only: the peers' scripts compute their figures with it too.
+Standard library only (its percentile: tools/stats.py): the peers' scripts compute their figures with it too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence as SequenceT
+from collections.abc import Sequence as SequenceT
 from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.driver import RequestRecord
+from tools.stats import percentile
 
 # The keys every system reports (null where it has no such figure), in table order.
 SYSTEM_KEYS = (
@@ -24,17 +25,6 @@ SYSTEM_KEYS = (
     "prefix_hit_rate",
     "peak_rss_mb",
 )
-
-
-def percentile(values: Iterable[float], q: float) -> float | None:
-    """The q-th percentile (0-100) with linear interpolation between closest ranks (numpy's default)."""
-    xs = sorted(values)
-    if not xs:
-        return None
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 @dataclass

@@ -25,7 +25,7 @@ WORKLOADS = ("ecommerce", "single")
 
 
 @dataclass
-class Turn:
+class WorkloadTurn:
     # Turn 0: the whole prompt. Later turns: the tokens appended after the previous turn's answer.
     token_ids: list[int]
     max_tokens: int
@@ -36,7 +36,7 @@ class Session:
     session_id: str
     kind: Kind
     arrival_s: float  # when the first turn arrives, seconds after the run starts
-    turns: list[Turn]
+    turns: list[WorkloadTurn]
 
     @property
     def num_output_tokens(self) -> int:
@@ -89,7 +89,7 @@ class Workload:
         Path(path).write_text(json.dumps(self.to_json()))
 
 
-def next_prompt(prompt: list[int], answer: list[int], turn: Turn, eos_token_ids: Iterable[int]) -> list[int]:
+def next_prompt(prompt: list[int], answer: list[int], turn: WorkloadTurn, eos_token_ids: Iterable[int]) -> list[int]:
     """The prompt of the turn after ``answer``: history + answer (without its final EOS) + the turn's tokens.
 
     The EOS is dropped because the turn's own tokens begin with the end-of-message marker, which for this chat
@@ -118,7 +118,7 @@ def load(path: str | Path, tokenize: Callable[[str], list[int]] | None = None) -
                 if tokenize is None:
                     raise ValueError(f"session {i}: a turn has text but no tokenizer was given")
                 ids = tokenize(t["text"])
-            turns.append(Turn([int(x) for x in ids], int(t["max_tokens"])))
+            turns.append(WorkloadTurn([int(x) for x in ids], int(t["max_tokens"])))
         if not turns:
             raise ValueError(f"session {i} has no turns")
         kind = s.get("kind") or ("short" if len(turns) == 1 else "support")
@@ -303,7 +303,7 @@ def generate(
         p, _, d = PRODUCTS[0]
         similar = "\n".join(f"- {name}: {price}; {desc}." for name, price, desc in PRODUCTS[1:6])
         prompt = chat.first_turn("You are a helpful copywriter.", SINGLE_PROMPT.format(p=p, d=d, similar=similar))
-        session = Session("single-0", "single", 0.0, [Turn(prompt, 128)])
+        session = Session("single-0", "single", 0.0, [WorkloadTurn(prompt, 128)])
         return Workload(name, seed, None, ignore_eos, [session], eos, {"prompt_tokens": len(prompt)})
 
     system = store_system_prompt()
@@ -317,14 +317,14 @@ def generate(
         p, q = rng.sample([name for name, _, _ in PRODUCTS], 2)
         if kind == "short":
             question = rng.choice(SHORT_QUESTIONS).format(p=p, q=q)
-            turns = [Turn(chat.first_turn(system, question), rng.randint(*shape.short_output))]
+            turns = [WorkloadTurn(chat.first_turn(system, question), rng.randint(*shape.short_output))]
         else:
             num_turns = rng.randint(*shape.support_turns)
             outputs = _split(rng.randint(*shape.support_output), num_turns, rng, shape.short_output[0])
             opener = rng.choice(SUPPORT_OPENERS).format(p=p, n=rng.randint(10000, 99999))
-            turns = [Turn(chat.first_turn(system, opener), outputs[0])]
+            turns = [WorkloadTurn(chat.first_turn(system, opener), outputs[0])]
             for follow_up, out in zip(rng.sample(SUPPORT_FOLLOW_UPS, num_turns - 1), outputs[1:]):
-                turns.append(Turn(chat.next_turn(follow_up.format(p=q)), out))
+                turns.append(WorkloadTurn(chat.next_turn(follow_up.format(p=q)), out))
         sessions.append(Session(f"{kind}-{i}", kind, arrival, turns))
     # JSON-shaped (lists, not tuples) so a saved and reloaded workload compares equal.
     info = {"system_prompt_tokens": system_tokens, "shape": json.loads(json.dumps(asdict(shape)))}

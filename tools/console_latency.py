@@ -6,7 +6,7 @@ merged frames count once, with the time of their first token. Both servers must 
     python -m tools.console_latency --shop http://127.0.0.1:8000 --staff http://127.0.0.1:8001 \\
         --cookie "sessionid=..." --shoppers 20
 
-``--cookie`` is a logged-in staff session of the store (the test ``tests/console/test_latency.py`` makes one).
+``--cookie`` is a logged-in staff session of the store (the test ``tests/tools/test_console_latency.py`` makes one).
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import time
+from contextlib import AsyncExitStack
 from typing import Any
+
+from .clients import ask, connect, receive, ws_url
+from .stats import percentile
 
 QUESTIONS = [
     "Do you have rain jackets?",
@@ -28,92 +31,69 @@ QUESTIONS = [
 ]
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
-
-
-def summary(delays_ms: list[float]) -> dict[str, float]:
+def summary(delays_ms: list[float]) -> dict[str, float | None]:
     if not delays_ms:
         return {"count": 0}
     return {
         "count": len(delays_ms),
-        "median_ms": round(statistics.median(delays_ms), 2),
-        "p99_ms": round(_percentile(delays_ms, 0.99), 2),
+        "median_ms": percentile(delays_ms, 50, 2),
+        "p99_ms": percentile(delays_ms, 99, 2),
         "max_ms": round(max(delays_ms), 2),
     }
 
 
 async def measure(shop: str, staff: str, cookie: str, shoppers: int = 20, store: str = "demo",
                   timeout: float = 600.0) -> dict[str, Any]:
-    import websockets
-
-    def ws_url(http: str, path: str) -> str:
-        return http.replace("http", "ws", 1).rstrip("/") + path
-
     console_delays: list[float] = []
     console_tokens = 0
     ended: set[str] = set()
-    async with websockets.connect(ws_url(staff, "/ws/console/"), origin=staff, proxy=None, open_timeout=60,
-                                  additional_headers={"Cookie": cookie}, max_queue=None) as console:
-        hello = json.loads(await console.recv())
-        assert hello["type"] == "hello", hello
-        sockets = [
-            await websockets.connect(ws_url(shop, f"/ws/chat/?store={store}"), origin=shop, proxy=None,
-                                     open_timeout=60, max_queue=None)
+    async with AsyncExitStack() as stack:
+        console, _hello = await stack.enter_async_context(
+            connect(ws_url(staff, "/ws/console/"), staff, first="hello", cookie=cookie)
+        )
+        opened = [
+            await stack.enter_async_context(connect(ws_url(shop, f"/ws/chat/?store={store}"), shop))
             for _ in range(shoppers)
         ]
+        sockets = [sock for sock, _ready in opened]
+        conversations = [ready["conversation"] for _sock, ready in opened]
+
         async def shopper(index: int, sock: Any) -> None:
-            await sock.send(json.dumps({"type": "message", "text": QUESTIONS[index % len(QUESTIONS)]}))
-            while True:
-                frame = json.loads(await sock.recv())
-                if frame["type"] in ("end", "error"):
-                    return
+            await ask(sock, QUESTIONS[index % len(QUESTIONS)])
 
-        try:
-            conversations = []
-            for sock in sockets:
-                ready = json.loads(await sock.recv())
-                conversations.append(ready["conversation"])
-            # A conversation has a row (and can be watched) from its first message: say hello first.
-            await asyncio.wait_for(asyncio.gather(*(shopper(i, s) for i, s in enumerate(sockets))), timeout)
-            pending = set(conversations)
-            deadline = time.monotonic() + 60
-            while pending and time.monotonic() < deadline:  # the worker writes the first messages
-                for conversation in pending:
-                    await console.send(json.dumps({"type": "watch", "conversation": conversation}))
-                for _ in range(len(pending)):
-                    frame = json.loads(await console.recv())
-                    if frame.get("type") == "watching":
-                        pending.discard(frame["conversation"])
-                if pending:
-                    await asyncio.sleep(0.5)
+        # A conversation has a row (and can be watched) from its first message: say hello first.
+        await asyncio.wait_for(asyncio.gather(*(shopper(i, s) for i, s in enumerate(sockets))), timeout)
+        pending = set(conversations)
+        deadline = time.monotonic() + 60
+        while pending and time.monotonic() < deadline:  # the worker writes the first messages
+            for conversation in pending:
+                await console.send(json.dumps({"type": "watch", "conversation": conversation}))
+            for _ in range(len(pending)):
+                frame = await receive(console)
+                if frame.get("type") == "watching":
+                    pending.discard(frame["conversation"])
             if pending:
-                raise RuntimeError(f"{len(pending)} conversations could not be watched")
+                await asyncio.sleep(0.5)
+        if pending:
+            raise RuntimeError(f"{len(pending)} conversations could not be watched")
 
-            async def watch() -> None:
-                nonlocal console_tokens
-                while len(ended) < shoppers:
-                    event = json.loads(await console.recv())
-                    now = time.time()
-                    if event["type"] != "frame":
-                        continue
-                    frame = event["frame"]
-                    if frame["type"] == "token":
-                        console_tokens += 1
-                        console_delays.append((now - frame["t"]) * 1000)
-                    elif frame["type"] == "end":
-                        ended.add(event["conversation"])
+        async def watch() -> None:
+            nonlocal console_tokens
+            while len(ended) < shoppers:
+                event = await receive(console)
+                now = time.time()
+                if event["type"] != "frame":
+                    continue
+                frame = event["frame"]
+                if frame["type"] == "token":
+                    console_tokens += 1
+                    console_delays.append((now - frame["t"]) * 1000)
+                elif frame["type"] == "end":
+                    ended.add(event["conversation"])
 
-            started = time.monotonic()
-            await asyncio.wait_for(
-                asyncio.gather(watch(), *(shopper(i, s) for i, s in enumerate(sockets))), timeout
-            )
-            elapsed = time.monotonic() - started
-        finally:
-            for sock in sockets:
-                await sock.close()
+        started = time.monotonic()
+        await asyncio.wait_for(asyncio.gather(watch(), *(shopper(i, s) for i, s in enumerate(sockets))), timeout)
+        elapsed = time.monotonic() - started
     return {
         "shoppers": shoppers,
         "seconds": round(elapsed, 1),

@@ -11,17 +11,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import statistics
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .clients import Answer, ask, connect
+from .stats import percentile
 
 
 @dataclass
-class Turn:
+class SentMessage:
+    """One message a session sent, and how its answer went (no finish_reason: it never ended)."""
+
     text: str
     message_id: str | None = None
     first_token_ms: float | None = None
@@ -32,7 +35,7 @@ class Turn:
 class SessionLog:
     index: int
     conversation: str | None = None
-    turns: list[Turn] = field(default_factory=list)
+    turns: list[SentMessage] = field(default_factory=list)
     error: str | None = None
 
     @property
@@ -50,33 +53,22 @@ async def one_session(
     run_id: str,
     questions: list[str],
 ) -> SessionLog:
-    import websockets
-
     log = SessionLog(index)
     try:
-        async with asyncio.timeout(timeout):
-            async with websockets.connect(url, origin=origin, proxy=None, open_timeout=timeout,
-                                          max_size=None) as connection:
-                ready = json.loads(await connection.recv())
-                if ready.get("type") != "ready":
-                    raise RuntimeError(f"expected ready, got {ready}")
-                log.conversation = ready["conversation"]
-                await start.wait()
-                for number in range(messages):
-                    turn = Turn(f"{questions[(index + number) % len(questions)]} [{run_id} s{index} m{number}]")
-                    log.turns.append(turn)
-                    sent = time.perf_counter()
-                    await connection.send(json.dumps({"type": "message", "text": turn.text}))
-                    while turn.finish_reason is None:
-                        frame = json.loads(await connection.recv())
-                        if frame["type"] == "start":
-                            turn.message_id = frame["message_id"]
-                        elif frame["type"] == "token" and turn.first_token_ms is None:
-                            turn.first_token_ms = (time.perf_counter() - sent) * 1000
-                        elif frame["type"] == "end":
-                            turn.finish_reason = frame["finish_reason"]
-                        elif frame["type"] == "error":
-                            raise RuntimeError(f"{frame['code']}: {frame['message']}")
+        async with asyncio.timeout(timeout), connect(url, origin, timeout=timeout) as (connection, ready):
+            log.conversation = ready["conversation"]
+            await start.wait()
+            for number in range(messages):
+                turn = SentMessage(f"{questions[(index + number) % len(questions)]} [{run_id} s{index} m{number}]")
+                log.turns.append(turn)
+                answer = Answer()
+                try:
+                    await ask(connection, turn.text, answer)
+                finally:  # what came before a failure counts too: an answer's id is looked up in the database
+                    turn.message_id, turn.first_token_ms = answer.message_id, answer.first_token_ms
+                if answer.error is not None:
+                    raise RuntimeError(f"{answer.error['code']}: {answer.error['message']}")
+                turn.finish_reason = answer.end["finish_reason"] if answer.end else None
     except Exception as exc:  # noqa: BLE001 - a failed session is a result
         log.error = f"{type(exc).__name__}: {exc}"
     return log
@@ -95,14 +87,6 @@ def missing_rows(logs: list[SessionLog]) -> list[str]:
     missing = [f"user message {text!r} of {conv}" for conv, text in wanted_users - found_users]
     missing += [f"answer {mid}" for mid in wanted_answers - found_answers]
     return missing
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return round(values[0], 1)
-    return round(statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1], 1)
 
 
 async def run(
@@ -136,8 +120,8 @@ async def run(
         "messages_sent": sent,
         "answers_ended": sum(1 for log in logs for t in log.turns if t.finish_reason),
         "messages_lost": len(missing),
-        "first_token_p50_ms": _pct(first, 50),
-        "first_token_p99_ms": _pct(first, 99),
+        "first_token_p50_ms": percentile(first, 50, 1),
+        "first_token_p99_ms": percentile(first, 99, 1),
         "wall_s": round(elapsed, 1),
         "missing": missing[:20],
         "errors": [f"session {log.index}: {log.error}" for log in logs if log.error][:20],

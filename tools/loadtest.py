@@ -14,12 +14,13 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+from .clients import LOOPBACK, ask, connect, origin_of
+from .stats import percentile
 
 QUESTIONS = [
     "Do you have a waterproof rain jacket?",
@@ -49,45 +50,29 @@ class Result:
 
 
 async def one_session(index: int, url: str, origin: str, start: asyncio.Event, timeout: float) -> Result:
-    import websockets
-
-    async def receive(connection: Any) -> dict[str, Any]:
-        return json.loads(await connection.recv())
-
     try:
-        async with asyncio.timeout(timeout):
-            async with websockets.connect(url, origin=origin, proxy=None, open_timeout=timeout) as connection:
-                ready = await receive(connection)
-                if ready.get("type") != "ready":
-                    return Result(index, False, error=f"expected ready, got {ready}")
-                await start.wait()  # every session sends at the same moment
-                sent = time.perf_counter()
-                await connection.send(json.dumps({"type": "message", "text": QUESTIONS[index % len(QUESTIONS)]}))
-                first_token: float | None = None
-                while True:
-                    frame = await receive(connection)
-                    if frame["type"] == "token" and first_token is None:
-                        first_token = time.perf_counter()
-                    elif frame["type"] == "error":
-                        return Result(index, False, error=f"{frame['code']}: {frame['message']}")
-                    elif frame["type"] == "end":
-                        done = time.perf_counter()
-                        usage, timing = frame.get("usage", {}), frame.get("timing", {})
-                        return Result(
-                            index,
-                            first_token is not None,
-                            first_token_ms=None if first_token is None else (first_token - sent) * 1000,
-                            engine_ttft_ms=timing.get("engine_ttft_ms"),
-                            prepare_ms=timing.get("prepare_ms"),
-                            total_ms=(done - sent) * 1000,
-                            prompt_tokens=usage.get("prompt_tokens"),
-                            cached_tokens=usage.get("cached_tokens"),
-                            completion_tokens=usage.get("completion_tokens"),
-                            finish_reason=frame.get("finish_reason"),
-                            error=None if first_token is not None else "no token before end",
-                        )
+        async with asyncio.timeout(timeout), connect(url, origin, timeout=timeout) as (connection, _ready):
+            await start.wait()  # every session sends at the same moment
+            answer = await ask(connection, QUESTIONS[index % len(QUESTIONS)])
     except Exception as exc:  # noqa: BLE001 - a failed session is a result, not a crash
         return Result(index, False, error=f"{type(exc).__name__}: {exc}")
+    if answer.error is not None:
+        return Result(index, False, error=f"{answer.error['code']}: {answer.error['message']}")
+    end = answer.end or {}
+    usage, timing = end.get("usage", {}), end.get("timing", {})
+    return Result(
+        index,
+        answer.first_token is not None,
+        first_token_ms=answer.first_token_ms,
+        engine_ttft_ms=timing.get("engine_ttft_ms"),
+        prepare_ms=timing.get("prepare_ms"),
+        total_ms=answer.total_ms,
+        prompt_tokens=usage.get("prompt_tokens"),
+        cached_tokens=usage.get("cached_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        finish_reason=end.get("finish_reason"),
+        error=None if answer.first_token is not None else "no token before end",
+    )
 
 
 async def warm_up(url: str, origin: str, timeout: float) -> None:
@@ -107,16 +92,6 @@ def _load_average() -> str | None:
         return None
 
 
-def _median(values: list[float]) -> float | None:
-    return round(statistics.median(values), 1) if values else None
-
-
-def _p90(values: list[float]) -> float | None:
-    if len(values) < 2:
-        return _median(values)
-    return round(statistics.quantiles(values, n=10)[-1], 1)
-
-
 async def run(url: str, origin: str, sessions: int, timeout: float, warm: bool = True) -> dict[str, Any]:
     if warm:
         await warm_up(url, origin, timeout)
@@ -132,15 +107,15 @@ async def run(url: str, origin: str, sessions: int, timeout: float, warm: bool =
     return {
         "sessions": sessions,
         "succeeded": len(ok),
-        "median_first_token_ms": _median(first),
-        "p90_first_token_ms": _p90(first),
-        "median_engine_ttft_ms": _median(engine),
-        "p90_engine_ttft_ms": _p90(engine),
-        "median_web_overhead_ms": _median(overhead),
+        "median_first_token_ms": percentile(first, 50, 1),
+        "p90_first_token_ms": percentile(first, 90, 1),
+        "median_engine_ttft_ms": percentile(engine, 50, 1),
+        "p90_engine_ttft_ms": percentile(engine, 90, 1),
+        "median_web_overhead_ms": percentile(overhead, 50, 1),
         # of which the server's own preparation before the engine got the request (retrieval, assembly)
-        "median_prepare_ms": _median([r.prepare_ms for r in ok if r.prepare_ms is not None]),
+        "median_prepare_ms": percentile([r.prepare_ms for r in ok if r.prepare_ms is not None], 50, 1),
         "load_average": _load_average(),
-        "median_total_ms": _median([r.total_ms for r in ok if r.total_ms is not None]),
+        "median_total_ms": percentile([r.total_ms for r in ok if r.total_ms is not None], 50, 1),
         "results": [asdict(r) for r in results],
     }
 
@@ -160,10 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain", type=float, default=60.0, help="--check-db: seconds the log may take to settle")
     args = parser.parse_args(argv)
 
-    parts = urlsplit(args.url)
-    if parts.hostname not in {"127.0.0.1", "localhost", "::1"}:
+    if urlsplit(args.url).hostname not in LOOPBACK:
         parser.error("load tests only target a server on this machine (127.0.0.1, localhost, ::1)")
-    origin = args.origin or f"{'https' if parts.scheme == 'wss' else 'http'}://{parts.netloc}"
+    origin = args.origin or origin_of(args.url)
     if args.check_db:
         from .loadcheck import LoadClient, main as check_db
 

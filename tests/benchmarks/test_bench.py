@@ -16,18 +16,11 @@ import pytest
 
 from benchmarks import workload as wl
 from benchmarks.driver import RequestRecord, SessionDriver
-from benchmarks.metrics import SYSTEM_KEYS, KVSample, KVTrace, percentile, summarize
+from benchmarks.metrics import SYSTEM_KEYS, KVSample, KVTrace, summarize
 from benchmarks.systems import SYSTEMS
 from inference.worker.attention import cpu_kernels
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_percentile_interpolates_like_numpy() -> None:
-    assert percentile([], 50) is None
-    assert percentile([3.0], 99) == 3.0
-    assert percentile([1, 2, 3, 4], 50) == 2.5
-    assert percentile(range(101), 99) == pytest.approx(99.0)
 
 
 def test_kv_trace_weights_samples_by_step_time() -> None:
@@ -40,14 +33,14 @@ def test_kv_trace_weights_samples_by_step_time() -> None:
 
 
 def test_next_prompt_drops_the_answer_eos_once() -> None:
-    turn = wl.Turn([2, 7, 8], 5)
+    turn = wl.WorkloadTurn([2, 7, 8], 5)
     assert wl.next_prompt([1, 1], [5, 6, 2], turn, [2]) == [1, 1, 5, 6, 2, 7, 8]
     assert wl.next_prompt([1, 1], [5, 6], turn, [2]) == [1, 1, 5, 6, 2, 7, 8]
 
 
 def test_driver_issues_a_turn_when_the_previous_one_finishes() -> None:
     clock = iter(float(t) for t in range(100))
-    session = wl.Session("c", "support", 0.0, [wl.Turn([1, 2], 3), wl.Turn([9], 3)])
+    session = wl.Session("c", "support", 0.0, [wl.WorkloadTurn([1, 2], 3), wl.WorkloadTurn([9], 3)])
     driver = SessionDriver(wl.Workload("w", 0, None, False, [session], [2]), clock=lambda: next(clock))
     driver.start()
     (first,) = driver.due(0.0)
@@ -153,7 +146,7 @@ def test_parallel_sampling_run_shares_the_prompt(llm) -> None:
     engine = llm.llm_engine
     bs = engine.config.block_size
     prompts = [list(range(9000, 9000 + 4 * bs + 3)), list(range(9500, 9500 + 4 * bs + 7))]
-    workload = wl.Workload("w", 0, None, True, [wl.Session(f"s{i}", "short", 0.0, [wl.Turn(p, 6)])
+    workload = wl.Workload("w", 0, None, True, [wl.Session(f"s{i}", "short", 0.0, [wl.WorkloadTurn(p, 6)])
                                                 for i, p in enumerate(prompts)])
     engine.reset(enable_prefix_caching=False)
     try:
