@@ -119,7 +119,7 @@ def run_pytest() -> bool:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("HF_HUB_OFFLINE", "1")
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-           "tests/inference/test_triton_kernels.py", "tests/inference/test_model.py"]  # fmt: skip
+           "tests/inference/worker/test_triton_kernels.py", "tests/inference/worker/test_model.py"]  # fmt: skip
     result = subprocess.run(cmd, cwd=REPO_ROOT, env=env)
     return result.returncode == 0
 
