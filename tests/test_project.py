@@ -159,3 +159,63 @@ def test_ci_runs_the_heavy_tier_that_a_plain_run_leaves_out():
     assert addopts[addopts.index("-m") + 1] == "not heavy"
     commands = [line.strip() for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines()]
     assert "bash scripts/test.sh" in commands and "bash scripts/test.sh -m heavy" in commands
+
+
+REQUIREMENTS = REPO_ROOT / "requirements"
+# Packages of the tests, the tools and the benchmark: in their locks, never in the image's.
+NOT_RUNTIME = {"pytest", "hypothesis", "websockets", "playwright", "openai", "matplotlib"}
+
+
+def _pins(path) -> dict[str, str]:
+    """Package name (normalized) -> the version a requirements file pins with ``==``."""
+    import re
+
+    pins = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", line)
+        if match:
+            pins[re.sub(r"[-_.]+", "-", match.group(1)).lower()] = match.group(2)
+    return pins
+
+
+def test_the_locks_are_compiled_from_their_sets_and_agree():
+    from packaging.specifiers import SpecifierSet
+
+    locks = {name: _pins(REQUIREMENTS / f"{name}.txt") for name in ("runtime", "test", "bench")}
+    for name, lock in locks.items():
+        for package, version in _pins(REQUIREMENTS / f"{name}.in").items():
+            # PEP 440: ==2.13.0 is met by 2.13.0+cpu.
+            assert package in lock and SpecifierSet(f"=={version}").contains(lock[package]), (
+                f"{name}.in pins {package}=={version}; recompile {name}.txt"
+            )
+        # Every locked package, indirect ones included, carries its hashes.
+        text = (REQUIREMENTS / f"{name}.txt").read_text()
+        assert text.count("==") == len(lock) and text.count("--hash=sha256:") >= len(lock), name
+    for name in ("test", "bench"):
+        for other in ("runtime", "test"):
+            shared = set(locks[name]) & set(locks[other])
+            assert {p: locks[name][p] for p in shared} == {p: locks[other][p] for p in shared}, (name, other)
+
+
+def test_the_image_installs_the_runtime_alone_with_torch_s_cpu_build():
+    runtime = _pins(REQUIREMENTS / "runtime.txt")
+    assert runtime["torch"] == "2.13.0+cpu"
+    assert [p for p in runtime if p.startswith("nvidia-")] == []
+    assert NOT_RUNTIME & set(runtime) == set()
+    installs = [line for line in (REPO_ROOT / "Dockerfile").read_text().splitlines() if "pip install" in line]
+    assert any("-r requirements/runtime.txt" in line for line in installs)
+    assert not any("test.txt" in line or "bench.txt" in line for line in installs)
+
+
+def test_production_code_imports_no_test_tool_or_bench_package():
+    offenders = []
+    for package in ("shop_assistant", "catalog", "inference"):
+        for path in (REPO_ROOT / package).rglob("*.py"):
+            for line in path.read_text().splitlines():
+                stripped = line.strip()
+                if stripped.startswith(("import ", "from ")) and stripped.split()[1].split(".")[0] in {
+                    *NOT_RUNTIME,
+                    "psutil",
+                }:
+                    offenders.append(f"{path.relative_to(REPO_ROOT)}: {stripped}")
+    assert offenders == []

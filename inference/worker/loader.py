@@ -75,7 +75,7 @@ def bundled_gguf() -> Path:
     spec = importlib.util.find_spec(BUNDLED_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
-            f"the bundled model package {BUNDLED_PACKAGE!r} is not installed (see requirements-nodeps.txt)"
+            f"the bundled model package {BUNDLED_PACKAGE!r} is not installed (see requirements/nodeps.txt)"
         )
     folder = Path(list(spec.submodule_search_locations)[0])
     files = sorted(folder.glob("*.gguf"))
