@@ -9,7 +9,6 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from limits import RateLimitItemPerSecond
 from limits.aio.storage import MemoryStorage, RedisStorage
