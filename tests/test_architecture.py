@@ -215,6 +215,16 @@ def test_packages_and_apps_import_only_what_they_may():
     assert import_violations(graph) == []
 
 
+def test_the_engine_imports_nothing_of_the_web():
+    web = {"django", "channels", "channels_redis", "daphne", "celery"}
+    offenders = {
+        name: sorted(target for target in _imports(name, path) if target.split(".")[0] in web)
+        for name, path in _module_files(REPO_ROOT).items()
+        if unit(name) == "inference"
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
 def test_engine_core_runs_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"  # any import of torch now fails
