@@ -15,7 +15,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from inference.chat_template import encode_chat
@@ -126,6 +127,10 @@ class AsyncLLM:
         self._dead: BaseException | None = None
         self._streams: dict[str, _Sink] = {}  # engine thread only
         self._ids = itertools.count()
+        # The Hugging Face tokenizer is not safe from several threads at once ("Already borrowed"), and the
+        # web app calls it from worker threads while this engine's thread may encode a text prompt. Reentrant:
+        # a caller holding it (``tokenizer_held``) may still call ``encode`` or ``encode_chat``.
+        self._tokenizer_lock = threading.RLock()
         self._stats: dict[str, Any] = {}
         self._publish_stats()
         self.num_loop_iterations = 0  # lets tests check the thread sleeps when idle
@@ -140,9 +145,15 @@ class AsyncLLM:
 
     @property
     def tokenizer(self) -> Any:
-        """The model's tokenizer (Hugging Face), which carries its chat template. Not thread-safe: callers on
-        several threads serialise their use of it."""
+        """The model's tokenizer (Hugging Face), which carries its chat template. Not thread-safe: call it
+        inside ``tokenizer_held()``, or use ``encode`` / ``encode_chat``, which take the lock themselves."""
         return self.engine.tokenizer
+
+    @contextmanager
+    def tokenizer_held(self) -> Iterator[Any]:
+        """``with engine.tokenizer_held() as tokenizer:`` the tokenizer, no other thread using it meanwhile."""
+        with self._tokenizer_lock:
+            yield self.engine.tokenizer
 
     @property
     def max_model_len(self) -> int:
@@ -168,9 +179,15 @@ class AsyncLLM:
     def model_name(self) -> str:
         return self.engine.model_path
 
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (any thread)."""
+        with self._tokenizer_lock:
+            return list(self.engine.tokenizer.encode(text))
+
     def encode_chat(self, conversation: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
-        """Prompt token ids of a conversation in the model's chat template."""
-        return encode_chat(self.engine.tokenizer, conversation, add_generation_prompt)
+        """Prompt token ids of a conversation in the model's chat template (any thread)."""
+        with self._tokenizer_lock:
+            return encode_chat(self.engine.tokenizer, conversation, add_generation_prompt)
 
     # -- public API, any thread ---------------------------------------------------------------------------
 
@@ -283,7 +300,11 @@ class AsyncLLM:
             sink.deliver(ValueError(f"request {sink.request_id!r} is already running"))
             return
         try:
-            self.engine.add_request(sink.request_id, prompt, params, session_id, cache_salt, arrival_time)
+            if _is_text(prompt):  # the engine encodes it here, on this thread: not while a web thread does
+                with self._tokenizer_lock:
+                    self.engine.add_request(sink.request_id, prompt, params, session_id, cache_salt, arrival_time)
+            else:
+                self.engine.add_request(sink.request_id, prompt, params, session_id, cache_salt, arrival_time)
         except Exception as exc:  # rejected: the consumer gets the error instead of a delta
             sink.deliver(exc)
             return
@@ -363,6 +384,11 @@ class AsyncLLM:
         for sink in list(self._streams.values()):
             sink.deliver(exc)
         self._streams.clear()
+
+
+def _is_text(prompt: PromptType) -> bool:
+    """Whether the engine must tokenize ``prompt`` (text, not token ids)."""
+    return isinstance(prompt, str) or (isinstance(prompt, dict) and "prompt_token_ids" not in prompt)
 
 
 def _to_deltas(output: RequestOutput) -> list[StreamDelta]:

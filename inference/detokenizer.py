@@ -1,32 +1,35 @@
 """Incremental detokenizer: turns each step's new tokens into text deltas and finds stop strings.
 
 Decoding a growing token list one token at a time is not concatenative (byte-level BPE tokens can end in the
-middle of a UTF-8 character; SentencePiece drops a leading space at the start of a decode), so, as vLLM does,
-each step decodes a short window twice: ``tokens[prefix:read]`` (already emitted) and ``tokens[prefix:]``, and
-the difference is the new text. A window that ends in U+FFFD is an incomplete character and waits for the
-next token. A few prompt tokens seed the window so the first output token gets its leading space right.
+middle of a UTF-8 character; SentencePiece drops a leading space at the start of a decode), so the text comes
+from ``tokenizers``' own ``DecodeStream``: it holds a token back while it ends in an incomplete character, and
+a few prompt tokens seed it so the first output token gets its leading space right. What the stream does not
+do is here: stop strings, the stop token's text, and flushing an incomplete character at the end.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
+
+from tokenizers import Tokenizer
+from tokenizers.decoders import DecodeStream
 
 from inference.core.sampling_params import SamplingParams
 
 # Prompt tokens kept as context for the first output token (vLLM uses 5 as well).
 _PROMPT_CONTEXT = 5
-_REPLACEMENT = "\ufffd"
 
 
-class _Decoder(Protocol):
-    def decode(self, ids: list[int], skip_special_tokens: bool = ...) -> str: ...
-
-
-def fast_decoder(tokenizer: Any) -> _Decoder:
-    """The Rust ``tokenizers.Tokenizer`` behind an HF fast tokenizer (no Python-side clean-up), else itself."""
+def fast_decoder(tokenizer: Any) -> Tokenizer:
+    """The Rust ``tokenizers.Tokenizer`` behind an HF fast tokenizer: what ``DecodeStream`` decodes with (and
+    without transformers' Python-side clean-up)."""
+    if isinstance(tokenizer, Tokenizer):
+        return tokenizer
     backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
-    return backend if backend is not None and hasattr(backend, "decode") else tokenizer
+    if not isinstance(backend, Tokenizer):
+        raise TypeError(f"{type(tokenizer).__name__} has no Rust tokenizer behind it; the engine needs a fast one")
+    return backend
 
 
 class IncrementalDetokenizer:
@@ -34,16 +37,16 @@ class IncrementalDetokenizer:
 
     def __init__(
         self,
-        decoder: _Decoder,
+        decoder: Tokenizer,
         prompt_token_ids: Sequence[int],
         params: SamplingParams,
         skip_special_tokens: bool = True,
     ) -> None:
         self._decoder = decoder
         self._skip_special = skip_special_tokens
-        self._tokens: list[int] = list(prompt_token_ids[-_PROMPT_CONTEXT:])
-        self._prefix_offset = 0
-        self._read_offset = len(self._tokens)
+        context = list(prompt_token_ids[-_PROMPT_CONTEXT:])
+        self._stream = DecodeStream(ids=context, skip_special_tokens=skip_special_tokens)
+        self._pending: list[int] = []  # tokens the stream holds back: they end in an incomplete character
         self._stop = [s for s in (params.stop or []) if s]
         self._include_stop = params.include_stop_str_in_output
         self._min_tokens = params.min_tokens
@@ -52,18 +55,19 @@ class IncrementalDetokenizer:
         self.output_text = ""
         self.stop_reason: str | None = None
 
-    def _decode(self, ids: list[int]) -> str:
-        return self._decoder.decode(ids, skip_special_tokens=self._skip_special)
-
-    def _decode_new(self, flush: bool) -> str:
-        """Text of the tokens after ``read_offset``; held back (empty) while it ends in an incomplete character."""
-        prefix_text = self._decode(self._tokens[self._prefix_offset : self._read_offset])
-        full_text = self._decode(self._tokens[self._prefix_offset :])
-        if len(full_text) <= len(prefix_text) or (full_text.endswith(_REPLACEMENT) and not flush):
-            return ""
-        self._prefix_offset = self._read_offset
-        self._read_offset = len(self._tokens)
-        return full_text[len(prefix_text) :]
+    def _decode_new(self, ids: list[int], flush: bool) -> str:
+        """Text of ``ids``; what ends in an incomplete character waits, unless ``flush`` (then it is U+FFFD)."""
+        text = ""
+        for token_id in ids:
+            self._pending.append(token_id)
+            chunk = self._stream.step(self._decoder, token_id)
+            if chunk is not None:
+                text += chunk
+                self._pending.clear()
+        if flush and self._pending:
+            text += self._decoder.decode(self._pending, skip_special_tokens=self._skip_special)
+            self._pending.clear()
+        return text
 
     def update(self, new_token_ids: Sequence[int], stop_terminated: bool = False) -> str | None:
         """Append tokens; returns the stop string when one now appears in the text (which is then cut).
@@ -78,17 +82,15 @@ class IncrementalDetokenizer:
         if self.stop_reason is not None:
             return self.stop_reason
         start = len(self.output_text)
-        for token_id in ids:
-            self._tokens.append(token_id)
-        self.output_text += self._decode_new(flush=stop_terminated)
+        self.output_text += self._decode_new(ids, flush=stop_terminated)
         if not self._stop or self._num_output_tokens <= self._min_tokens:
             return None
         return self._check_stop_strings(start)
 
     def flush(self) -> None:
         """At finish for another reason (length, abort): emit a trailing incomplete character as U+FFFD."""
-        if self.stop_reason is None and self._read_offset < len(self._tokens):
-            self.output_text += self._decode_new(flush=True)
+        if self.stop_reason is None and self._pending:
+            self.output_text += self._decode_new([], flush=True)
 
     def _check_stop_strings(self, new_from: int) -> str | None:
         best: tuple[int, str] | None = None

@@ -1,4 +1,5 @@
-"""The shape of the codebase: it stands alone, the engine's layers hold, and no modules import each other."""
+"""The shape of the codebase: it stands alone, the engine's layers and the apps' import rules hold, and no modules
+import each other."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-PACKAGES = ("inference", "shop_assistant", "catalog")
+PACKAGES = ("inference", "shop_assistant", "catalog", "tools", "benchmarks")
 
 
 def _module_files(root: Path) -> dict[str, Path]:
@@ -131,6 +132,97 @@ def test_engine_layers_point_one_way():
             }, name
         if name.startswith("inference"):
             assert not {e for e in edges if e.split(".")[0] in {"shop_assistant", "catalog"}}, name
+
+
+# -- which package or app may import which ------------------------------------------------------------------
+#
+# inference imports nothing of ours; catalog and shop_assistant.runtime (the apps' shared plumbing: engine,
+# limits, origins, metrics) only inference; an app, runtime, catalog, inference and the apps the table names.
+# tools/ and benchmarks/ drive the product from outside and are never imported by it. The project's own modules
+# (settings, urls, routing, asgi) wire the apps together.
+
+APPS = ("api", "chat", "console", "demo", "evaluation", "ops", "studio")
+
+# Which app may import which, besides runtime, catalog and inference (any app may use those). Read from the code
+# as it was in issue 27; a new edge is a design decision: add it here, with its reason.
+APP_IMPORTS: dict[str, set[str]] = {
+    "api": {"chat"},  # clean_text (chat.recording): the API's prompts are cleaned as the chat's
+    "chat": {"studio"},  # the store's published prompt (studio.services)
+    "console": {"chat", "studio"},  # the conversations it shows; create_store gives a store its first prompt
+    "demo": {"console", "studio"},  # the demo store's staff and prompt
+    "evaluation": {"chat", "demo", "studio"},  # asks the chat about the demo store
+    "ops": {"api", "chat"},  # the 503 body is the API's ApiError; health reads the chat's recorder
+    "studio": {"chat", "console"},  # the preview runs the chat's pipeline; staff roles
+}
+# Project modules an app may use (the others wire the apps together, so an app importing them would be a cycle).
+APP_PROJECT_IMPORTS = {"shop_assistant.params", "shop_assistant.celery"}
+OUTSIDE = {"tools", "benchmarks"}
+
+
+def unit(module: str) -> str:
+    """The package or app a module belongs to: inference, catalog, tools, benchmarks, runtime, an app, or
+    ``project`` (shop_assistant's own modules)."""
+    parts = module.split(".")
+    if parts[0] != "shop_assistant":
+        return parts[0]
+    if len(parts) > 1 and (parts[1] in APPS or parts[1] == "runtime"):
+        return parts[1]
+    return "project"
+
+
+def import_allowed(importer: str, imported: str) -> bool:
+    source, target = unit(importer), unit(imported)
+    if source == target:
+        return True
+    if target in OUTSIDE:
+        return source in OUTSIDE
+    if source == "inference":
+        return False
+    if source in ("catalog", "runtime"):
+        return target == "inference"
+    if source in APPS:
+        return target in {"runtime", "catalog", "inference"} | APP_IMPORTS[source] or imported in APP_PROJECT_IMPORTS
+    return True  # the project's wiring, tools and benchmarks
+
+
+def import_violations(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, edges in graph.items() for b in edges if not import_allowed(a, b))
+
+
+def test_the_import_rules_catch_a_wrong_edge():
+    graph = {
+        "shop_assistant.runtime.limits": {"shop_assistant.chat.session", "inference.engine"},
+        "catalog.models": {"shop_assistant.studio.models", "inference"},
+        "inference.engine": {"benchmarks.driver"},
+        "shop_assistant.chat.session": {"shop_assistant.ops.health", "tools.loadtest", "shop_assistant.studio.services"},
+        "shop_assistant.api.auth": {"shop_assistant.urls", "shop_assistant.params", "catalog.models"},
+        "shop_assistant.routing": {"shop_assistant.chat.routing", "shop_assistant.console.routing"},
+        "tools.loadcheck": {"shop_assistant.chat.models", "benchmarks.metrics"},
+    }
+    assert import_violations(graph) == [
+        "catalog.models -> shop_assistant.studio.models",
+        "inference.engine -> benchmarks.driver",
+        "shop_assistant.api.auth -> shop_assistant.urls",
+        "shop_assistant.chat.session -> shop_assistant.ops.health",
+        "shop_assistant.chat.session -> tools.loadtest",
+        "shop_assistant.runtime.limits -> shop_assistant.chat.session",
+    ]
+
+
+def test_packages_and_apps_import_only_what_they_may():
+    graph = import_graph(REPO_ROOT)
+    assert {unit(name) for name in graph} >= {"inference", "catalog", "runtime", "tools", "benchmarks", *APPS}
+    assert import_violations(graph) == []
+
+
+def test_the_engine_imports_nothing_of_the_web():
+    web = {"django", "channels", "channels_redis", "daphne", "celery"}
+    offenders = {
+        name: sorted(target for target in _imports(name, path) if target.split(".")[0] in web)
+        for name, path in _module_files(REPO_ROOT).items()
+        if unit(name) == "inference"
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
 
 
 def test_engine_core_runs_without_torch():

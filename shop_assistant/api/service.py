@@ -95,7 +95,7 @@ def parse(body: Any, kind: str, engine: Any) -> Request:
     n, best_of = _choices(body, kind, engine)
     tokenizer = engine.tokenizer
     # The chat uses the same tokenizer from other threads: one process-wide lock.
-    with engine_service.tokenizer_lock:
+    with engine.tokenizer_held():
         if kind == "chat":
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:

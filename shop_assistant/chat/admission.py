@@ -1,6 +1,6 @@
 """Abuse limits at the websocket's edge: open connections and messages per client IP and per store.
 
-Shared through Redis when ``REDIS_URL`` is set (see ``ratelimit.SharedLimits``), so closing and reopening the
+Shared through Redis when ``REDIS_URL`` is set (see ``runtime.limits.SharedLimits``), so closing and reopening the
 socket, or reaching another process, does not reset them. The consumer asks ``admit`` before opening a
 session and ``release`` when the socket closes; the session asks ``check_message`` for every message it accepts.
 """

@@ -166,7 +166,7 @@ def plan(
     mode = store.model_text or MODEL_TEXT_CHECKED
     if mode == MODEL_TEXT_OFF:
         return Plan(composition, content, decoding, figures=figures, opening=opening, evidence=evidence, model_text=mode)
-    with engine_service.tokenizer_lock:
+    with engine.tokenizer_held():
         assembled = assemble(
             engine.tokenizer,
             system_prompt,

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from django.urls import path
 
-from shop_assistant.runtime.origins import Handshake, OriginGate, allowed_origins, origin_allowed
+from shop_assistant.runtime.origins import OriginGate, allowed_origins, origin_allowed
 
 from . import recording
 from .consumers import ChatConsumer
@@ -24,16 +24,16 @@ def _store_origins(slug: str | None) -> list[str]:
     return store.widget_allowed_origins.split() if store is not None else []
 
 
-async def chat_origin_policy(handshake: Handshake) -> bool:
-    query = parse_qs(handshake.scope.get("query_string", b"").decode("latin-1"))
+async def chat_store_origins(scope: dict[str, Any]) -> list[str]:
+    """The widget origins of the store the handshake names (``?store=``)."""
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     slug = (query.get("store") or [None])[-1]
-    store_origins = await database_sync_to_async(_store_origins)(slug)
-    return origin_allowed(handshake.origin, handshake.host, store_origins, handshake.scheme)
+    return await database_sync_to_async(_store_origins)(slug)
 
 
 def StrictOriginValidator(application: Any) -> OriginGate:  # noqa: N802 - reads as the middleware it makes
     """The chat's gate: refuse the websocket (403) unless ``origin_allowed`` for the store asked for."""
-    return OriginGate(application, chat_origin_policy)
+    return OriginGate(application, chat_store_origins)
 
 
 websocket_urlpatterns: list = [

@@ -6,11 +6,11 @@ from __future__ import annotations
 from channels.auth import AuthMiddlewareStack
 from django.urls import path
 
-from shop_assistant.runtime.origins import OriginGate, own_origin_policy
+from shop_assistant.runtime.origins import OriginGate
 
 from .consumers import ConsoleConsumer
 
 websocket_urlpatterns: list = [
     # The origin first: a foreign page's handshake is refused before its cookie is even looked up.
-    path("ws/console/", OriginGate(AuthMiddlewareStack(ConsoleConsumer.as_asgi()), own_origin_policy)),
+    path("ws/console/", OriginGate(AuthMiddlewareStack(ConsoleConsumer.as_asgi()))),
 ]

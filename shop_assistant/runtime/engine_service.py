@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-# The engine's Hugging Face tokenizer is not safe to call from several threads at once ("Already borrowed"):
-# every user of it in this process (prompt assembly, the studio's counts and pre-warm) holds this lock.
-tokenizer_lock = threading.Lock()
 _engine: AsyncLLM | None = None
 _overrides: dict[str, Any] = {}
 _load_error: BaseException | None = None

@@ -1,15 +1,18 @@
 """Rate limits: per connection (in memory: a connection lives in exactly one process), and shared ones per
-client IP and per store (``SharedLimits``: Redis when there is one)."""
+client IP, per store and per API key (``SharedLimits``, on the ``limits`` library: Redis when there is one)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+
+from limits import RateLimitItemPerSecond
+from limits.aio.storage import MemoryStorage, RedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter
 
 logger = logging.getLogger(__name__)
 
@@ -65,68 +68,76 @@ class Throttle:
         return True
 
 
-# --- shared limits: per client IP and per store, across connections and processes ---------------------------
+# --- shared limits: per client IP, per store and per API key, across connections and processes ---------------
 #
 # Redis (REDIS_URL) holds them when it is there, so reconnecting, or connecting to another process, does not
 # reset them; otherwise, and whenever Redis fails, this process's memory does (fail open to a local limit,
-# never to no limit and never to an error for the shopper).
+# never to no limit and never to an error for the shopper). Events use the ``limits`` library's moving window
+# (exact, like the per-connection limiter above); its memory storage drops a key once its window has passed.
 
-_SLIDING_WINDOW = """
-local key, now, window, limit, member = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-local count = redis.call('ZCARD', key)
-if count >= limit then
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  return {0, tostring(oldest[2] + window - now)}
+# Open connections are members of a sorted set until they close (``limits`` counts events, not things held);
+# one left by a crashed process expires after CONNECTION_MAX_AGE.
+_ACQUIRE = """
+local key, now, max_age, limit, member = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - max_age)
+if redis.call('ZCARD', key) >= limit then
+  return 0
 end
 redis.call('ZADD', key, now, member)
-redis.call('EXPIRE', key, math.ceil(window) + 1)
-return {1, '0'}
+redis.call('EXPIRE', key, math.ceil(max_age) + 1)
+return 1
 """
-# Connections are members of a sorted set until they close; one left by a crashed process expires after this.
 CONNECTION_MAX_AGE = 6 * 3600.0
 REDIS_RETRY_AFTER = 5.0  # after a Redis error, limits stay local this long before Redis is tried again
 KEY_PREFIX = "shop-assistant:limit:"
 
 
-class SharedLimits:
-    """Sliding-window event limits and open-connection counts keyed by strings such as ``ip:1.2.3.4``."""
+class _Redis:
+    """One event loop's Redis client, and the ``limits`` moving window on its connection pool."""
 
-    def __init__(self, redis_url: str = "", clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, url: str) -> None:
+        import redis.asyncio
+
+        self.client = redis.asyncio.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1.0)
+        storage = RedisStorage(
+            url, implementation="redispy", key_prefix=KEY_PREFIX.rstrip(":"), connection_pool=self.client.connection_pool
+        )
+        self.window = MovingWindowRateLimiter(storage)
+
+
+class SharedLimits:
+    """Moving-window event limits and open-connection counts keyed by strings such as ``ip:1.2.3.4``."""
+
+    def __init__(self, redis_url: str = "") -> None:
         self.redis_url = redis_url
-        self._clock = clock
-        self._clients: dict[int, Any] = {}  # one asyncio client per event loop
+        self._clients: dict[int, _Redis] = {}  # one per event loop: an asyncio client belongs to its loop
         self._redis_failed_at: float | None = None
-        self._windows: dict[tuple[str, int, float], SlidingWindowLimiter] = {}
+        self._local_storage = MemoryStorage()
+        self._local = MovingWindowRateLimiter(self._local_storage)
         self._connections: dict[str, set[str]] = {}
 
     # -- events ----------------------------------------------------------------------------------------------
 
     async def hit(self, key: str, limit: int, window: float = 60.0) -> float | None:
         """Record an event under ``key``; None when allowed, else seconds until one would be."""
-        client = self._redis()
-        if client is not None:
+        item = RateLimitItemPerSecond(limit, max(1, math.ceil(window)))
+        redis = self._redis()
+        if redis is not None:
             try:
-                allowed, retry_after = await client.eval(
-                    _SLIDING_WINDOW, 1, KEY_PREFIX + key, self._clock(), window, limit, uuid.uuid4().hex
-                )
-                return None if int(allowed) else max(0.0, float(retry_after))
+                return await _hit(redis.window, item, key)
             except Exception as exc:  # noqa: BLE001 - any Redis failure falls back to the local limit
                 self._redis_down(exc)
-        limiter = self._windows.get((key, limit, window))
-        if limiter is None:
-            limiter = self._windows[(key, limit, window)] = SlidingWindowLimiter(limit, window)
-        return None if limiter.allow() else limiter.retry_after()
+        return await _hit(self._local, item, key)
 
     # -- open connections --------------------------------------------------------------------------------------
 
     async def acquire(self, key: str, limit: int, member: str) -> bool:
         """Count connection ``member`` under ``key`` if fewer than ``limit`` are open; False when full."""
-        client = self._redis()
-        if client is not None:
+        redis = self._redis()
+        if redis is not None:
             try:
-                allowed, _ = await client.eval(
-                    _SLIDING_WINDOW, 1, KEY_PREFIX + "conn:" + key, self._clock(), CONNECTION_MAX_AGE, limit, member
+                allowed = await redis.client.eval(
+                    _ACQUIRE, 1, KEY_PREFIX + "conn:" + key, time.time(), CONNECTION_MAX_AGE, limit, member
                 )
                 return bool(int(allowed))
             except Exception as exc:  # noqa: BLE001
@@ -138,34 +149,47 @@ class SharedLimits:
         return True
 
     async def release(self, key: str, member: str) -> None:
-        self._connections.get(key, set()).discard(member)
-        client = self._redis()
-        if client is not None:
+        members = self._connections.get(key)
+        if members is not None:
+            members.discard(member)
+            if not members:  # an address with nothing open is forgotten
+                del self._connections[key]
+        redis = self._redis()
+        if redis is not None:
             try:
-                await client.zrem(KEY_PREFIX + "conn:" + key, member)
+                await redis.client.zrem(KEY_PREFIX + "conn:" + key, member)
             except Exception as exc:  # noqa: BLE001
                 self._redis_down(exc)
 
+    def local_keys(self) -> int:
+        """Keys this process holds in memory (the fallback): each goes once its window has passed or, for
+        connections, once nothing under it is open."""
+        return len(self._local_storage.events) + len(self._connections)
+
     # -- Redis -------------------------------------------------------------------------------------------------
 
-    def _redis(self) -> Any:
+    def _redis(self) -> _Redis | None:
         if not self.redis_url:
             return None
         if self._redis_failed_at is not None and time.monotonic() - self._redis_failed_at < REDIS_RETRY_AFTER:
             return None
         loop = asyncio.get_running_loop()
-        client = self._clients.get(id(loop))
-        if client is None:
-            import redis.asyncio
-
-            client = redis.asyncio.Redis.from_url(self.redis_url, socket_connect_timeout=0.5, socket_timeout=1.0)
-            self._clients[id(loop)] = client
-        return client
+        redis = self._clients.get(id(loop))
+        if redis is None:
+            redis = self._clients[id(loop)] = _Redis(self.redis_url)
+        return redis
 
     def _redis_down(self, exc: BaseException) -> None:
         if self._redis_failed_at is None:
             logger.warning("rate limits: Redis unavailable (%s: %s); limiting in this process", type(exc).__name__, exc)
         self._redis_failed_at = time.monotonic()
+
+
+async def _hit(window: MovingWindowRateLimiter, item: RateLimitItemPerSecond, key: str) -> float | None:
+    if await window.hit(item, key):
+        return None
+    stats = await window.get_window_stats(item, key)
+    return max(0.0, stats.reset_time - time.time())
 
 
 _shared: SharedLimits | None = None

@@ -10,16 +10,17 @@ Two policies, one per socket:
   subdomains of example.com on that scheme and port, or ``*`` for any.
 
 A connection that fails its socket's policy, or sends no Origin, is refused with 403 before the websocket opens
-(``OriginGate``).
+(``OriginGate``). The pattern matching, and the rule that a missing Origin passes only where ``*`` is allowed,
+are Channels' own ``OriginValidator``'s (``OriginRules`` subclasses it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import ParseResult, urlparse, urlsplit
 
+from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.http.request import validate_host
 
@@ -60,20 +61,6 @@ def _host_port(host_header: str, scheme: str) -> tuple[str, int] | None:
         return None
 
 
-def _matches_pattern(origin: tuple[str, str, int], pattern: str) -> bool:
-    pattern = pattern.strip()
-    if pattern == "*":
-        return True
-    subdomains = "://." in pattern
-    wanted = parse_origin(pattern.replace("://.", "://", 1) if subdomains else pattern)
-    if wanted is None:
-        return False
-    scheme, host, port = origin
-    if (scheme, port) != (wanted[0], wanted[2]):
-        return False
-    return host == wanted[1] or (subdomains and host.endswith("." + wanted[1]))
-
-
 def own_origin(origin_header: str | None, host_header: str | None, request_scheme: str = "http") -> bool:
     """Whether the page is this site's own. ``request_scheme``: http or https, as the socket was reached
     (daphne's --proxy-headers behind TLS)."""
@@ -89,51 +76,74 @@ def own_origin(origin_header: str | None, host_header: str | None, request_schem
     return scheme == request_scheme and own == (host, port)
 
 
+class OriginRules(OriginValidator):
+    """The Origin rules for one handshake: this site's own origin (``own_origin``, which needs the request's
+    Host and scheme: Channels' AllowedHostsOriginValidator would take a host name on any scheme and port), and,
+    for the chat, the widget origins (``widget_origins``: None for the console, which has none)."""
+
+    def __init__(
+        self, host_header: str | None, request_scheme: str = "http", widget_origins: list[str] | None = None
+    ) -> None:
+        # The parent's allowed_origins decide whether a missing Origin passes ("*" among them): the site-wide
+        # settings only, never a store's list.
+        super().__init__(None, allowed_origins() if widget_origins is not None else [])
+        self.host_header = host_header
+        self.request_scheme = request_scheme
+        self.widget_origins = widget_origins
+
+    def validate_origin(self, parsed_origin: ParseResult | None) -> bool:
+        if parsed_origin is None:  # no Origin header; valid_origin lets it here only when "*" is allowed
+            return True
+        if parse_origin(parsed_origin.geturl()) is None:  # not http(s) with a host (null, ftp:, a bad port)
+            return False
+        if own_origin(parsed_origin.geturl(), self.host_header, self.request_scheme):
+            return True
+        if self.widget_origins is None:
+            return False
+        # Site hosts without a scheme are the site's own, judged above; the parent would match them by name alone.
+        patterns = [p for p in [*self.allowed_origins, *self.widget_origins] if "://" in p or p == "*"]
+        return any(pattern == "*" or self._matches(parsed_origin, pattern) for pattern in patterns)
+
+    def _matches(self, parsed_origin: ParseResult, pattern: str) -> bool:
+        try:
+            return self.match_allowed_origin(parsed_origin, pattern)
+        except ValueError:  # a pattern with a port that is not a number
+            return False
+
+    def allows(self, origin_header: str | None) -> bool:
+        """Whether a page at ``origin_header`` may open this socket."""
+        return self.valid_origin(urlparse(origin_header) if origin_header else None)
+
+
 def origin_allowed(
     origin_header: str | None, host_header: str | None, store_origins: list[str], request_scheme: str = "http"
 ) -> bool:
     """The chat's rule: the site itself, a site-wide widget origin, or one of the store's (``store_origins``)."""
-    if not origin_header:
-        return "*" in allowed_origins()
-    origin = parse_origin(origin_header)
-    if origin is None:
-        return False
-    if own_origin(origin_header, host_header, request_scheme):
-        return True
-    patterns = [p for p in allowed_origins() if "://" in p or p == "*"] + store_origins
-    return any(_matches_pattern(origin, pattern) for pattern in patterns)
+    return OriginRules(host_header, request_scheme, store_origins).allows(origin_header)
 
 
-@dataclass(frozen=True)
-class Handshake:
-    """What an origin policy is given: the handshake's headers that matter, and the scope for the rest."""
-
-    origin: str | None
-    host: str | None
-    scheme: str  # http or https
-    scope: dict[str, Any]
-
-
-Policy = Callable[[Handshake], Awaitable[bool]]
-
-
-async def own_origin_policy(handshake: Handshake) -> bool:
-    return own_origin(handshake.origin, handshake.host, handshake.scheme)
+# The widget origins of the store a chat handshake names (from its scope); the console has none.
+StoreOrigins = Callable[[dict[str, Any]], Awaitable[list[str]]]
 
 
 class OriginGate:
-    """ASGI middleware: refuse the websocket (HTTP 403) unless ``policy`` allows the handshake."""
+    """ASGI middleware: refuse the websocket (HTTP 403) unless the handshake's ``OriginRules`` allow it.
 
-    def __init__(self, application: Any, policy: Policy = own_origin_policy) -> None:
+    The rules are built per handshake (its Host and scheme, the store it names, settings as they are now).
+    Refused, it closes before accepting, as Channels' ``WebsocketDenier`` does, but without a consumer: a
+    refused handshake never reaches the channel layer.
+    """
+
+    def __init__(self, application: Any, store_origins: StoreOrigins | None = None) -> None:
         self.application = application
-        self.policy = policy
+        self.store_origins = store_origins
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", [])}
         scheme = "https" if scope.get("scheme") in ("wss", "https") else "http"
-        if await self.policy(Handshake(headers.get("origin"), headers.get("host"), scheme, scope)):
+        widget = await self.store_origins(scope) if self.store_origins is not None else None
+        if OriginRules(headers.get("host"), scheme, widget).allows(headers.get("origin")):
             return await self.application(scope, receive, send)
-        # As channels' OriginValidator: wait for the handshake, then close before accepting (HTTP 403).
         message = await receive()
         if message["type"] == "websocket.connect":
             await send({"type": "websocket.close"})

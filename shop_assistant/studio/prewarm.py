@@ -42,8 +42,7 @@ class PrewarmResult:
 
 def system_prefix_ids(engine: AsyncLLM, system_text: str) -> list[int]:
     """The tokens every conversation of the store starts with: the system message alone, as the chat renders it."""
-    with engine_service.tokenizer_lock:
-        return engine.encode_chat([{"role": "system", "content": system_text}], add_generation_prompt=False)
+    return engine.encode_chat([{"role": "system", "content": system_text}], add_generation_prompt=False)
 
 
 def published_prompt_session(store: Store) -> str:

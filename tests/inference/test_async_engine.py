@@ -252,6 +252,26 @@ async def test_facade_exposes_limits_tokenizer_and_chat_encoding(engine: AsyncLL
     assert len(history) < len(ids) and ids[: len(history)] == history
 
 
+
+def test_the_tokenizer_is_used_by_one_thread_at_a_time(engine: AsyncLLM) -> None:
+    results: dict[str, Any] = {}
+
+    def other_thread() -> None:
+        results["ids"] = engine.encode(" rain jacket")
+        results["chat"] = engine.encode_chat([{"role": "user", "content": "Hi"}])
+
+    with engine.tokenizer_held() as tokenizer:
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join(timeout=0.5)
+        assert worker.is_alive() and not results  # waits while this thread holds the tokenizer
+        # The holder itself may still go through the engine's methods (the lock is reentrant).
+        assert engine.encode(" rain jacket") == list(tokenizer.encode(" rain jacket"))
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    assert results["ids"] == list(engine.tokenizer.encode(" rain jacket"))
+    assert results["chat"] == engine.encode_chat([{"role": "user", "content": "Hi"}])
+
 async def test_prefill_warms_the_prefix_for_the_next_request_of_the_same_salt_only(engine: AsyncLLM) -> None:
     engine.engine.reset_prefix_cache()
     bs = engine.block_size

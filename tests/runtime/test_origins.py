@@ -35,3 +35,28 @@ def test_widget_origins_widen_the_chat_only(settings):
     for origin in ("https://shop.example.com", "http://127.0.0.1:9999"):
         assert origin_allowed(origin, "127.0.0.1:8000", store_origins) is True
         assert own_origin(origin, "127.0.0.1:8000") is False
+
+
+def test_a_missing_origin_passes_only_where_the_site_allows_any(settings):
+    settings.WIDGET_ALLOWED_ORIGINS = []
+    assert origin_allowed(None, "127.0.0.1:8000", ["*"]) is False  # a store's "*" is for pages, not for no page
+    assert own_origin(None, "127.0.0.1:8000") is False
+    settings.WIDGET_ALLOWED_ORIGINS = ["*"]
+    assert origin_allowed(None, "127.0.0.1:8000", []) is True
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        ("https://shop.example.com", True),
+        ("https://a.brand.example", True),
+        ("https://brand.example", True),  # the domain itself, as well as its subdomains
+        ("https://shop.example.com:99999", False),  # a port that cannot be: refused, not an error
+        ("http://plain.example", False),  # a store origin without a scheme matches nothing
+        ("ftp://shop.example.com", False),
+    ],
+)
+def test_store_origins_match_scheme_host_and_port(settings, origin, allowed):
+    settings.WIDGET_ALLOWED_ORIGINS = []
+    store_origins = ["https://shop.example.com", "https://.brand.example", "plain.example", "https://bad:port"]
+    assert origin_allowed(origin, "127.0.0.1:8000", store_origins) is allowed
