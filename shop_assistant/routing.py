@@ -11,7 +11,7 @@ from __future__ import annotations
 from channels.routing import URLRouter
 from django.conf import settings
 
-from shop_assistant.chat import recording
+from shop_assistant.chat import spool
 from shop_assistant.runtime import engine_service as engine
 from shop_assistant.chat.routing import websocket_urlpatterns as chat_urlpatterns
 from shop_assistant.console.routing import websocket_urlpatterns as console_urlpatterns
@@ -21,4 +21,4 @@ websocket_application = URLRouter(chat_urlpatterns + console_urlpatterns)
 
 if settings.ENGINE_AUTOSTART:
     engine.start_in_background()
-recording.start_spool_replayer()
+spool.start_replayer()

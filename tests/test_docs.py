@@ -35,7 +35,7 @@ def test_the_readme_counts_the_evaluation_s_questions_and_labelled_sentences():
 
 
 def test_the_chat_models_say_when_a_conversation_row_is_made():
-    """A conversation is saved with its first message (recording.draft_conversation), not on connect."""
+    """A conversation is saved with its first message (conversations.draft_conversation), not on connect."""
     from shop_assistant.chat import models
 
     doc = " ".join(models.__doc__.split())

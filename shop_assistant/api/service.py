@@ -23,7 +23,7 @@ from django.conf import settings
 
 from shop_assistant.runtime import engine_service
 from shop_assistant.runtime import metrics
-from shop_assistant.chat.recording import clean_text
+from shop_assistant.runtime.text import clean_text
 
 # HF fast tokenizers are not safe from several threads at once; prompts are short, so one lock costs little.
 

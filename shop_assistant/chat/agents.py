@@ -8,7 +8,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from .recording import MessageRecord
+from .writes import MessageRecord
 from .tasks import record_message
 from .events import group_name
 

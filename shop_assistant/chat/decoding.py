@@ -1,9 +1,9 @@
-"""How an answer is decoded: sampling settings per store, and guards that end an answer going wrong.
+"""How an answer is decoded: sampling settings per store, and the filters that end an answer going wrong.
 
 A 135M model left alone repeats itself ("I'm happy to help you find ..."), sometimes claims to be a person, and
-makes up prices and discounts ("68.5% off"). The sampler's penalties make loops rarer; ``LoopGuard`` ends the
+makes up prices and discounts ("68.5% off"). The sampler's penalties make loops rarer; ``LoopDetector`` ends the
 answer as soon as one starts; stop strings cut a human claim before it is streamed (the engine holds back text
-that may still grow into a stop string); ``FigureGuard`` holds back a price, percentage or stock count until it
+that may still grow into a stop string); ``FigureFilter`` holds back a price, percentage or stock count until it
 is complete and ends the answer before one that is not the catalog's, the store's or the shopper's own.
 """
 
@@ -113,7 +113,7 @@ def decoding_for(store: Store, seed: int | None = None) -> Decoding:
     )
 
 
-class LoopGuard:
+class LoopDetector:
     """Watches the streamed text and says when the answer starts repeating itself.
 
     It trips on the second occurrence of any ``long``-word phrase, or the third of any ``short``-word one, so
@@ -209,7 +209,7 @@ def figures_of(text: str) -> list[str]:
     return [match.group() for match in FIGURE.finditer(text)]
 
 
-class FigureGuard:
+class FigureFilter:
     """Shows the streamed text, holding back a figure until it is complete, and ends the answer at a made-up one.
 
     A figure is allowed when its value is among ``allowed`` (see ``allowed_figures``). Text is held back only

@@ -33,8 +33,6 @@ from channels.layers import get_channel_layer
 
 from shop_assistant.runtime import metrics
 from .models import Conversation
-from .prompting import Turn, user_turn_content
-from .recording import MessageRecord
 
 logger = logging.getLogger(__name__)
 
@@ -170,16 +168,11 @@ def is_held(conversation_id: uuid.UUID) -> bool:
     return _status(conversation_id)[0] == Conversation.Status.AGENT
 
 
-async def hold_for_agent(session: Any, text: str, held: bool | None = None) -> bool:
-    """A shopper's (valid) message: show it to the console; True when a person has the conversation, and then
-    the bot stays silent: the message is logged and kept in the transcript the bot will see after a hand back.
+async def shopper_message(conversation: Conversation, text: str, held: bool) -> None:
+    """A shopper's (valid) message, for the console: shown in the conversation and counted in the store's inbox.
 
-    ``held``: ``is_held`` as the caller already read it (the chat reads it on the thread that plans the answer,
-    so a message costs one trip to a worker thread, not two); None reads it here.
+    ``held``: a person has the conversation, so the bot stays silent (the session keeps and logs the message).
     """
-    conversation = session.conversation
-    if held is None:
-        held = await database_sync_to_async(is_held)(conversation.id)
     await _group_send(
         group_name(conversation.id),
         {
@@ -188,12 +181,7 @@ async def hold_for_agent(session: Any, text: str, held: bool | None = None) -> b
             "frame": {"type": "message", "role": "user", "text": text, "held": held},
         },
     )
-    await inbox_event(session.store.pk, "message", conversation.id)
-    if held:
-        content = user_turn_content(text, "")
-        session.turns.append(Turn("user", content))
-        await session.record_or_report(MessageRecord(conversation.id, "user", text, model_text=content))
-    return held
+    await inbox_event(conversation.store_id, "message", conversation.id)
 
 
 async def announce_handoff(conversation: Conversation) -> None:

@@ -1,10 +1,10 @@
 """Conversations and their messages.
 
 A new conversation's id and resume token are chosen when a websocket connects (the ``ready`` frame carries them),
-but its row is written together with its first message (``recording.draft_conversation``), so a connection where
-nothing is said leaves nothing in the database. Messages are written by a Celery task (see ``tasks.log_message``),
-which is why a message row carries its own id, position and timestamp chosen by the consumer: the worker may write
-them later, more than once (acks_late), or out of order, and the result is the same.
+but its row is written together with its first message (``conversations.draft_conversation``), so a connection
+where nothing is said leaves nothing in the database. Messages are written by a Celery task (see
+``tasks.log_message``), which is why a message row carries its own id, position and timestamp chosen by the
+consumer: the worker may write them later, more than once (acks_late), or out of order, and the result is the same.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Message(models.Model):
         LENGTH = "length"
         ABORT = "abort"
         ERROR = "error"
-        REPETITION = "repetition"  # the loop guard ended an answer that started repeating itself
+        REPETITION = "repetition"  # the loop detector ended an answer that started repeating itself
         FIXED = "fixed"  # a fixed reply (no match, handoff, "are you a bot?"): no model text
         UNSUPPORTED_FIGURE = "unsupported_figure"  # ended before a price or stock figure the model made up
         UNSUPPORTED = "unsupported"  # ended before a model sentence the store's data does not support

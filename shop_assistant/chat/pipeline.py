@@ -1,11 +1,12 @@
 """The answer pipeline, step by step: retrieve and compose, open, assemble the prompt, generate, (the session) record.
 
-``plan`` does everything that blocks (database, embeddings, tokenizer) and runs on a worker thread: it decides
+``plan`` does everything that blocks (database reads, embeddings, tokenizer) and runs on a worker thread; it writes
+nothing, so the studio's preview and the evaluation plan exactly as the chat does. It decides
 the answer's kind (``composition``), composes its opening from the store's data (``opening``) and assembles the
 prompt with that opening as the start of the assistant's turn. ``generate`` streams the opening at once, then
 the model's continuation as the store's ``model_text`` setting says: "checked" (the default) shows it sentence
 by sentence, each one only after ``checker`` found it supported, and ends the answer at the first that is not;
-"unchecked" streams it as it comes through the loop guard and the figure guard; "off" shows the opening alone.
+"unchecked" streams it as it comes through the loop detector and the figure filter; "off" shows the opening alone.
 Either way an answer never ends mid-sentence. The session (``session.py``) sends the frames and records.
 """
 
@@ -23,12 +24,11 @@ from catalog import passages
 from catalog.grounding import product_types
 from catalog.models import Store, StoreDocument
 from shop_assistant.studio.models import PromptVersion
-from shop_assistant.studio.services import ensure_default_prompt, published_prompt
+from shop_assistant.studio.services import published_prompt
 
 from . import continuation
 from shop_assistant.runtime import engine_service
 from shop_assistant.runtime import metrics
-from . import handoff
 from .checker import Evidence
 from .composition import HANDOFF, Composition, compose
 from .decoding import (
@@ -37,12 +37,11 @@ from .decoding import (
     FINISH_UNSUPPORTED_FIGURE,
     QUOTED_ANSWER_MAX_TOKENS,
     Decoding,
-    FigureGuard,
-    LoopGuard,
+    FigureFilter,
+    LoopDetector,
     allowed_figures,
     decoding_for,
 )
-from .models import Conversation
 from .opening import Opening, opening_for
 from .prompting import Turn, assemble, user_turn_content
 from .retrieval import retrieve
@@ -105,7 +104,7 @@ def figures_for(
     system_prompt: str, turns: Sequence[Turn], content: str, composition: Composition
 ) -> frozenset[Decimal]:
     """What the answer may quote: the store's prompt and policies, the earlier turns (each user turn keeps its
-    catalog results; earlier answers passed this guard), this turn's facts and the shopper's own words (a
+    catalog results; earlier answers passed this filter), this turn's facts and the shopper's own words (a
     "$150" budget), the cards' prices and the quotes shown."""
     return allowed_figures(
         system_prompt,
@@ -131,29 +130,36 @@ def evidence_for(
     )
 
 
+class NoPublishedPromptError(Exception):
+    """The store has no published prompt: every store gets one when it is created (``studio.receivers``), so
+    someone removed it; the owner publishes one in the studio."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(f"the store {store.slug!r} has no published prompt; publish one in the studio")
+
+
 def plan(
     engine: Any,
     store: Store,
-    conversation: Conversation | None,
     turns: Sequence[Turn],
     text: str,
     previous: str = "",
     version: PromptVersion | None = None,
 ) -> Plan:
-    """Steps 1 and 2, blocking: compose the answer from the catalog, record a handoff, open, assemble the prompt.
+    """Steps 1 and 2, blocking and read-only: compose the answer from the catalog, open, assemble the prompt.
 
     ``previous``: the shopper's message before this one, for follow-ups ("anything cheaper?").
-    ``version``: the prompt version to answer under (default: the published one); with ``conversation`` None, a
-    studio preview (nothing is recorded).
+    ``version``: the prompt version to answer under (default: the published one; the studio's preview passes a
+    draft). A handoff the composition asks for is the caller's to record (``handoff.request_handoff``).
     """
     if version is None:
-        version = published_prompt(store) or ensure_default_prompt(store)
+        version = published_prompt(store)
+        if version is None:
+            raise NoPublishedPromptError(store)
     # The policies written in the prompt are searched with the store's documents.
     composition = compose(store, text, functools.partial(retrieve, policies=version.policies), previous)
     decoding = decoding_for(store)
     content = user_turn_content(text, composition.facts)
-    if composition.kind == HANDOFF and conversation is not None:
-        handoff.request_handoff(conversation)
     if composition.fixed:
         return Plan(composition, content, decoding)
     types = product_types(store, limit=3) if not (composition.products or composition.answers) else []
@@ -193,7 +199,7 @@ async def generate(
     """Step 3: stream the answer into ``result``, yielding each piece of text as it may be shown: the opening,
     then what the store's ``model_text`` setting lets through of the model's continuation.
 
-    When the checker or a guard ends the answer, the engine request is aborted at once (its KV blocks freed on the
+    When the checker or a filter ends the answer, the engine request is aborted at once (its KV blocks freed on the
     engine's next turn); a cancel or an error closes the stream, which aborts it too.
     """
     assert prepared.opening is not None, "a fixed reply has nothing to generate"
@@ -216,7 +222,7 @@ async def generate(
         async for piece in continuation(stream, prepared, result):
             yield piece
         if not getattr(stream, "finished", True):
-            # The checker or a guard ended the answer: the request is aborted, and its last delta still read for
+            # The checker or a filter ended the answer: the request is aborted, and its last delta still read for
             # the usage (cached tokens) and timing the `end` frame reports. It comes with the engine's next turn.
             engine.abort(request_id)
             async for delta in stream:
@@ -257,10 +263,10 @@ async def _checked(stream: AsyncIterator[Any], prepared: Plan, result: Generated
 
 
 async def _unchecked(stream: AsyncIterator[Any], prepared: Plan, result: Generated) -> AsyncIterator[str]:
-    """The model's text as it comes, through the loop guard and the figure guard; a sentence cut by the budget
+    """The model's text as it comes, through the loop detector and the figure filter; a sentence cut by the budget
     is taken back at the end (``end.text``)."""
-    loops = LoopGuard()
-    figures = FigureGuard(prepared.figures)
+    loops = LoopDetector()
+    figures = FigureFilter(prepared.figures)
     opening = result.text
     async for delta in stream:
         if delta.text:
@@ -287,8 +293,8 @@ async def _unchecked(stream: AsyncIterator[Any], prepared: Plan, result: Generat
     _end_on_a_sentence(result, opening)
 
 
-def _finish_figures(result: Generated, figures: FigureGuard, opening: str) -> str:
-    """The guard's held tail, checked now that no more text comes: what of it may be shown ("" if nothing)."""
+def _finish_figures(result: Generated, figures: FigureFilter, opening: str) -> str:
+    """The filter's held tail, checked now that no more text comes: what of it may be shown ("" if nothing)."""
     tail = figures.finish()
     if tail:
         result.parts.append(tail)
@@ -297,7 +303,7 @@ def _finish_figures(result: Generated, figures: FigureGuard, opening: str) -> st
     return tail
 
 
-def _refused(result: Generated, figures: FigureGuard, opening: str) -> None:
+def _refused(result: Generated, figures: FigureFilter, opening: str) -> None:
     """The answer ends before the refused figure; what was streamed of its sentence is taken back."""
     # Logged so that a store owner's question "why did the answer stop?" has an answer, and made-up figures can
     # be counted per store.
@@ -309,7 +315,7 @@ def _refused(result: Generated, figures: FigureGuard, opening: str) -> None:
 
 
 def _end_on_a_sentence(result: Generated, opening: str) -> None:
-    """Take back the tail of a sentence the answer stopped in (the budget ran out, a guard tripped)."""
+    """Take back the tail of a sentence the answer stopped in (the budget ran out, a filter tripped)."""
     splitter = SentenceSplitter()
     kept = [sentence.separator + sentence.text for sentence in splitter.feed(result.text[len(opening) :] + " ")]
     last, _ = splitter.finish(ended_by_model=result.finish_reason == "stop")

@@ -64,8 +64,8 @@ def user_turn_content(text: str, facts: str) -> str:
 
     No note telling the model not to write prices: measured on the evaluation set (CHAT_SEED=0), "the cards
     show prices and stock: do not write prices, discounts or stock counts" after the facts made product answers
-    longer (median 76 words against 49) without fewer made-up figures (4 against 5 of 36). The figure guard
-    (decoding.FigureGuard) is what keeps them off the screen.
+    longer (median 76 words against 49) without fewer made-up figures (4 against 5 of 36). The figure filter
+    (decoding.FigureFilter) is what keeps them off the screen.
     """
     facts = facts.strip() or NO_RESULTS
     return f"Catalog results for this message:\n{facts}\n\nShopper: {text.strip()}"
@@ -84,11 +84,6 @@ def render(
     """Token ids of ``messages`` through the model's own chat template (then ``answer_prefix``, the start of the
     assistant's answer that the model continues)."""
     return encode_chat(tokenizer, messages, add_generation_prompt, answer_prefix)
-
-
-def system_prompt_tokens(tokenizer: ChatTokenizer, system_prompt: str) -> int:
-    """Length of the system message alone: the prefix every session of a store shares."""
-    return len(render(tokenizer, [{"role": "system", "content": system_prompt}], add_generation_prompt=False))
 
 
 def _drop_oldest(turns: Sequence[Turn]) -> Sequence[Turn]:

@@ -13,14 +13,14 @@ from django.urls import path
 
 from shop_assistant.runtime.origins import OriginGate, allowed_origins, origin_allowed
 
-from . import recording
+from . import conversations
 from .consumers import ChatConsumer
 
 __all__ = ["StrictOriginValidator", "allowed_origins", "origin_allowed", "websocket_urlpatterns"]
 
 
 def _store_origins(slug: str | None) -> list[str]:
-    store = recording.default_store(slug)
+    store = conversations.default_store(slug)
     return store.widget_allowed_origins.split() if store is not None else []
 
 

@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,23 +23,17 @@ from django.conf import settings
 from django.utils import timezone
 
 from catalog.models import Store
-from shop_assistant.studio.services import ensure_default_prompt
 
 from shop_assistant.runtime import engine_service
-from . import composition, events, pipeline
+from shop_assistant.runtime.text import clean_text
+from . import composition, events, handoff, pipeline
+from .conversations import default_store, draft_conversation, recent_messages, resume_conversation
 from .models import Conversation, Message
 from .pipeline import Generated, Plan
-from .prompting import PromptTooLongError, Turn
+from .prompting import PromptTooLongError, Turn, user_turn_content
 from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
-from .recording import (
-    MessageRecord,
-    clean_text,
-    default_store,
-    draft_conversation,
-    recent_messages,
-    resume_conversation,
-)
 from .tasks import record_message
+from .writes import MessageRecord
 
 if TYPE_CHECKING:
     from inference import AsyncLLM
@@ -124,13 +118,36 @@ def _open_conversation(
     store = default_store(store_slug)
     if store is None:
         return None, None, None, []
-    ensure_default_prompt(store)
     conversation, token = draft_conversation(store)  # saved with its first message
     return store, conversation, token, []
 
 
+@dataclass
+class Answer:
+    """One answer, from the shopper's accepted message to its `end` frame and its logging (which may end later).
+
+    The session keeps only the latest; what belongs to the conversation (turns, history, limits) stays on the session.
+    """
+
+    text: str  # the shopper's message it answers
+    received_at: datetime  # the message's time in the log
+    received: float = field(default_factory=time.perf_counter)  # the same moment, for the `prepare_ms` timing
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))  # the `message_id` of its frames and engine request
+    plan: Plan | None = None  # what is known before the model's first token (cards, quotes, the checker's evidence)
+    result: Generated = field(default_factory=Generated)  # the text so far, finish reason, usage and timings
+    engine: AsyncLLM | None = None  # set while the engine streams it, so a stop can abort the request
+    stop_requested: bool = False
+    ended: bool = False  # its `end` (or error) frame is out: the session takes the next message
+
+    def stop(self) -> None:
+        """Stop it: the engine request, if one runs, is aborted now, so its KV blocks are freed at once."""
+        self.stop_requested = True
+        if self.engine is not None:
+            self.engine.abort(self.id)
+
+
 class ChatSession:
-    guard: Any = None  # guard.ConnectionGuard: limits per client IP and store, set by the consumer
+    guard: Any = None  # admission.ConnectionGuard: limits per client IP and store, set by the consumer
 
     def __init__(
         self,
@@ -155,13 +172,8 @@ class ChatSession:
         self._group_send = group_send
         self._rate = SlidingWindowLimiter(self.limits.messages_per_minute, 60.0)
         self._typing = Throttle(self.limits.typing_interval)
-        self._task: asyncio.Task[None] | None = None  # the latest answer (it may still be logging)
+        self._answer: Answer | None = None  # the latest (it may still be logging after its `end`)
         self._tasks: set[asyncio.Task[None]] = set()  # every answer not finished, logging included
-        self._generating = False  # from an accepted message until its `end` (or error) frame
-        self._request_id: str | None = None
-        self._engine: AsyncLLM | None = None
-        self._stop_requested = False
-        self._received = time.perf_counter()
         self.closed = False
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -214,8 +226,8 @@ class ChatSession:
         turn), so the partial answer is still logged; only a task that does not finish in time is cancelled.
         """
         self.closed = True
-        self._stop_requested = True
-        self._abort_request()
+        if self._answer is not None:
+            self._answer.stop()
         engine = engine_service.running_engine()
         if engine is not None:
             # Its cached turns stop outranking other traffic; a reconnect makes the session live again.
@@ -235,7 +247,8 @@ class ChatSession:
 
     @property
     def generating(self) -> bool:
-        return self._generating
+        """From an accepted message until its `end` (or error) frame."""
+        return self._answer is not None and not self._answer.ended
 
     # --- frames in ----------------------------------------------------------------------------------------
 
@@ -301,19 +314,15 @@ class ChatSession:
                 retry_after=round(wait, 1),
             )
         # Whether a person has the conversation is read on the thread that plans the answer (see _plan).
-        self._stop_requested = False
-        self._generating = True
-        self._received = time.perf_counter()
-        task = asyncio.create_task(self._answer(text, timezone.now()), name=f"chat-answer-{self.conversation.id}")
-        self._task = task
+        answer = self._answer = Answer(text, timezone.now())
+        task = asyncio.create_task(self._run(answer), name=f"chat-answer-{self.conversation.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def _on_stop(self) -> None:
         # Stop with nothing in progress is not an error: the answer may have ended while the frame was in flight.
-        if self.generating:
-            self._stop_requested = True
-            self._abort_request()
+        if self._answer is not None and self.generating:
+            self._answer.stop()
 
     async def _on_typing(self) -> None:
         if self._group_send is not None and self._typing.allow():
@@ -332,10 +341,6 @@ class ChatSession:
             await self._send(frame)
 
     # --- answering ----------------------------------------------------------------------------------------
-
-    def _abort_request(self) -> None:
-        if self._request_id is not None and self._engine is not None:
-            self._engine.abort(self._request_id)
 
     async def _record(self, record: MessageRecord) -> bool:
         """The one place a message of this conversation is written (the console may hook in here). False when
@@ -360,64 +365,82 @@ class ChatSession:
         """The one place answer text goes out (the console may hook in here to mirror it)."""
         await self.send({"type": "token", "message_id": message_id, "text": text})
 
-    async def _answer(self, text: str, received_at: datetime) -> None:
+    async def _run(self, answer: Answer) -> None:
         try:
-            await self._generate(text, received_at)
+            await self._generate(answer)
         finally:
-            # Also when preparing failed or the task was cancelled; but an answer still logging after its `end`
-            # must not clear the flag of a newer answer that is generating now.
-            if self._task is asyncio.current_task():
-                self._generating = False
+            answer.ended = True  # also when preparing failed or the task was cancelled
 
-    async def _generate(self, text: str, received_at: datetime) -> None:
+    async def _hold_for_agent(self, text: str, held: bool | None = None) -> bool:
+        """A shopper's (valid) message: shown to the console; True when a person has the conversation, and then
+        the bot stays silent: the message is logged and kept in the transcript the bot will see after a hand back.
+
+        ``held``: ``events.is_held`` as already read (on the thread that plans the answer, so a message costs one
+        trip to a worker thread, not two); None reads it here.
+        """
+        if held is None:
+            held = await database_sync_to_async(events.is_held)(self.conversation.id)
+        await events.shopper_message(self.conversation, text, held)
+        if held:
+            content = user_turn_content(text, "")
+            self.turns.append(Turn("user", content))
+            await self.record_or_report(MessageRecord(self.conversation.id, "user", text, model_text=content))
+        return held
+
+    async def _generate(self, answer: Answer) -> None:
         """Retrieve and assemble, send what is known at once, generate, then end and record."""
-        planned = await self._plan(text)
+        text = answer.text
+        planned = await self._plan(answer)
         if planned is None:  # the shopper has the error frame; the console still sees the message
             with contextlib.suppress(Exception):
-                await events.hold_for_agent(self, text)
+                await self._hold_for_agent(text)
             return
         engine, prepared = planned
         # The console sees the message; when a person has taken the conversation the bot stays silent.
-        if await events.hold_for_agent(self, text, held=prepared is None) or prepared is None:
+        if await self._hold_for_agent(text, held=prepared is None) or prepared is None:
             return
-        message_id = str(uuid.uuid4())
+        answer.plan = prepared
         self.turns.append(Turn("user", prepared.user_content))
         self.last_shopper_text = text
         # Logged while the answer streams: the write is not on the way to the first token.
         user_logged = asyncio.ensure_future(
             self._record(
                 MessageRecord(
-                    self.conversation.id, "user", text, model_text=prepared.user_content, created_at=received_at
+                    self.conversation.id, "user", text, model_text=prepared.user_content, created_at=answer.received_at
                 )
             )
         )
-        await self._send_known_parts(message_id, prepared)
+        await self._send_known_parts(answer.id, prepared)
         if prepared.composition.kind == pipeline.HANDOFF:
             await events.announce_handoff(self.conversation)  # every console of the store hears it now
-        result = Generated(usage={"prompt_tokens": len(prepared.token_ids), "completion_tokens": 0, "cached_tokens": 0})
+        answer.result.usage = {"prompt_tokens": len(prepared.token_ids), "completion_tokens": 0, "cached_tokens": 0}
         try:
-            await self._write(engine, message_id, prepared, result)
+            await self._write(engine, answer)
         finally:
-            await self._finish(message_id, prepared, result, user_logged, text)
+            await self._finish(answer, user_logged)
 
     def _plan_unless_held(self, engine: Any, turns: list[Turn], text: str, previous: str) -> Plan | None:
-        """On a worker thread: None when a person has the conversation, else the plan.
+        """On a worker thread: None when a person has the conversation, else the plan (and a handoff it asks for,
+        recorded on the conversation).
 
-        One trip to a worker for both: twenty shoppers writing at once queued for the status read on the shared
-        sync thread (up to 180 ms for the last, measured with the load test) before their planning even began.
+        One trip to a worker for all of it: twenty shoppers writing at once queued for the status read on the
+        shared sync thread (up to 180 ms for the last, measured with the load test) before their planning began.
         """
         if events.is_held(self.conversation.id):
             return None
-        return pipeline.plan(engine, self.store, self.conversation, turns, text, previous)
+        prepared = pipeline.plan(engine, self.store, turns, text, previous)
+        if prepared.composition.kind == pipeline.HANDOFF:
+            handoff.request_handoff(self.conversation)
+        return prepared
 
-    async def _plan(self, text: str) -> tuple[Any, Plan | None] | None:
+    async def _plan(self, answer: Answer) -> tuple[Any, Plan | None] | None:
         """Steps 1-2 on a worker thread; None (after an error frame) when there is nothing to answer with, a
         None plan when a person has the conversation."""
         try:
             engine = await engine_service.aget_engine()
             started = time.perf_counter()
             prepared = await database_sync_to_async(self._plan_unless_held, thread_sensitive=False)(
-                engine, list(self.turns), text, self.last_shopper_text
+                engine, list(self.turns), answer.text, self.last_shopper_text
             )
             logger.debug("retrieval and prompt assembly took %.0f ms", (time.perf_counter() - started) * 1000)
             return engine, prepared
@@ -428,7 +451,7 @@ class ChatSession:
         except Exception:
             logger.exception("preparing an answer failed")
             error = {"type": "error", "code": "internal", "message": "something went wrong; try again"}
-        self._generating = False
+        answer.ended = True
         await self.send(error)
         return None
 
@@ -441,61 +464,63 @@ class ChatSession:
         if composition.quotes:
             await self.send({"type": "sources", "message_id": message_id, "items": composition.quotes})
 
-    async def _write(self, engine: Any, message_id: str, prepared: Plan, result: Generated) -> None:
-        """Step 3: the fixed reply, or the model's answer streamed through the loop guard."""
+    async def _write(self, engine: Any, answer: Answer) -> None:
+        """Step 3: the fixed reply, or the model's answer streamed through the checker or the filters."""
+        prepared, result = answer.plan, answer.result
+        assert prepared is not None
         if prepared.composition.fixed:
             result.parts.append(prepared.composition.reply)
             result.finish_reason = pipeline.FINISH_FIXED
-            await self._emit_token(message_id, prepared.composition.reply)
+            await self._emit_token(answer.id, prepared.composition.reply)
             return
-        if self._stop_requested:  # stop arrived while retrieval ran: never start the request
+        if answer.stop_requested:  # stop arrived while retrieval ran: never start the request
             result.finish_reason = "abort"
             return
-        self._engine, self._request_id = engine, message_id
+        answer.engine = engine
         # What the web side spent before the engine got the request (retrieval, assembly, thread hops).
-        prepare_ms = round((time.perf_counter() - self._received) * 1000, 1)
+        prepare_ms = round((time.perf_counter() - answer.received) * 1000, 1)
         try:
             pieces = pipeline.generate(
-                engine, message_id, prepared, result, session_id=str(self.conversation.id), cache_salt=self.store.cache_salt
+                engine, answer.id, prepared, result, session_id=str(self.conversation.id), cache_salt=self.store.cache_salt
             )
             async with contextlib.aclosing(pieces):
                 async for piece in pieces:
-                    await self._emit_token(message_id, piece)
+                    await self._emit_token(answer.id, piece)
         except asyncio.CancelledError:
             result.finish_reason = "abort"
             raise
         except Exception:
-            logger.exception("generation failed for %s", message_id)
+            logger.exception("generation failed for %s", answer.id)
             result.finish_reason = "error"
         finally:
-            self._request_id = None
+            answer.engine = None
             result.timing = {**(result.timing or {}), "prepare_ms": prepare_ms}
 
-    async def _finish(
-        self, message_id: str, prepared: Plan, result: Generated, user_logged: asyncio.Future[bool], user_text: str
-    ) -> None:
+    async def _finish(self, answer: Answer, user_logged: asyncio.Future[bool]) -> None:
         """Step 4: record the answer, then send the `end` frame.
 
         In that order so that an answer the shopper has seen end is in the history: a server stopped right after
         `end` (a deploy, a restart) lost the answer when the write came second. The write is one row (or one
         Celery message), a few milliseconds after the last token.
         """
-        finish = result.finish_reason or ("abort" if self._stop_requested else "error")
+        prepared, result = answer.plan, answer.result
+        assert prepared is not None
+        finish = result.finish_reason or ("abort" if answer.stop_requested else "error")
         text = result.text
         if text:
             self.turns.append(Turn("assistant", text))
-        answer = MessageRecord(
+        record = MessageRecord(
             self.conversation.id,
             "assistant",
             text,
-            id=uuid.UUID(message_id),
+            id=uuid.UUID(answer.id),
             products=prepared.composition.cards,
             finish_reason=finish,
             usage=result.usage,
         )
         user_saved = await asyncio.shield(user_logged)
-        answer_saved = await asyncio.shield(self._record(answer))
-        end: Frame = {"type": "end", "message_id": message_id, "finish_reason": finish, "usage": result.usage}
+        answer_saved = await asyncio.shield(self._record(record))
+        end: Frame = {"type": "end", "message_id": answer.id, "finish_reason": finish, "usage": result.usage}
         if prepared.composition.fixed:
             end["reply"] = prepared.composition.kind
         else:
@@ -503,8 +528,8 @@ class ChatSession:
             end.update(text=text, model_sentences=result.model_sentences, model_text=prepared.model_text)
         if result.timing:
             end["timing"] = result.timing
-        self._generating = False  # the next message may come as soon as the shopper sees `end`
+        answer.ended = True  # the next message may come as soon as the shopper sees `end`
         await self.send(end)
         if not (user_saved and answer_saved):
             # After `end`, so a client's answer is complete and its input free; the text lets it offer a resend.
-            await self.send(not_saved_frame(user_text, message_id))
+            await self.send(not_saved_frame(answer.text, answer.id))

@@ -15,9 +15,14 @@ from django.db.utils import DataError
 
 from shop_assistant.runtime import metrics
 
-from . import recording
+from . import spool
+from .writes import MessageRecord, NotSavedError, write_message, write_with_retry
 
 logger = logging.getLogger(__name__)
+
+# Publishing gives up quickly: a shopper's websocket must not hang on a dead broker, and the fallback below
+# writes the message anyway.
+PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 
 # The worker retries a failing database with backoff (1, 2, 4 … 60 s) this many times, then spools the message
 # on its own machine (replayed after its next successful write); it is never acked away unwritten.
@@ -35,34 +40,34 @@ MAX_DATABASE_RETRIES = 8
 def log_message(self: Any, payload: dict[str, Any]) -> str:
     # Idempotent (keyed by the message id), so an acks_late redelivery writes the same row again, not a copy.
     try:
-        message = recording.write_message(payload)
+        message = write_message(payload)
     except (IntegrityError, DataError):
         if self.request.is_eager:
             raise
-        recording.spool(payload)  # kept (and later moved to rejected.jsonl), never silently dropped
+        spool.append(payload)  # kept (and later moved to rejected.jsonl), never silently dropped
         raise
     except DatabaseError as exc:
         if self.request.is_eager:
             raise  # the caller retries and spools in its own process
         if self.request.retries >= MAX_DATABASE_RETRIES:
             logger.error("chat message %s: database still down after retries; spooled", payload.get("id"))
-            recording.spool(payload)
+            spool.append(payload)
             return ""
         metrics.LOG_WRITE_RETRIES.inc()
         raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries)) from exc
-    if recording.spool_depth():
-        recording.replay_spool()
+    if spool.depth():
+        spool.replay()
     return str(message.pk)
 
 
-def record_message(record: recording.MessageRecord) -> None:
+def record_message(record: MessageRecord) -> None:
     """Log a message through Celery; if the broker is unreachable, write it here (retried), and if the database
     is down too, spool it to a local file that is replayed later. It is never dropped silently: when the spool
-    cannot be written either, ``recording.NotSavedError`` is raised (the chat tells the shopper)."""
+    cannot be written either, ``writes.NotSavedError`` is raised (the chat tells the shopper)."""
     payload = record.payload()
     metrics.MESSAGES.labels(role=record.role).inc()
     try:
-        log_message.apply_async(args=[payload], retry=True, retry_policy=recording.PUBLISH_RETRY_POLICY)
+        log_message.apply_async(args=[payload], retry=True, retry_policy=PUBLISH_RETRY_POLICY)
         return
     except Exception as exc:  # kombu's OperationalError, redis errors, or (eager mode) the write itself
         logger.warning(
@@ -72,17 +77,17 @@ def record_message(record: recording.MessageRecord) -> None:
             exc,
         )
     try:
-        recording.write_with_retry(payload)
+        write_with_retry(payload)
     except DatabaseError as exc:
         try:
-            recording.spool(payload)
+            spool.append(payload)
         except OSError as spool_exc:
             logger.error(
                 "chat message %s NOT saved: database unavailable (%s) and spool unwritable (%s)",
                 payload["id"], exc, spool_exc,
             )
-            raise recording.NotSavedError(f"database: {exc}; spool: {spool_exc}") from spool_exc
+            raise NotSavedError(f"database: {exc}; spool: {spool_exc}") from spool_exc
         logger.error("chat message %s: database unavailable (%s); spooled to disk", payload["id"], exc)
         return
-    if recording.spool_depth():
-        recording.replay_spool()
+    if spool.depth():
+        spool.replay()

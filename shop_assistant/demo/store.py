@@ -44,9 +44,6 @@ class DemoResult:
 def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResult:
     """Create or refresh the demo store; a second call changes nothing and reports no changes. A superuser made
     now gets ``password``, or ``demo_password()``'s (random unless ``DEMO_STAFF_PASSWORD`` is set)."""
-    from shop_assistant.studio.models import PromptVersion
-    from shop_assistant.studio.services import ensure_default_prompt
-
     with transaction.atomic():
         store, created = Store.objects.get_or_create(
             slug=STORE_SLUG,
@@ -62,9 +59,7 @@ def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResu
             counts = imported.summary[kind]
             if counts["created"] or counts["updated"]:
                 result.changes.append(f"{kind}: {counts['created']} created, {counts['updated']} updated")
-        had_prompt = PromptVersion.objects.filter(store=store, status=PromptVersion.Status.PUBLISHED).exists()
-        ensure_default_prompt(store)
-        if not had_prompt:
+        if created:  # a new store gets it with its row (studio.receivers)
             result.changes.append("published the default prompt")
 
         result.password, result.password_from_env = (password, False) if password else demo_password()

@@ -52,7 +52,7 @@ HUMAN_CLAIM = re.compile(
     r"|\bhuman agent here\b|\bi\s*am\s+not\s+a\s+(?:bot|robot|machine|ai)\b|\bi['’]m\s+not\s+a\s+(?:bot|robot|ai)\b",
     re.IGNORECASE,
 )
-# Money and percentages as a shopper reads them; written apart from the figure guard (decoding.FigureGuard), so
+# Money and percentages as a shopper reads them; written apart from the figure filter (decoding.FigureFilter), so
 # the evaluation checks the guard instead of repeating it.
 _SHOWN_FIGURE = re.compile(
     r"[$€£]\s?(\d[\d,]*(?:\.\d+)?)|(\d[\d,]*(?:\.\d+)?)\s?(?:%|percent\b|(?:usd|eur|gbp|dollars?|euros?)\b)",
@@ -141,7 +141,6 @@ def ensure_stores(slugs: set[str]) -> None:
     from catalog.ingest import read_source
     from catalog.ingest.upsert import apply_catalog
     from catalog.models import Store
-    from shop_assistant.studio.services import ensure_default_prompt
 
     if "demo" in slugs and not Store.objects.filter(slug="demo").exists():
         load_demo_store()
@@ -153,7 +152,6 @@ def ensure_stores(slugs: set[str]) -> None:
                                      base_url=f"https://{slug}.example")
         apply_catalog(store, read_source("shopify", str(SAMPLE_STORES[slug])))
         embed_products(store)
-        ensure_default_prompt(store)
 
 
 async def ask(question: Question) -> Outcome:
@@ -273,7 +271,7 @@ def checker_flags(store: Any, text: str, answer: str) -> list[str]:
     from shop_assistant.runtime import engine_service
     from shop_assistant.chat.sentences import SentenceSplitter
 
-    plan = pipeline.plan(engine_service.get_engine(), store, None, [], text)
+    plan = pipeline.plan(engine_service.get_engine(), store, [], text)
     if plan.opening is None or plan.evidence is None or not answer.startswith(plan.opening.text):
         return [answer] if plan.opening is not None else []
     splitter = SentenceSplitter()

@@ -134,14 +134,14 @@ async def check_database() -> Check:
 
 
 def _spool() -> Check:
-    from shop_assistant.chat import recording
+    from shop_assistant.chat import spool
 
     try:
-        recording.check_spool()
+        spool.check()
     except OSError as exc:
         # With the database down too, a shopper's messages would be lost (they are told so, see chat-protocol).
         return Check(False, f"the chat spool cannot be written: {exc}")
-    return Check(True, str(recording.spool_path()))
+    return Check(True, str(spool.path()))
 
 
 async def check_spool() -> Check:

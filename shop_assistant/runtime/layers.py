@@ -9,13 +9,14 @@ unavailable.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer
 from redis import exceptions as redis_errors
+
+from .retry import retrying_async
 
 logger = logging.getLogger(__name__)
 
@@ -27,18 +28,17 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
     down_since: float | None = None
 
     async def receive(self, channel: str) -> dict[str, Any]:
-        delay = 0.5
-        while True:
-            try:
-                message = await super().receive(channel)
-            except CONNECTION_ERRORS as exc:
-                if self.down_since is None:
-                    self.down_since = time.monotonic()
-                    logger.warning("channel layer: Redis unreachable (%s); retrying, agent features paused", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-                continue
-            if self.down_since is not None:
-                logger.info("channel layer: Redis is back")
-                self.down_since = None
-            return message
+        # Until Redis answers: a consumer has nothing else to do, and giving up would close the shopper's socket.
+        until_redis_answers = retrying_async(
+            retry_on=CONNECTION_ERRORS, first_wait=0.5, max_wait=10.0, before_retry=self._went_down
+        )
+        message = await until_redis_answers(super().receive, channel)
+        if self.down_since is not None:
+            logger.info("channel layer: Redis is back")
+            self.down_since = None
+        return message
+
+    def _went_down(self, attempt: int, error: BaseException) -> None:
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            logger.warning("channel layer: Redis unreachable (%s); retrying, agent features paused", error)

@@ -46,7 +46,7 @@ REQUEST_SUCCESS = Counter(
 
 # --- the chat's own ---------------------------------------------------------------------------------------
 
-# Read at scrape time from the spool file; ``recording`` binds the function (metrics imports nothing of the chat).
+# Read at scrape time from the spool file; ``chat.spool`` binds the function (metrics imports nothing of the chat).
 SPOOL_DEPTH = Gauge("shop_assistant_chat_spool_depth", "Messages waiting in the local spool.", registry=REGISTRY)
 OPEN_SESSIONS = Gauge("shop_assistant_chat_open_sessions", "Open shopper websockets.", registry=REGISTRY)
 MESSAGES = Counter("shop_assistant_chat_messages", "Chat messages logged, by role.", ["role"], registry=REGISTRY)

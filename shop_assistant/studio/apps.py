@@ -9,3 +9,10 @@ class StudioConfig(AppConfig):
     # rename every table.
     label = "prompts"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_save
+
+        from .receivers import give_new_store_the_default_prompt
+
+        post_save.connect(give_new_store_the_default_prompt, sender="catalog.Store", dispatch_uid="studio-default-prompt")

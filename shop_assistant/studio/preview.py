@@ -34,12 +34,12 @@ def cache_salt_for(store: Store, version: PromptVersion) -> str:
 async def preview_events(store: Store, version: PromptVersion, question: str) -> AsyncIterator[Event]:
     """``products``?, ``sources``?, ``token``*, ``end`` (or ``error``) for one question under one version.
 
-    The shopper's pipeline (composition, fixed replies, decoding, loop guard) with this version's text and salt,
+    The shopper's pipeline (composition, fixed replies, decoding, loop detector) with this version's text and salt,
     as a first message: what a new shopper would see if this version were published. Nothing is recorded."""
     try:
         engine = await engine_service.aget_engine()
         prepared = await database_sync_to_async(pipeline.plan, thread_sensitive=False)(
-            engine, store, None, [], question, version=version
+            engine, store, [], question, version=version
         )
     except PromptTooLongError as exc:
         yield {"type": "error", "code": "prompt_too_long", "message": str(exc)}

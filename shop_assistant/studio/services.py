@@ -18,6 +18,7 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from catalog.models import Store
+from shop_assistant.runtime.retry import retrying
 
 from .defaults import DEFAULT_POLICIES, DEFAULT_SYSTEM_PROMPT
 from .models import PromptVersion
@@ -48,24 +49,36 @@ def _lock_store(store_id: int) -> None:
     Store.objects.filter(pk=store_id).update(cache_salt=F("cache_salt"))
 
 
+def _worth_retrying(error: BaseException) -> bool:
+    # Inside a caller's transaction a retry cannot help: the caller's transaction is already broken.
+    if transaction.get_connection().in_atomic_block:
+        return False
+    # OperationalError: SQLite "database is locked" past its timeout, or PostgreSQL serialization/deadlock errors.
+    # IntegrityError: only reachable if a writer bypassed the lock (raw SQL, the admin of an older release): retry
+    # against the state it left.
+    return isinstance(error, (OperationalError, IntegrityError))
+
+
+def _log_retry(store_id: int) -> Callable[[int, BaseException], None]:
+    def log(attempt: int, error: BaseException) -> None:
+        if isinstance(error, OperationalError):
+            logger.warning("prompt change for store %s retried after %s", store_id, error)
+
+    return log
+
+
 def _in_store_transaction(store_id: int, work: Callable[[], T]) -> T:
     """Run ``work`` in a transaction holding the store's lock; retried when the database asks for it."""
-    for attempt in range(RETRIES):
-        try:
-            with transaction.atomic():
-                _lock_store(store_id)
-                return work()
-        except OperationalError as exc:
-            # SQLite "database is locked" past its timeout, or PostgreSQL serialization/deadlock errors.
-            if attempt == RETRIES - 1 or transaction.get_connection().in_atomic_block:
-                raise
-            logger.warning("prompt change for store %s retried after %s", store_id, exc)
-        except IntegrityError:
-            # Only reachable if a writer bypassed the lock (raw SQL, the admin of an older release): retry
-            # against the state it left, and never hand the owner a constraint error.
-            if attempt == RETRIES - 1 or transaction.get_connection().in_atomic_block:
-                raise PromptError("the prompt changed while saving; try again") from None
-    raise AssertionError("unreachable")
+
+    def locked() -> T:
+        with transaction.atomic():
+            _lock_store(store_id)
+            return work()
+
+    try:
+        return retrying(retry_on=_worth_retrying, attempts=RETRIES, before_retry=_log_retry(store_id))(locked)
+    except IntegrityError:
+        raise PromptError("the prompt changed while saving; try again") from None  # never a constraint error
 
 
 def published_prompt(store: Store) -> PromptVersion | None:

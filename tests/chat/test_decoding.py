@@ -1,5 +1,5 @@
-"""shop_assistant.chat.decoding: per-store sampling settings, the loop guard, the human-claim stop strings and the
-figure guard."""
+"""shop_assistant.chat.decoding: per-store sampling settings, the loop detector, the human-claim stop strings and the
+figure filter."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from catalog.models import Store
 from shop_assistant.chat.decoding import (
     HUMAN_CLAIM_STOPS,
-    FigureGuard,
-    LoopGuard,
+    FigureFilter,
+    LoopDetector,
     allowed_figures,
     amounts,
     decoding_for,
@@ -23,19 +23,19 @@ from shop_assistant.evaluation.answers import claims_human, is_loop
 LOOPING = "I'm happy to help you find a waterproof jacket that fits your budget. " * 8
 
 
-def feed_in_pieces(guard: LoopGuard, text: str, size: int = 3) -> tuple[bool, str]:
+def feed_in_pieces(detector: LoopDetector, text: str, size: int = 3) -> tuple[bool, str]:
     """Stream ``text`` in small pieces like the engine does; (tripped, the text shown until then)."""
     shown = ""
     for start in range(0, len(text), size):
         piece = text[start : start + size]
         shown += piece
-        if guard.feed(piece):
+        if detector.feed(piece):
             return True, shown
     return False, shown
 
 
-def test_the_guard_stops_a_loop_before_the_shopper_sees_a_phrase_three_times():
-    tripped, shown = feed_in_pieces(LoopGuard(), LOOPING)
+def test_the_detector_stops_a_loop_before_the_shopper_sees_a_phrase_three_times():
+    tripped, shown = feed_in_pieces(LoopDetector(), LOOPING)
     assert tripped
     assert is_loop(LOOPING) and not is_loop(shown)
     assert len(shown) < len(LOOPING) / 3
@@ -49,23 +49,23 @@ def test_the_guard_stops_a_loop_before_the_shopper_sees_a_phrase_three_times():
         "We have the Ridgeline 2-Person Tent for 249.00 USD and the Basecamp 6 Family Tent for 429.00 USD.",
     ],
 )
-def test_the_guard_lets_ordinary_answers_through(text):
-    tripped, shown = feed_in_pieces(LoopGuard(), text)
+def test_the_detector_lets_ordinary_answers_through(text):
+    tripped, shown = feed_in_pieces(LoopDetector(), text)
     assert not tripped and shown == text
 
 
 def test_a_long_phrase_repeated_once_is_a_loop():
-    guard = LoopGuard()
+    detector = LoopDetector()
     text = "Let me check the catalog for you right now. Let me check the catalog for you right now."
-    tripped, _ = feed_in_pieces(guard, text)
+    tripped, _ = feed_in_pieces(detector, text)
     assert tripped
 
 
 def test_incomplete_words_are_not_counted_yet():
-    guard = LoopGuard(short=1, short_repeats=2, long=50)
-    assert not guard.feed("tent")
-    assert not guard.feed("s ")  # "tents" once
-    assert guard.feed("tents ")  # twice
+    detector = LoopDetector(short=1, short_repeats=2, long=50)
+    assert not detector.feed("tent")
+    assert not detector.feed("s ")  # "tents" once
+    assert detector.feed("tents ")  # twice
 
 
 def test_words_keep_prices_whole():
@@ -96,7 +96,7 @@ def test_store_settings_override_the_site_defaults(settings):
     assert "I'm a human" in params.stop
 
 
-# --- the figure guard -----------------------------------------------------------------------------------------
+# --- the figure filter -----------------------------------------------------------------------------------------
 
 FACTS = (
     "Catalog results for this message:\n"
@@ -108,9 +108,9 @@ FACTS = (
 POLICIES = "Shipping: standard shipping takes 3-5 business days; orders over $50 ship free."
 
 
-def stream(guard: FigureGuard, pieces: list[str]) -> list[str]:
+def stream(figure_filter: FigureFilter, pieces: list[str]) -> list[str]:
     """What the shopper is shown after each piece, and (last) what the end of the stream releases."""
-    return [guard.feed(piece) for piece in pieces] + [guard.finish()]
+    return [figure_filter.feed(piece) for piece in pieces] + [figure_filter.finish()]
 
 
 def tokens(text: str) -> list[str]:
@@ -134,21 +134,21 @@ def tokens(text: str) -> list[str]:
     ],
 )
 def test_a_figure_is_allowed_by_value_whatever_its_format(figure, given):
-    guard = FigureGuard(allowed_figures(given))
+    figure_filter = FigureFilter(allowed_figures(given))
     text = f"It is {figure} today."
-    assert "".join(stream(guard, tokens(text))) == text
-    assert not guard.tripped
+    assert "".join(stream(figure_filter, tokens(text))) == text
+    assert not figure_filter.tripped
 
 
 @pytest.mark.parametrize(
     "figure", ["$78", "79.01 USD", "$1,299", "68.5% off", "10 percent", "only 7 left", "in stock: 4", "4 units left"]
 )
 def test_a_figure_nobody_gave_is_refused(figure):
-    guard = FigureGuard(allowed_figures(FACTS, POLICIES))
+    figure_filter = FigureFilter(allowed_figures(FACTS, POLICIES))
     text = f"Good news. The vest is {figure} this week."
-    shown = "".join(stream(guard, tokens(text)))
-    assert guard.tripped and guard.refused in figure
-    assert guard.kept == "Good news." and shown.startswith("Good news. The vest is") and guard.refused not in shown
+    shown = "".join(stream(figure_filter, tokens(text)))
+    assert figure_filter.tripped and figure_filter.refused in figure
+    assert figure_filter.kept == "Good news." and shown.startswith("Good news. The vest is") and figure_filter.refused not in shown
 
 
 def test_thousands_separators_are_never_read_as_decimals():
@@ -159,22 +159,22 @@ def test_thousands_separators_are_never_read_as_decimals():
 
 
 def test_a_held_back_figure_is_released_once_complete_and_allowed():
-    guard = FigureGuard(allowed_figures(FACTS))
-    assert guard.feed("The fleece is ") == "The fleece is "
-    assert guard.feed("$7") == ""  # may become $70, $79.50, ...
-    assert guard.feed("9") == ""
-    assert guard.feed(".") == ""  # "$79." may still become "$79.50"
-    assert guard.feed("00 and") == "$79.00 and"
-    assert guard.feed(" warm.") == " warm."
-    assert guard.finish() == "" and not guard.tripped
+    figure_filter = FigureFilter(allowed_figures(FACTS))
+    assert figure_filter.feed("The fleece is ") == "The fleece is "
+    assert figure_filter.feed("$7") == ""  # may become $70, $79.50, ...
+    assert figure_filter.feed("9") == ""
+    assert figure_filter.feed(".") == ""  # "$79." may still become "$79.50"
+    assert figure_filter.feed("00 and") == "$79.00 and"
+    assert figure_filter.feed(" warm.") == " warm."
+    assert figure_filter.finish() == "" and not figure_filter.tripped
 
 
 def test_the_answer_ends_at_the_sentence_before_an_invented_figure():
-    guard = FigureGuard(allowed_figures(FACTS, POLICIES))
+    figure_filter = FigureFilter(allowed_figures(FACTS, POLICIES))
     text = "We have the Cascade Fleece Jacket for $79.00. It is 68.5% off today! Order now."
-    shown = "".join(stream(guard, tokens(text)))
-    assert guard.tripped and guard.refused == "68.5%"
-    assert guard.kept == "We have the Cascade Fleece Jacket for $79.00."
+    shown = "".join(stream(figure_filter, tokens(text)))
+    assert figure_filter.tripped and figure_filter.refused == "68.5%"
+    assert figure_filter.kept == "We have the Cascade Fleece Jacket for $79.00."
     assert "68.5" not in shown
     # Its sentence had begun streaming before the figure showed itself: the client is told to take it back.
     assert shown == "We have the Cascade Fleece Jacket for $79.00. It is "
@@ -189,21 +189,21 @@ def test_the_answer_ends_at_the_sentence_before_an_invented_figure():
     ],
 )
 def test_a_cut_inside_a_list_leaves_no_dangling_marker_or_heading(text, kept):
-    guard = FigureGuard(allowed_figures(FACTS))
-    shown = "".join(stream(guard, tokens(text)))
-    assert guard.kept == kept and "68.5" not in shown
+    figure_filter = FigureFilter(allowed_figures(FACTS))
+    shown = "".join(stream(figure_filter, tokens(text)))
+    assert figure_filter.kept == kept and "68.5" not in shown
 
 
 def test_an_invented_figure_at_the_very_end_is_checked_when_the_stream_ends():
-    guard = FigureGuard(allowed_figures(FACTS))
-    shown = "".join(stream(guard, tokens("Sure. It costs $28.60")))
-    assert guard.tripped and guard.kept == "Sure." and "28" not in shown
+    figure_filter = FigureFilter(allowed_figures(FACTS))
+    shown = "".join(stream(figure_filter, tokens("Sure. It costs $28.60")))
+    assert figure_filter.tripped and figure_filter.kept == "Sure." and "28" not in shown
 
 
 def test_the_shoppers_own_budget_and_the_store_policies_are_allowed():
-    guard = FigureGuard(allowed_figures(FACTS, POLICIES))
+    figure_filter = FigureFilter(allowed_figures(FACTS, POLICIES))
     text = "Both are under your $150 budget, and orders over $50 ship free."
-    assert "".join(stream(guard, tokens(text))) == text and not guard.tripped
+    assert "".join(stream(figure_filter, tokens(text))) == text and not figure_filter.tripped
     assert figures_of(text) == ["$150", "$50"]
 
 
@@ -222,22 +222,22 @@ def test_skus_and_list_numbers_allow_nothing():
 )
 def test_words_are_never_held_back(text):
     """Not even words that may lead into a figure ("I" into "in stock: 3", "a" into "aud 5"): only digits wait."""
-    guard = FigureGuard(allowed_figures(FACTS))
+    figure_filter = FigureFilter(allowed_figures(FACTS))
     pieces = tokens(text) + list(text[:3])  # whole words, and single letters as the first tokens may be
-    assert [guard.feed(piece) for piece in tokens(text)] == tokens(text)
-    guard = FigureGuard(frozenset())
-    assert [guard.feed(piece) for piece in pieces[-3:]] == list(text[:3])
-    assert guard.finish() == ""
+    assert [figure_filter.feed(piece) for piece in tokens(text)] == tokens(text)
+    figure_filter = FigureFilter(frozenset())
+    assert [figure_filter.feed(piece) for piece in pieces[-3:]] == list(text[:3])
+    assert figure_filter.finish() == ""
 
 
 def test_a_bare_number_waits_one_piece_and_is_then_shown():
-    guard = FigureGuard(allowed_figures(FACTS))
-    assert [guard.feed(piece) for piece in tokens("The Ridgeline 2-Person Tent, 30 days.")] == [
+    figure_filter = FigureFilter(allowed_figures(FACTS))
+    assert [figure_filter.feed(piece) for piece in tokens("The Ridgeline 2-Person Tent, 30 days.")] == [
         "The", " Ridgeline", " 2-Person", " Tent,", " ", "30 days."
     ]
 
 
 def test_words_shown_before_a_refused_figure_are_taken_back():
-    guard = FigureGuard(allowed_figures(FACTS))
-    shown = "".join(stream(guard, tokens("Good news. It is in stock: 12 today.")))
-    assert shown == "Good news. It is in stock: " and guard.kept == "Good news."
+    figure_filter = FigureFilter(allowed_figures(FACTS))
+    shown = "".join(stream(figure_filter, tokens("Good news. It is in stock: 12 today.")))
+    assert shown == "Good news. It is in stock: " and figure_filter.kept == "Good news."

@@ -13,11 +13,12 @@ import pytest
 from django.db import OperationalError, close_old_connections, connection
 
 from catalog.models import Store
-from shop_assistant.chat import recording
+from shop_assistant.chat import spool
 from shop_assistant.runtime import metrics
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.chat.recording import MessageRecord, draft_conversation
+from shop_assistant.chat.conversations import draft_conversation, recent_messages, resume_conversation
 from shop_assistant.chat.tasks import record_message
+from shop_assistant.chat.writes import MessageRecord
 
 
 @pytest.fixture
@@ -70,24 +71,24 @@ def test_ten_shoppers_at_once_all_get_their_first_message_stored(transactional_d
     for thread in threads:
         thread.join(60)
     assert errors == []
-    assert recording.spool_depth() == 0  # written, not merely spooled
+    assert spool.depth() == 0  # written, not merely spooled
     assert metrics.LOG_WRITE_RETRIES._value.get() == retries_before  # not one "database is locked" on the way
     assert Conversation.objects.count() == 10
     assert Message.objects.count() == 30
     for conversation, token in drafts:
         stored = Conversation.objects.get(pk=conversation.id)
         assert stored.resume_token_hash == conversation.resume_token_hash
-        assert recording.resume_conversation(token, "s") == stored
+        assert resume_conversation(token, "s") == stored
 
 
 def test_a_draft_conversation_has_no_row_until_its_first_message(db, spool_dir):
     store = Store.objects.create(slug="s", name="S")
     conversation, token = draft_conversation(store)
     assert Conversation.objects.count() == 0
-    assert recording.recent_messages(conversation, 10) == []
+    assert recent_messages(conversation, 10) == []
     record_message(MessageRecord(conversation.id, "user", "hello"))
     assert Conversation.objects.get().pk == conversation.id
-    assert [m.text for m in recording.recent_messages(recording.resume_conversation(token, None), 10)] == ["hello"]
+    assert [m.text for m in recent_messages(resume_conversation(token, None), 10)] == ["hello"]
 
 
 def test_a_database_that_errors_briefly_is_retried_with_backoff(db, spool_dir):
@@ -100,7 +101,7 @@ def test_a_database_that_errors_briefly_is_retried_with_backoff(db, spool_dir):
     assert faults.failed == 3
     assert Message.objects.get().text == "are you there?"
     assert metrics.LOG_WRITE_RETRIES._value.get() - retries_before == 2
-    assert recording.spool_depth() == 0
+    assert spool.depth() == 0
 
 
 def test_a_database_that_is_down_spools_the_message_and_replays_it(db, spool_dir):
@@ -111,16 +112,16 @@ def test_a_database_that_is_down_spools_the_message_and_replays_it(db, spool_dir
         record_message(record)  # no exception: the shopper's answer must not depend on the database
         record_message(MessageRecord(conversation.id, "assistant", "and me", finish_reason="stop"))
     assert Message.objects.count() == 0
-    assert recording.spool_depth() == 2
+    assert spool.depth() == 2
     assert (spool_dir / "messages.jsonl").read_text().count("keep me") == 1
 
     # The database is back: the next successful write replays the spool, in order, creating the conversation.
     record_message(MessageRecord(conversation.id, "user", "third"))
-    assert recording.spool_depth() == 0
-    texts = [m.text for m in recording.recent_messages(recording.resume_conversation(token, "s"), 10)]
+    assert spool.depth() == 0
+    texts = [m.text for m in recent_messages(resume_conversation(token, "s"), 10)]
     assert sorted(texts) == ["and me", "keep me", "third"]
     assert Message.objects.get(pk=record.id).text == "keep me"
-    assert recording.replay_spool() == 0  # idempotent: nothing left, nothing doubled
+    assert spool.replay() == 0  # idempotent: nothing left, nothing doubled
     assert Message.objects.count() == 3
 
 
@@ -128,11 +129,11 @@ def test_replay_stops_while_the_database_is_down_and_keeps_every_line(db, spool_
     store = Store.objects.create(slug="s", name="S")
     conversation, _ = draft_conversation(store)
     for i in range(3):
-        recording.spool(MessageRecord(conversation.id, "user", f"m{i}").payload())
+        spool.append(MessageRecord(conversation.id, "user", f"m{i}").payload())
     with connection.execute_wrapper(FailingWrites(failures=None)):
-        assert recording.replay_spool() == 0
-    assert recording.spool_depth() == 3
-    assert recording.replay_spool() == 3
+        assert spool.replay() == 0
+    assert spool.depth() == 3
+    assert spool.replay() == 3
     assert sorted(m.text for m in Message.objects.all()) == ["m0", "m1", "m2"]
 
 
@@ -148,7 +149,7 @@ def test_text_no_database_takes_is_cleaned_not_dropped(db, spool_dir, text, stor
     record_message(record)
     message = Message.objects.get(pk=record.id)
     assert (message.text, message.model_text, message.products) == (stored, stored, [{"title": stored}])
-    assert recording.spool_depth() == 0
+    assert spool.depth() == 0
 
 
 def test_the_log_task_survives_a_lost_worker_and_a_down_database():
@@ -161,7 +162,7 @@ def test_the_log_task_survives_a_lost_worker_and_a_down_database():
 
 def test_a_message_for_an_unknown_conversation_is_kept_aside_not_dropped(transactional_db, spool_dir):
     payload = MessageRecord(uuid.uuid4(), "user", "orphan").payload()
-    recording.spool(payload)
-    assert recording.replay_spool() == 0
-    assert recording.spool_depth() == 0
+    spool.append(payload)
+    assert spool.replay() == 0
+    assert spool.depth() == 0
     assert "orphan" in (spool_dir / "rejected.jsonl").read_text()

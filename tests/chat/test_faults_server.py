@@ -17,7 +17,8 @@ import pytest
 from django.db import connection
 
 from shop_assistant.chat.models import Message
-from shop_assistant.chat.recording import MessageRecord, new_conversation
+from shop_assistant.chat.conversations import new_conversation
+from shop_assistant.chat.writes import MessageRecord
 from tests.conftest import REPO_ROOT
 
 from .conftest import ANSWERED, free_port, run_daphne, subprocess_env

@@ -10,21 +10,29 @@ from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
+import pytest
+from django.db import connection
+
 from catalog.grounding import ProductFacts
+from catalog.models import Store
 from inference.outputs import StreamDelta
+from shop_assistant.chat import pipeline
 from shop_assistant.chat.checker import Evidence
 from shop_assistant.chat.composition import MODEL, Composition
 from shop_assistant.chat.decoding import FINISH_UNSUPPORTED_FIGURE, QUOTED_ANSWER_MAX_TOKENS, Decoding
 from shop_assistant.chat.opening import Opening
 from shop_assistant.chat.pipeline import (
     FINISH_UNSUPPORTED,
+    HANDOFF,
     Generated,
+    NoPublishedPromptError,
     Plan,
     answer_budget,
     figures_for,
     generate,
 )
 from shop_assistant.chat.prompting import Turn, user_turn_content
+from shop_assistant.studio.models import PromptVersion
 
 FACTS = "Products from the catalog:\n1. Cascade Fleece Jacket - 79.00 USD - in stock [SKU DO-CFJ]"
 CARD = {"sku": "DO-CFJ", "title": "Cascade Fleece Jacket", "price": "79.00", "currency": "USD", "url": "",
@@ -201,3 +209,34 @@ async def test_unchecked_text_still_never_shows_an_invented_figure():
     assert "68" not in "".join(shown)
     assert result.finish_reason == FINISH_UNSUPPORTED_FIGURE and engine.closed_early
     assert result.text == OPENING + " We have it for $79."
+
+
+class Writes:
+    """Notes every statement that would change the database (``connection.execute_wrapper``)."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        if sql.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+            self.statements.append(sql)
+        return execute(sql, params, many, context)
+
+
+def test_planning_only_reads_a_handoff_is_the_sessions_to_record(db):
+    """The session records the handoff (``session._plan_unless_held``); the plan itself writes nothing."""
+    store = Store.objects.create(slug="corner", name="Corner Shop")
+    writes = Writes()
+    with connection.execute_wrapper(writes):
+        planned = pipeline.plan(None, store, [], "Can I talk to a person?")  # a fixed reply: the engine is not needed
+    assert planned.composition.kind == HANDOFF and planned.composition.fixed
+    assert writes.statements == []
+
+
+def test_a_store_without_a_published_prompt_is_a_clear_error_not_a_write(db):
+    store = Store.objects.create(slug="corner", name="Corner Shop")
+    PromptVersion.objects.filter(store=store).delete()  # someone removed it (every store gets one when created)
+    writes = Writes()
+    with connection.execute_wrapper(writes), pytest.raises(NoPublishedPromptError, match="'corner' has no published"):
+        pipeline.plan(None, store, [], "Do you sell tents?")
+    assert writes.statements == [] and not PromptVersion.objects.filter(store=store).exists()

@@ -6,16 +6,16 @@ import pytest
 from channels.db import database_sync_to_async
 
 from catalog.models import Store
-from shop_assistant.chat.prompting import system_prompt_tokens
-from shop_assistant.studio.services import ensure_default_prompt
+from shop_assistant.studio.prewarm import system_prefix_ids
+from shop_assistant.studio.services import published_prompt
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("chat_engine", "chat_settings")]
 
 
 def make_store(slug: str) -> tuple[Store, str]:
-    # Same name, so both stores publish byte-identical default prompts; only their cache salts differ.
+    # Same name, so both stores get byte-identical default prompts; only their cache salts differ.
     store = Store.objects.create(slug=slug, name="Twin Outfitters")
-    return store, ensure_default_prompt(store).full_text()
+    return store, published_prompt(store).full_text()
 
 
 async def test_second_session_reuses_the_system_prompt_blocks(ws, chat_engine):
@@ -24,7 +24,7 @@ async def test_second_session_reuses_the_system_prompt_blocks(ws, chat_engine):
     assert system == other_system and first_store.cache_salt != other_store.cache_salt
 
     block_size = chat_engine.block_size
-    shared = system_prompt_tokens(chat_engine.tokenizer, system) // block_size * block_size
+    shared = len(system_prefix_ids(chat_engine, system)) // block_size * block_size
     assert shared >= 4 * block_size
 
     one = await ws("/ws/chat/?store=twin-a")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from shop_assistant.studio.prewarm import system_prefix_ids
 from shop_assistant.chat.prompting import (
     PromptTooLongError,
     Turn,
     assemble,
     chat_messages,
     render,
-    system_prompt_tokens,
     user_turn_content,
 )
 from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
@@ -36,7 +36,7 @@ def test_no_catalog_results_are_said_explicitly():
     assert "nothing in the catalog matched" in user_turn_content("unicorn saddles?", "")
 
 
-def test_earlier_turns_are_a_byte_identical_prefix_of_the_next_prompt(tokenizer):
+def test_earlier_turns_are_a_byte_identical_prefix_of_the_next_prompt(tokenizer, chat_engine):
     """What makes a follow-up question hit the prefix cache: the previous prompt + answer is its prefix."""
     first_user = user_turn_content("Any boots?", "- Trail Boot, 89.00 USD")
     first = render(tokenizer, chat_messages(SYSTEM, [], first_user))
@@ -44,7 +44,7 @@ def test_earlier_turns_are_a_byte_identical_prefix_of_the_next_prompt(tokenizer)
     second = render(tokenizer, chat_messages(SYSTEM, turns, user_turn_content("In size 42?", "")))
     assert second[: len(first)] == first
     # ... and every session of the store shares the system message's tokens.
-    n = system_prompt_tokens(tokenizer, SYSTEM)
+    n = len(system_prefix_ids(chat_engine, SYSTEM))
     assert first[:n] == second[:n] and n > 10
 
 

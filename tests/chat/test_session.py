@@ -65,7 +65,7 @@ async def test_a_message_for_a_person_that_could_not_be_saved_is_reported_at_onc
 async def test_with_only_the_database_read_only_the_message_is_spooled_and_the_answer_ends_normally(
     ws, demo_store, chat_engine, chat_settings, read_only_database, settings, tmp_path
 ):
-    from shop_assistant.chat import recording
+    from shop_assistant.chat import spool
 
     settings.CHAT_SPOOL_DIR = tmp_path / "spool"
     settings.CHAT_WRITE_RETRIES = 2
@@ -74,4 +74,4 @@ async def test_with_only_the_database_read_only_the_message_is_spooled_and_the_a
     answer = await shopper.ask("Do you sell tents?")
     assert answer.end["finish_reason"] in ANSWERED
     assert await shopper.comm.receive_nothing(timeout=1)  # nothing lost, nothing to tell
-    assert recording.spool_depth() == 2
+    assert spool.depth() == 2

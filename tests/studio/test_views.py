@@ -129,7 +129,7 @@ def test_owner_edits_diffs_publishes_and_rolls_back(store, versions, owner):
     client.force_login(owner)
 
     home = client.get("/studio/corner/").content.decode()
-    assert "Published: v2" in home and "Draft v3" in home and "Roll back to v1" in home
+    assert "Published: v3" in home and "Draft v4" in home and "Roll back to v2" in home  # v1: the default
 
     page = client.get(f"/studio/corner/drafts/{draft.pk}/").content.decode()
     assert '<span class="d-del">- Be brief.</span>' in page
@@ -145,7 +145,7 @@ def test_owner_edits_diffs_publishes_and_rolls_back(store, versions, owner):
     assert "+ &lt;b&gt;Be&lt;/b&gt; warm." in page and "<b>Be</b>" not in page  # escaped
     assert "+ Returns: 14 days." in page
 
-    # Save and publish, from a page that saw v2 published.
+    # Save and publish, from a page that saw v3 published.
     response = client.post(
         f"/studio/corner/drafts/{draft.pk}/",
         {"system_prompt": "Current prompt.\nBe warm.", "policies": "", "note": "warmer",
@@ -155,22 +155,22 @@ def test_owner_edits_diffs_publishes_and_rolls_back(store, versions, owner):
     now = services.published_prompt(store)
     assert now.pk == draft.pk and now.system_prompt == "Current prompt.\nBe warm." and now.published_by == owner
     home = client.get("/studio/corner/").content.decode()
-    assert "Published: v3" in home and "olivia" in home
+    assert "Published: v4" in home and "olivia" in home
 
-    # A tab that still shows v2 as published cannot publish over v3 unseen.
+    # A tab that still shows v3 as published cannot publish over v4 unseen.
     stale = services.create_draft(store, "stale")
     client.post(f"/studio/corner/drafts/{stale.pk}/",
                 {"system_prompt": "stale", "policies": "", "note": "", "expected_published": published.pk, "publish": "1"})
     assert services.published_prompt(store).pk == draft.pk
     assert "was published" in client.get(f"/studio/corner/drafts/{stale.pk}/").content.decode()
 
-    # One click rolls back to v1: a new version with v1's text.
+    # One click rolls back to v2: a new version with v2's text.
     response = client.post(f"/studio/corner/versions/{archived.pk}/rollback", {"expected_published": draft.pk})
     assert response.status_code == 302
     restored = services.published_prompt(store)
     assert restored.system_prompt == "Old prompt." and restored.restored_from == archived
     history = client.get(f"/studio/corner/versions/{restored.pk}/").content.decode()
-    assert "restores v1" in history
+    assert "restores v2" in history
 
 
 def test_sample_questions_are_stored_per_store(store, owner):
@@ -247,13 +247,13 @@ def test_admin_cannot_edit_status_or_version(store, versions, owner):
     client.post(f"/admin/prompts/promptversion/{draft.pk}/change/",
                 {"system_prompt": "edited in admin", "policies": "", "note": "", "status": "published", "version": "9"})
     draft.refresh_from_db()
-    assert (draft.system_prompt, draft.status, draft.version) == ("edited in admin", Status.DRAFT, 3)
+    assert (draft.system_prompt, draft.status, draft.version) == ("edited in admin", Status.DRAFT, 4)
     assert services.published_prompt(store) == published
     # Adding in the admin makes a draft with the next number.
     client.post("/admin/prompts/promptversion/add/", {"store": store.pk, "system_prompt": "from admin", "policies": "", "note": ""})
     added = PromptVersion.objects.get(store=store, system_prompt="from admin")
-    assert (added.version, added.status, added.created_by) == (4, Status.DRAFT, admin_user)
-    # The publish action goes through the service: v4 published, v2 archived, published_at set.
+    assert (added.version, added.status, added.created_by) == (5, Status.DRAFT, admin_user)
+    # The publish action goes through the service: v5 published, v3 archived, published_at set.
     client.post("/admin/prompts/promptversion/", {"action": "publish_selected", "_selected_action": [added.pk]})
     added.refresh_from_db()
     assert added.status == Status.PUBLISHED and added.published_at is not None

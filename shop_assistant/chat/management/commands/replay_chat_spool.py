@@ -6,12 +6,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from shop_assistant.chat import recording
+from shop_assistant.chat import spool
 
 
 class Command(BaseCommand):
     help = "Write spooled chat messages (settings.CHAT_SPOOL_DIR) to the database; the rest stay spooled."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        written = recording.replay_spool()
-        self.stdout.write(f"written {written}, still spooled {recording.spool_depth()}")
+        written = spool.replay()
+        self.stdout.write(f"written {written}, still spooled {spool.depth()}")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from catalog.models import Store
-from shop_assistant.studio.services import ensure_default_prompt
 
 
 class Command(BaseCommand):
@@ -24,7 +24,7 @@ class Command(BaseCommand):
         store = Store(slug=slug, name=name, currency=options["currency"].upper(), base_url=options["base_url"],
                       retention_days=options["retention_days"])
         store.full_clean()
-        store.save()
-        ensure_default_prompt(store)
+        with transaction.atomic():  # the store and the default prompt it gets on creation (studio.receivers)
+            store.save()
         self.stdout.write(self.style.SUCCESS(f'Created the store "{name}" ({slug}).'))
         self.stdout.write(f'Widget: <script src="/static/widget/widget.js" data-store="{slug}" async></script>')

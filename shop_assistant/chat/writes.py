@@ -1,0 +1,147 @@
+"""Writing one message of the chat log: what a message is (``MessageRecord``), its idempotent write, and that
+write retried while the database errors.
+
+Blocking (database): async code calls these through ``sync_to_async``. The path of a message, from Celery to the
+spool, is ``tasks.record_message``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
+from django.db.utils import DataError
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from shop_assistant.runtime import metrics
+from shop_assistant.runtime.retry import retrying
+from shop_assistant.runtime.text import clean_value
+
+from .conversations import drafts
+from .models import Conversation, Message
+
+logger = logging.getLogger(__name__)
+
+RETRY_BACKOFF_START = 0.1  # seconds before the second direct-write attempt; doubles each time
+
+
+class NotSavedError(Exception):
+    """A message could be written neither to the database nor to the spool: it is gone unless resent."""
+
+
+@dataclass
+class MessageRecord:
+    """One message as the consumer knows it; ``payload()`` is what travels to the Celery task."""
+
+    conversation_id: uuid.UUID
+    role: str
+    text: str
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
+    model_text: str = ""
+    products: list[dict[str, Any]] = field(default_factory=list)
+    agent: str = ""
+    finish_reason: str = ""
+    usage: dict[str, int] | None = None
+    created_at: datetime = field(default_factory=timezone.now)
+
+    def payload(self) -> dict[str, Any]:
+        usage = self.usage or {}
+        payload = {
+            "id": str(self.id),
+            "conversation_id": str(self.conversation_id),
+            "role": self.role,
+            "text": self.text,
+            "model_text": self.model_text,
+            "products": self.products,
+            "agent": self.agent,
+            "finish_reason": self.finish_reason,
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+            "cached_tokens": usage.get("cached_tokens"),
+            "created_at": self.created_at.isoformat(),
+        }
+        draft = drafts.get(self.conversation_id)
+        if draft is not None:
+            # The conversation's row may not exist yet: whoever writes this message creates it, with what the
+            # conversation already knows (a handoff asked for in the first message).
+            payload["conversation"] = {
+                "store_id": draft.store_id,
+                "resume_token_hash": draft.resume_token_hash,
+                "status": draft.status,
+                "handoff_requested_at": draft.handoff_requested_at.isoformat() if draft.handoff_requested_at else None,
+            }
+        return clean_value(payload)
+
+
+def write_message(payload: dict[str, Any]) -> Message:
+    """Insert or overwrite the message ``payload["id"]`` (idempotent) and touch its conversation, creating the
+    conversation first when the payload carries a draft's fields."""
+    payload = clean_value(payload)
+    created_at = parse_datetime(payload["created_at"]) or timezone.now()
+    conversation_id = uuid.UUID(payload["conversation_id"])
+    with transaction.atomic():
+        draft = payload.get("conversation")
+        if draft:
+            handoff_at = parse_datetime(draft["handoff_requested_at"]) if draft.get("handoff_requested_at") else None
+            _, created = Conversation.objects.get_or_create(
+                id=conversation_id,
+                defaults={
+                    "store_id": draft["store_id"],
+                    "resume_token_hash": draft["resume_token_hash"],
+                    "status": draft.get("status") or Conversation.Status.BOT,
+                    "handoff_requested_at": handoff_at,
+                },
+            )
+            if not created and handoff_at is not None:  # an earlier message of the draft created the row
+                Conversation.objects.filter(pk=conversation_id, handoff_requested_at__isnull=True).update(
+                    status=Conversation.Status.HANDOFF, handoff_requested_at=handoff_at
+                )
+        message, _ = Message.objects.update_or_create(
+            id=uuid.UUID(payload["id"]),
+            defaults={
+                "conversation_id": conversation_id,
+                "role": payload["role"],
+                "text": payload.get("text", ""),
+                "model_text": payload.get("model_text", ""),
+                "products": payload.get("products") or [],
+                "agent": payload.get("agent", ""),
+                "finish_reason": payload.get("finish_reason", ""),
+                "prompt_tokens": payload.get("prompt_tokens"),
+                "completion_tokens": payload.get("completion_tokens"),
+                "cached_tokens": payload.get("cached_tokens"),
+                "created_at": created_at,
+            },
+        )
+        Conversation.objects.filter(pk=message.conversation_id, last_activity_at__lt=created_at).update(
+            last_activity_at=created_at
+        )
+    return message
+
+
+def _worth_retrying(error: BaseException) -> bool:
+    # A row the database refuses (integrity, bad data) is refused again: waiting will not help.
+    return isinstance(error, DatabaseError) and not isinstance(error, (IntegrityError, DataError))
+
+
+def write_with_retry(payload: dict[str, Any], attempts: int | None = None) -> Message:
+    """``write_message``, retried with exponential backoff while the database errors; the last error is raised."""
+
+    def before_retry(attempt: int, error: BaseException) -> None:
+        metrics.LOG_WRITE_RETRIES.inc()
+        logger.warning("chat message %s: database write failed (attempt %d); retrying", payload["id"], attempt)
+        if not connection.in_atomic_block:  # inside a caller's transaction, closing would break it
+            close_old_connections()  # a broken connection is replaced, not reused
+
+    policy = retrying(
+        retry_on=_worth_retrying,
+        attempts=attempts or settings.CHAT_WRITE_RETRIES or 1,
+        first_wait=RETRY_BACKOFF_START,
+        before_retry=before_retry,
+    )
+    return policy(write_message, payload)
