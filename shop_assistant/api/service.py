@@ -21,11 +21,8 @@ from typing import Any
 
 from django.conf import settings
 
-from shop_assistant.runtime import engine_service
-from shop_assistant.runtime import metrics
+from shop_assistant.runtime import engine_service, metrics
 from shop_assistant.runtime.text import clean_text
-
-# HF fast tokenizers are not safe from several threads at once; prompts are short, so one lock costs little.
 
 
 class ApiError(Exception):

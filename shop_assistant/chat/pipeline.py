@@ -27,7 +27,6 @@ from shop_assistant.studio.models import PromptVersion
 from shop_assistant.studio.services import published_prompt
 
 from . import continuation
-from shop_assistant.runtime import engine_service
 from shop_assistant.runtime import metrics
 from .checker import Evidence
 from .composition import HANDOFF, Composition, compose

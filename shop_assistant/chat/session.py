@@ -25,13 +25,13 @@ from django.utils import timezone
 from catalog.models import Store
 
 from shop_assistant.runtime import engine_service
+from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 from shop_assistant.runtime.text import clean_text
 from . import composition, events, handoff, pipeline
 from .conversations import default_store, draft_conversation, recent_messages, resume_conversation
 from .models import Conversation, Message
 from .pipeline import Generated, Plan
 from .prompting import PromptTooLongError, Turn, user_turn_content
-from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 from .tasks import record_message
 from .writes import MessageRecord
 

@@ -13,7 +13,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.params import parse_day, parse_id
+from shop_assistant.runtime.params import parse_day, parse_id
 
 from . import services
 from .roles import stores_for

@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.params import parse_day, parse_id
+from shop_assistant.runtime.params import parse_day, parse_id
 
 from . import inbox, services, transcripts
 from .access import refuse

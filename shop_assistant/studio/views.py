@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from catalog.models import Store
 from shop_assistant.console.access import refuse
 from shop_assistant.console.roles import Role, can_work_on, stores_for
-from shop_assistant.params import parse_id
+from shop_assistant.runtime.params import parse_id
 
 from . import budget, services
 from .forms import DEFAULT_SAMPLE_QUESTIONS, DraftForm, SampleQuestionsForm, StoreSettingsForm

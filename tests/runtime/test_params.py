@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from shop_assistant.params import MAX_ID, parse_day, parse_id
+from shop_assistant.runtime.params import MAX_ID, parse_day, parse_id
 
 
 @pytest.mark.parametrize("value", ["", None, "abc", "-1", "0", "1.5", "²", "١٢", str(MAX_ID + 1), "9" * 30])
