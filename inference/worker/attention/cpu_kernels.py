@@ -144,6 +144,32 @@ def paged_decode_attention(
     )
 
 
+def paged_attention(
+    out: torch.Tensor,
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+    only: torch.Tensor | None = None,
+) -> None:
+    """Causal attention of every query token of a step (prefill chunks and decodes) over the paged cache,
+    written into ``out`` in place.
+
+    Sequence ``i`` owns rows ``query_start_loc[i]:query_start_loc[i + 1]`` of ``q`` ``[T, H, D]``, its last
+    positions; its query ``j`` of ``L`` attends over the first ``context_lens[i] - L + j + 1`` tokens of its
+    blocks ``block_tables[i]`` (all int32), read back from the cache (so this step's K/V must be stored first).
+    Each query runs exactly :func:`paged_decode_attention`'s walk for that context: one fixed order of sums per
+    token, whatever the chunking, the prefix cache or the batch (the engine's batch-invariant attention).
+    ``only`` (int64): the sequences to run, the other rows of ``out`` left as they are (None: all).
+    """
+    torch.ops.shop_assistant.paged_attention_(
+        out, q, k_cache, v_cache, query_start_loc, block_tables, context_lens, only, scale
+    )
+
+
 def prefix_attention_supported(head_dim: int, block_size: int) -> bool:
     return head_dim in (64, 128) and block_size == 16
 
@@ -168,8 +194,9 @@ def prefix_attention(
 
 @functools.cache
 def small_linear_shape() -> tuple[int, int, bool]:
-    """(panel width, most rows, whether bf16 panels run) of :func:`small_linear` on this CPU: 16, 16 and True
-    with AVX-512 and AVX512-BF16."""
+    """(panel width, rows per register tile, whether bf16 panels run) of :func:`small_linear` on this CPU: 16,
+    16 and True with AVX-512 and AVX512-BF16. Up to that many rows stream the weights once; more rows run tile
+    by tile against each panel while it is in the core's cache."""
     lanes, rows, bf16 = torch.ops.shop_assistant.small_linear_shape()
     return int(lanes), int(rows), bool(bf16)
 
@@ -192,9 +219,10 @@ def pack_panels(weight: torch.Tensor) -> torch.Tensor | None:
 
 
 def small_linear(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``x @ weight.T (+ bias)`` for ``x`` ``[rows, K]`` with up to ``small_linear_shape()[1]`` rows, the weight
-    as :func:`pack_panels` made it. fp32: each output one sum over k in order; bf16: exact products, fp32 sums,
-    rounded once (the bias, if any, is added after that rounding)."""
+    """``x @ weight.T (+ bias)`` for ``x`` ``[rows, K]``, any number of rows, the weight as :func:`pack_panels`
+    made it. fp32: each output one sum over k in order; bf16: exact products, fp32 sums, rounded once (the bias,
+    if any, is added after that rounding). Every row's result is the same whatever the other rows: the sums do
+    not depend on the row count (the engine's batch-invariant projections)."""
     lanes = small_linear_shape()[0]
     out = x.new_empty(x.shape[0], panels.shape[0] * lanes)
     # Rows may be strided (the kernel reads them in place); only the features must be contiguous.

@@ -399,6 +399,27 @@ bool decode_fast(const Shape& s, const T* q, const T* k_cache, const T* v_cache,
   }
 }
 
+// One query token: its heads against blocks [start_block, ceil(ctx / block_size)) of `table`, by the
+// compile-time variant for this model's shapes where there is one. A query's result depends only on its own
+// row of q, its table, `ctx` and the cascade prefix given: never on which other queries run in the same call
+// or step, which is what makes a prefill chunk's tokens come out exactly as a decode of the same token would
+// (paged_attention_ below).
+template <typename T>
+void attend_one(const Shape& s, const T* qi, const T* k_cache, const T* v_cache, const int32_t* ti, int64_t ctx,
+                int64_t start_block, const T* pi, const float* li, float scale, T* oi) {
+  if (s.head_dim == 64 && s.block_size == 16 && s.k_dim == 16 &&
+      decode_fast<T, 64, 16>(s, qi, k_cache, v_cache, ti, ctx, start_block, pi, li, scale, oi)) {
+  } else if (s.head_dim == 128 && s.block_size == 16 && s.k_dim == 16 &&
+             decode_fast<T, 128, 16>(s, qi, k_cache, v_cache, ti, ctx, start_block, pi, li, scale, oi)) {
+  } else if (s.head_dim == 64 && s.block_size == 16) {
+    decode_one<T, 64, 16>(s, qi, k_cache, v_cache, ti, ctx, start_block, pi, li, scale, oi);
+  } else if (s.head_dim == 128 && s.block_size == 16) {
+    decode_one<T, 128, 16>(s, qi, k_cache, v_cache, ti, ctx, start_block, pi, li, scale, oi);
+  } else {
+    decode_one<T, 0, 0>(s, qi, k_cache, v_cache, ti, ctx, start_block, pi, li, scale, oi);
+  }
+}
+
 // The sequences in `order`, one at a time per thread, pulled dynamically (their lengths differ widely).
 template <typename T>
 void run_all(const Shape& s, const std::vector<int64_t>& order, const T* q, const T* k_cache, const T* v_cache,
@@ -408,41 +429,22 @@ void run_all(const Shape& s, const std::vector<int64_t>& order, const T* q, cons
 #pragma omp parallel for schedule(dynamic, 1) num_threads(at::get_num_threads())
   for (int64_t j = 0; j < N; ++j) {
     const int64_t i = order[j];
-    const T* qi = q + row[i] * s.q_row;
     const T* pi = prefix_out != nullptr ? prefix_out + i * p_row : nullptr;
     const float* li = prefix_lse != nullptr ? prefix_lse + i * s.heads : nullptr;
-    T* oi = out + row[i] * s.o_row;
-    const int32_t* ti = tables + i * width;
-    if (s.head_dim == 64 && s.block_size == 16 && s.k_dim == 16 &&
-        decode_fast<T, 64, 16>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi)) {
-    } else if (s.head_dim == 128 && s.block_size == 16 && s.k_dim == 16 &&
-               decode_fast<T, 128, 16>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi)) {
-    } else if (s.head_dim == 64 && s.block_size == 16) {
-      decode_one<T, 64, 16>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi);
-    } else if (s.head_dim == 128 && s.block_size == 16) {
-      decode_one<T, 128, 16>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi);
-    } else {
-      decode_one<T, 0, 0>(s, qi, k_cache, v_cache, ti, ctx[i], start_block, pi, li, scale, oi);
-    }
+    attend_one<T>(s, q + row[i] * s.q_row, k_cache, v_cache, tables + i * width, ctx[i], start_block, pi, li, scale,
+                  out + row[i] * s.o_row);
   }
 }
 
-void paged_decode_attention(at::Tensor out, const at::Tensor& q, const at::Tensor& k_cache,
-                            const at::Tensor& v_cache, const at::Tensor& rows, const at::Tensor& block_tables,
-                            const at::Tensor& context_lens, int64_t start_block,
-                            const std::optional<at::Tensor>& prefix_out,
-                            const std::optional<at::Tensor>& prefix_lse, double scale) {
+Shape shape_of(const at::Tensor& out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache) {
   TORCH_CHECK(q.dim() == 3 && out.dim() == 3 && k_cache.dim() == 4 && v_cache.dim() == 4,
               "q/out [T, H, D], k_cache [B, KVH, D, bs], v_cache [B, bs, KVH, D]");
   TORCH_CHECK(q.stride(2) == 1 && out.stride(2) == 1 && v_cache.stride(3) == 1 &&
                   (k_cache.stride(3) == 1 || k_cache.size(3) == 1),
               "head_dim (of q, out, V) and the block's tokens (of K) must be contiguous");
-  TORCH_CHECK(q.scalar_type() == k_cache.scalar_type() && out.scalar_type() == q.scalar_type(), "one dtype");
-  TORCH_CHECK(rows.scalar_type() == at::kLong && block_tables.scalar_type() == at::kInt &&
-                  context_lens.scalar_type() == at::kInt,
-              "rows int64, block_tables and context_lens int32");
-  TORCH_CHECK(block_tables.is_contiguous() && rows.is_contiguous() && context_lens.is_contiguous());
-  const int64_t N = rows.size(0);
+  TORCH_CHECK(q.scalar_type() == k_cache.scalar_type() && out.scalar_type() == q.scalar_type() &&
+                  v_cache.scalar_type() == q.scalar_type(),
+              "one dtype");
   const Shape s{q.size(1),         v_cache.size(2),   q.size(2),         v_cache.size(1),
                 q.stride(0),       q.stride(1),       out.stride(0),     out.stride(1),
                 k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -451,6 +453,20 @@ void paged_decode_attention(at::Tensor out, const at::Tensor& q, const at::Tenso
                   k_cache.size(2) == s.head_dim && k_cache.size(3) == s.block_size,
               "head shapes disagree");
   TORCH_CHECK(s.block_size <= 64, "block_size up to 64");
+  return s;
+}
+
+void paged_decode_attention(at::Tensor out, const at::Tensor& q, const at::Tensor& k_cache,
+                            const at::Tensor& v_cache, const at::Tensor& rows, const at::Tensor& block_tables,
+                            const at::Tensor& context_lens, int64_t start_block,
+                            const std::optional<at::Tensor>& prefix_out,
+                            const std::optional<at::Tensor>& prefix_lse, double scale) {
+  const Shape s = shape_of(out, q, k_cache, v_cache);
+  TORCH_CHECK(rows.scalar_type() == at::kLong && block_tables.scalar_type() == at::kInt &&
+                  context_lens.scalar_type() == at::kInt,
+              "rows int64, block_tables and context_lens int32");
+  TORCH_CHECK(block_tables.is_contiguous() && rows.is_contiguous() && context_lens.is_contiguous());
+  const int64_t N = rows.size(0);
   const bool has_prefix = prefix_out.has_value();
   if (has_prefix) {
     TORCH_CHECK(prefix_lse.has_value() && prefix_lse->scalar_type() == at::kFloat && prefix_lse->is_contiguous());
@@ -474,6 +490,74 @@ void paged_decode_attention(at::Tensor out, const at::Tensor& q, const at::Tenso
   });
 }
 
+// Query tokens in `order`, one at a time per thread, pulled dynamically: token t is row rows[t] of q and out,
+// of sequence seqs[t], and sees the first lens[t] tokens of that sequence's blocks.
+template <typename T>
+void run_queries(const Shape& s, const std::vector<int64_t>& order, const T* q, const T* k_cache, const T* v_cache,
+                 const int64_t* rows, const int64_t* seqs, const int64_t* lens, const int32_t* tables, int64_t width,
+                 float scale, T* out) {
+  const int64_t N = static_cast<int64_t>(order.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(at::get_num_threads())
+  for (int64_t j = 0; j < N; ++j) {
+    const int64_t t = order[j];
+    attend_one<T>(s, q + rows[t] * s.q_row, k_cache, v_cache, tables + seqs[t] * width, lens[t], 0, nullptr, nullptr,
+                  scale, out + rows[t] * s.o_row);
+  }
+}
+
+// Every query token of a step, prefill chunks and decodes alike: sequence i owns rows
+// query_start_loc[i]..query_start_loc[i + 1] of q, its last positions, and its query j (of L) sees the first
+// context_lens[i] - L + j + 1 tokens of its blocks. Each query is the decode walk above with that context (a
+// causal mask by construction: its walk stops at its own position), reading K/V back from the paged cache
+// block by block from position 0. So a token's attention is the same sums in the same order whether its
+// context was computed in this chunk, in an earlier chunk or taken from the prefix cache, and whether the token
+// is a prefill chunk's or a decode's: the engine's answer does not depend on how its prompt was split or
+// cached, or on the batch around it (vLLM's batch invariance, for attention). The queries share nothing, so
+// the work is (tokens x context) like any causal attention, without a padded or gathered copy of K/V.
+// `only` (int64): run these sequences' queries and leave the other rows of `out` alone (None: all of them).
+void paged_attention(at::Tensor out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                     const at::Tensor& query_start_loc, const at::Tensor& block_tables,
+                     const at::Tensor& context_lens, const std::optional<at::Tensor>& only, double scale) {
+  const Shape s = shape_of(out, q, k_cache, v_cache);
+  TORCH_CHECK(query_start_loc.scalar_type() == at::kInt && block_tables.scalar_type() == at::kInt &&
+                  context_lens.scalar_type() == at::kInt,
+              "query_start_loc, block_tables and context_lens int32");
+  TORCH_CHECK(block_tables.is_contiguous() && query_start_loc.is_contiguous() && context_lens.is_contiguous());
+  const int64_t S = context_lens.size(0);
+  TORCH_CHECK(query_start_loc.size(0) == S + 1 && block_tables.size(0) == S, "one row per sequence");
+  const int32_t* qsl = query_start_loc.data_ptr<int32_t>();
+  const int32_t* ctx = context_lens.data_ptr<int32_t>();
+  const int32_t* tables = block_tables.data_ptr<int32_t>();
+  const int64_t width = block_tables.size(1);
+  std::vector<int64_t> chosen;
+  if (only.has_value()) {
+    TORCH_CHECK(only->scalar_type() == at::kLong && only->is_contiguous(), "only: int64 sequence indices");
+    const int64_t* o = only->data_ptr<int64_t>();
+    chosen.assign(o, o + only->numel());
+  } else {
+    chosen.resize(S);
+    std::iota(chosen.begin(), chosen.end(), 0);
+  }
+  std::vector<int64_t> rows, seqs, lens;
+  rows.reserve(qsl[S]), seqs.reserve(qsl[S]), lens.reserve(qsl[S]);
+  for (const int64_t i : chosen) {
+    TORCH_CHECK(i >= 0 && i < S, "sequence index out of range");
+    const int64_t L = qsl[i + 1] - qsl[i];
+    TORCH_CHECK(L >= 0 && ctx[i] >= L && qsl[i + 1] <= q.size(0), "a sequence's queries are its last tokens");
+    TORCH_CHECK(L == 0 || (ctx[i] + s.block_size - 1) / s.block_size <= width, "block table too narrow");
+    for (int64_t j = 0; j < L; ++j) rows.push_back(qsl[i] + j), seqs.push_back(i), lens.push_back(ctx[i] - L + j + 1);
+  }
+  // Longest first, pulled dynamically: both cores busy to the end of the step.
+  std::vector<int64_t> order(rows.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return lens[a] > lens[b]; });
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "paged_attention", [&] {
+    run_queries<scalar_t>(s, order, q.data_ptr<scalar_t>(), k_cache.data_ptr<scalar_t>(), v_cache.data_ptr<scalar_t>(),
+                          rows.data(), seqs.data(), lens.data(), tables, width, static_cast<float>(scale),
+                          out.data_ptr<scalar_t>());
+  });
+}
+
 }  // namespace
 
 TORCH_LIBRARY(shop_assistant, m) {
@@ -481,6 +565,12 @@ TORCH_LIBRARY(shop_assistant, m) {
       "paged_decode_attention_(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor rows, "
       "Tensor block_tables, Tensor context_lens, int start_block, Tensor? prefix_out, Tensor? prefix_lse, "
       "float scale) -> ()");
+  m.def(
+      "paged_attention_(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor query_start_loc, "
+      "Tensor block_tables, Tensor context_lens, Tensor? only, float scale) -> ()");
 }
 
-TORCH_LIBRARY_IMPL(shop_assistant, CPU, m) { m.impl("paged_decode_attention_", &paged_decode_attention); }
+TORCH_LIBRARY_IMPL(shop_assistant, CPU, m) {
+  m.impl("paged_decode_attention_", &paged_decode_attention);
+  m.impl("paged_attention_", &paged_attention);
+}

@@ -14,6 +14,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -101,9 +102,21 @@ void run_panels(const at::Tensor& x, const at::Tensor& packed, at::Tensor& out) 
   const T* xp = x.data_ptr<T>();
   const T* wp = packed.data_ptr<T>();
   T* op = out.data_ptr<T>();
-  // A few panels per task: K * 64 bytes each in fp32 with AVX-512 (36-98 KB at SmolLM2's shapes).
-  at::parallel_for(0, packed.size(0), 4, [&](int64_t p0, int64_t p1) {
-    dispatch_rows<T, kMaxRows>(M, xp, ldx, wp, K, p0, p1, op, ldo);
+  if (M <= kMaxRows) {
+    // A few panels per task: K * 64 bytes each in fp32 with AVX-512 (36-98 KB at SmolLM2's shapes).
+    at::parallel_for(0, packed.size(0), 4, [&](int64_t p0, int64_t p1) {
+      dispatch_rows<T, kMaxRows>(M, xp, ldx, wp, K, p0, p1, op, ldo);
+    });
+    return;
+  }
+  // More rows (a prefill chunk): each panel, while it sits in the core's cache, against every tile of kMaxRows
+  // rows. Every output is still the one sum over k in order that a single row gets (the tiles only decide
+  // which sums share a weight load), so a row's result does not depend on how many rows came with it.
+  at::parallel_for(0, packed.size(0), 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t m0 = 0; m0 < M; m0 += kMaxRows)
+        dispatch_rows<T, kMaxRows>(std::min(kMaxRows, M - m0), xp + m0 * ldx, ldx, wp, K, p, p + 1, op + m0 * ldo,
+                                   ldo);
   });
 }
 
@@ -117,7 +130,6 @@ void small_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& packed)
   TORCH_CHECK(packed.dim() == 3 && packed.size(2) == per_step && packed.is_contiguous(),
               "packed: the layout of cpu_kernels.pack_panels, contiguous");
   const int64_t M = x.size(0), K = x.size(1), panels = packed.size(0);
-  TORCH_CHECK(M <= kMaxRows, "up to ", kMaxRows, " rows");
   TORCH_CHECK(packed.size(1) * per_step == K * kLanes && out.size(0) == M && out.size(1) == panels * kLanes,
               "shapes disagree");
   if (dtype == at::kFloat) {
@@ -127,7 +139,7 @@ void small_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& packed)
   }
 }
 
-// (panel width, most rows, 1 if bf16 panels run here): what `pack_panels` and the caller need to know.
+// (panel width, rows per register tile (the most that stream the weights once), 1 if bf16 panels run here): what `pack_panels` and the caller need to know.
 std::vector<int64_t> small_linear_shape() { return {kLanes, kMaxRows, kBf16Dot ? 1 : 0}; }
 
 }  // namespace
