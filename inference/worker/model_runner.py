@@ -76,8 +76,10 @@ class ModelRunner:
         )
         del weights
         self.packed_linears = config.cpu_packed_linears and self.model.pack_for_cpu(
-            config.max_num_seqs, panels=config.cpu_small_linears
+            config.max_num_seqs, panels=config.cpu_small_linears, all_rows=config.batch_invariant
         )
+        if not config.batch_invariant and hasattr(self.backend, "cascade"):
+            self.backend.cascade = True
         self.small_linears = self.packed_linears and self.model.lm_head_panels is not None
         self.fused_cpu_ops = config.cpu_fused_ops and self.model.use_fused_cpu_ops()
         self.load_seconds = time.perf_counter() - start

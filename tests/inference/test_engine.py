@@ -429,3 +429,83 @@ def test_preempted_candidates_are_recomputed_and_finish_their_samples(llm: LLM) 
         _assert_blocks_released(engine)
     finally:
         engine.reset(num_gpu_blocks_override=None, enable_prefix_caching=True)
+
+
+# ------------------------------------------------------------------------------------------------------
+# Batch invariance: the answer does not depend on the prefix cache, the chunking or the batch (CPU).
+# ------------------------------------------------------------------------------------------------------
+
+STORE_SYSTEM_PROMPT = (
+    "You are the shop assistant of Northwind Outfitters, an online store for hiking, camping and travel gear. "
+    "Answer questions about our products, orders, shipping and returns politely and concisely. Shipping is free on "
+    "orders over 50 euros; standard delivery takes 2 to 4 working days, express delivery one day. Returns are "
+    "accepted within 30 days in original condition; refunds take up to 5 working days. Our products: the Alpine "
+    "Trail 40 backpack (40 litres, ventilated back panel, rain cover, 129 euros); the Summit Down jacket (800-fill "
+    "goose down, 310 grams, packs into its pocket, 249 euros); trail running shoes with a 6 mm drop, a rock plate "
+    "and deep lugs (139 euros); merino wool crew sweaters in charcoal, navy, forest green and oatmeal (89 euros); a "
+    "two-person tent, the Ridge 2, 1.6 kg, freestanding, with two doors and two vestibules (299 euros); titanium "
+    "sporks, stoves and cook sets. If a customer asks about something we do not sell, say so and suggest the "
+    "closest product. Never invent prices, stock levels or delivery dates. Use a friendly tone."
+)
+
+
+@pytest.fixture(scope="module", params=["float32", "bfloat16"])
+def invariant_llm(request, model_path, test_device) -> LLM:
+    from inference.worker.attention import cpu_kernels
+
+    if test_device != "cpu":
+        pytest.skip("batch invariance is a property of the CPU kernels; the CUDA path is not covered")
+    if not cpu_kernels.load():
+        pytest.fail(f"the C++ kernels must build here: {cpu_kernels.unavailable_reason()}")
+    if request.param == "bfloat16" and not cpu_kernels.small_linear_shape()[2]:
+        pytest.skip("bf16 on a CPU without AVX512-BF16: the projections run on oneDNN, whose rows may depend on "
+                    "the row count; fp32 is the batch-invariant mode there")  # fmt: skip
+    return LLM(str(model_path), device="cpu", dtype=request.param, enable_prefix_caching=True,
+               num_gpu_blocks_override=160, max_num_seqs=8, max_num_batched_tokens=512)  # fmt: skip
+
+
+def _store_prompt(tokenizer, question: str) -> list[int]:
+    messages = [{"role": "system", "content": STORE_SYSTEM_PROMPT}, {"role": "user", "content": question}]
+    return tokenizer.encode(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+
+
+def _answer(llm: LLM, prompts: list[list[int]]) -> list[tuple[int, list[int], list[float]]]:
+    """(cached prompt tokens, greedy tokens, their logprobs) per prompt, in one generate call."""
+    params = SamplingParams(max_tokens=24, ignore_eos=True, logprobs=0, **GREEDY)
+    outs = llm.generate(prompts, params)
+    return [(o.num_cached_tokens, o.outputs[0].token_ids, o.outputs[0].logprobs) for o in outs]
+
+
+def test_the_answer_does_not_depend_on_the_prefix_cache_chunking_or_batch(invariant_llm: LLM, tokenizer) -> None:
+    """Temperature 0, bit for bit (the sampled tokens' logprobs too, which show any difference in the logits long
+    before a token flips): a prompt of a ~250-token system prompt and a question, cold, then with all its whole
+    blocks from the prefix cache; a second question on the same system prompt cold (fresh cache) and after the
+    first (the system prompt's blocks cached); the prompt in 64-token chunks; both prompts in one batch.
+    Reported on an AMX Xeon in bf16: 'Hello there! I'm glad to help' cold, 'Hello there! I'm so glad to' cached."""
+    llm, block = invariant_llm, invariant_llm.llm_engine.config.block_size
+    first = _store_prompt(tokenizer, "Hi! Do you have a light tent for two people?")
+    second = _store_prompt(tokenizer, "Hello, how long does express delivery take?")
+    assert len(first) > 250 and first[:200] == second[:200]
+
+    llm.reset()
+    [(cached, *cold)] = _answer(llm, [first])
+    [(hit, *warm)] = _answer(llm, [first])
+    assert cached == 0 and hit == (len(first) - 1) // block * block
+    assert warm == cold, "the same prompt answered differently from the prefix cache"
+
+    llm.reset()
+    [(cached, *second_cold)] = _answer(llm, [second])
+    llm.reset()
+    _answer(llm, [first])
+    [(hit, *second_warm)] = _answer(llm, [second])
+    assert cached == 0 and hit >= 200 // block * block
+    assert second_warm == second_cold, "a prompt sharing the cached system prompt answered differently"
+
+    llm.reset(max_num_batched_tokens=64)
+    [(_, *chunked)] = _answer(llm, [first])
+    assert chunked == cold, "the prompt computed in 64-token chunks answered differently"
+
+    llm.reset()
+    both = _answer(llm, [first, second])
+    assert [tuple(b[1:]) for b in both] == [tuple(cold), tuple(second_cold)], "answers changed in a batch"
+    llm.reset()

@@ -214,7 +214,8 @@ def test_greedy_parity_with_a_shared_system_prompt(
     from inference.worker.attention import cpu_kernels, torch_backend
     from inference.worker.attention.cpu_backend import CpuAttentionBackend
 
-    monkeypatch.setattr(CpuAttentionBackend, "cascade", True)  # the default, which this test depends on
+    # Not the default (EngineConfig.batch_invariant turns it off): this test is about the cascade path.
+    monkeypatch.setattr(CpuAttentionBackend, "cascade", True)
     calls = []
     for module, name in ((torch_backend, "_attend_prefix"), (cpu_kernels, "prefix_attention")):  # torch, C++
         real = getattr(module, name)

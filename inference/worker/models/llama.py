@@ -9,6 +9,7 @@ every layer; the vocabulary projection runs only on the rows that sample.
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -43,19 +44,24 @@ def small_rows() -> int:
 
 class Linear(nn.Linear):
     """``nn.Linear`` that runs on a oneDNN-packed copy of its weight once :meth:`pack` is called (CPU), and,
-    with ``panels``, batches of up to ``small_rows`` rows on the panel kernel (``cpu_kernels.small_linear``)."""
+    with ``panels``, batches of up to ``small_rows`` rows on the panel kernel (``cpu_kernels.small_linear``);
+    with ``all_rows`` too, every batch on the panel kernel (batch invariant: a row's result is the same whatever
+    the rows beside it, which oneDNN does not promise), and no oneDNN copy."""
 
     packed: torch.Tensor | None = None
     panels: torch.Tensor | None = None
     small_rows: int = 0
 
-    def pack(self, batch_hint: int, panels: bool = False) -> None:
+    def pack(self, batch_hint: int, panels: bool = False, all_rows: bool = False) -> None:
         # bf16 with a bias would round twice (after the sum, after the bias): oneDNN adds it before rounding.
         if panels and (self.bias is None or self.weight.dtype == torch.float32):
             self.panels = cpu_kernels.pack_panels(self.weight)
             self.small_rows = small_rows() if self.panels is not None else 0
-        self.packed = pack_weight(self.weight, batch_hint)
-        # The packed copy replaces the weight (the panels, where kept, are the one extra copy).
+        if self.panels is not None and all_rows:
+            self.small_rows = sys.maxsize
+        else:
+            self.packed = pack_weight(self.weight, batch_hint)
+        # The packed copy (or the panels) replaces the weight (panels beside a packed copy are one extra copy).
         self.weight = nn.Parameter(self.weight.new_empty(0), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -268,13 +274,15 @@ class LlamaForCausalLM(nn.Module):
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(hidden, weight)
 
-    def pack_for_cpu(self, batch_hint: int, panels: bool = False) -> bool:
+    def pack_for_cpu(self, batch_hint: int, panels: bool = False, all_rows: bool = False) -> bool:
         """Run every projection on oneDNN-packed weights (CPU); False, changing nothing, where it can't.
 
         ``panels`` (with the C++ kernels built; fp32, or bf16 on CPUs with AVX512-BF16): also keep each weight
         as panels for steps of up to ``small_rows()`` rows, whose projections only stream the weights (a
         decode step of a few sequences): the panel kernel reads them at about 40 GB/s where oneDNN read 29 in
-        fp32 on a 2-core EPYC. That second copy doubles the weights' memory.
+        fp32 on a 2-core EPYC. That second copy doubles the weights' memory. ``all_rows``: every step's
+        projections on the panels, whatever its rows (batch invariant, ``EngineConfig.batch_invariant``); no
+        oneDNN copy then, where the panels exist.
         """
         dtype = self.embed_tokens.weight.dtype
         if self.embed_tokens.weight.device.type != "cpu" or not onednn_linear_available(dtype):
@@ -283,13 +291,16 @@ class LlamaForCausalLM(nn.Module):
         panels = panels and (dtype == torch.float32 or cpu_kernels.small_linear_shape()[2])
         for module in self.modules():
             if isinstance(module, Linear):
-                module.pack(batch_hint, panels)
+                module.pack(batch_hint, panels, all_rows)
         # The vocabulary projection keeps its source: with tied embeddings it is also the embedding table.
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        self.lm_head_packed = pack_weight(weight, batch_hint)
         if panels:
             self.lm_head_panels = cpu_kernels.pack_panels(weight)
             self.small_rows = small_rows() if self.lm_head_panels is not None else 0
+        if self.lm_head_panels is not None and all_rows:
+            self.small_rows = sys.maxsize
+        else:
+            self.lm_head_packed = pack_weight(weight, batch_hint)
         return True
 
     def use_fused_cpu_ops(self) -> bool:

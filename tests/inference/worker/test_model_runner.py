@@ -138,9 +138,10 @@ def test_dtypes_and_graph_sizes(monkeypatch) -> None:
 
 
 def test_cpu_projections_run_on_packed_weights_with_the_same_logits(tiny_path: Path) -> None:
-    """On CPU every projection runs on a oneDNN-packed copy of its weight (the weight itself is dropped); the
-    logits equal those of plain ``F.linear`` up to fp32 summation order."""
-    packed, plain = make_runner(tiny_path), make_runner(tiny_path, cpu_packed_linears=False)
+    """Without batch invariance, on CPU every projection runs on a oneDNN-packed copy of its weight (the weight
+    itself is dropped); the logits equal those of plain ``F.linear`` up to fp32 summation order."""
+    packed = make_runner(tiny_path, batch_invariant=False)
+    plain = make_runner(tiny_path, cpu_packed_linears=False)
     assert packed.packed_linears and not plain.packed_linears
     attn = packed.model.layers[0].self_attn
     assert attn.qkv_proj.packed is not None and attn.qkv_proj.weight.numel() == 0
@@ -153,11 +154,28 @@ def test_cpu_projections_run_on_packed_weights_with_the_same_logits(tiny_path: P
     torch.testing.assert_close(logits[0], logits[1], atol=1e-4, rtol=1e-4)
 
 
+def test_batch_invariant_projections_run_on_weight_panels_only(tiny_path: Path) -> None:
+    """The default (EngineConfig.batch_invariant): every projection on the panel kernel, whatever the rows, and
+    no oneDNN copy of the weights; the logits those of oneDNN up to fp32 summation order."""
+    invariant, onednn = make_runner(tiny_path), make_runner(tiny_path, cpu_small_linears=False)
+    for linear in (invariant.model.layers[0].self_attn.qkv_proj, invariant.model.layers[0].mlp.down_proj):
+        assert linear.panels is not None and linear.packed is None and linear.weight.numel() == 0
+    assert invariant.model.lm_head_panels is not None and invariant.model.lm_head_packed is None
+    tokens = list(range(3, 40))
+    for runner in (invariant, onednn):
+        prefill = runner.execute(SchedulerOutput([ScheduledSeq(seq_with("a", tokens, 0, list(range(12))), 37)]))
+        decode = runner.execute(SchedulerOutput([ScheduledSeq(seq_with("a", tokens + [7], 37, list(range(12))), 1)]))
+        runner.logits = (prefill, decode)
+    for got, expected in zip(invariant.logits, onednn.logits):
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
 def test_cpu_small_steps_run_on_weight_panels_with_the_same_logits(tiny_path: Path) -> None:
-    """In fp32 a step of up to 16 rows runs its projections on the panel kernel (cpu_kernels.small_linear);
-    a longer one, and a runner without it, on oneDNN. The logits agree up to fp32 summation order, over a
-    prefill chunk too long for the panels and a decode step short enough."""
-    panels, onednn = make_runner(tiny_path), make_runner(tiny_path, cpu_small_linears=False)
+    """Without batch invariance, in fp32 a step of up to 16 rows runs its projections on the panel kernel
+    (cpu_kernels.small_linear); a longer one, and a runner without it, on oneDNN. The logits agree up to fp32
+    summation order, over a prefill chunk too long for the panels and a decode step short enough."""
+    panels = make_runner(tiny_path, batch_invariant=False)
+    onednn = make_runner(tiny_path, cpu_small_linears=False)
     assert panels.small_linears and not onednn.small_linears
     mlp = panels.model.layers[0].mlp
     assert mlp.gate_up_proj.panels is not None and onednn.model.layers[0].mlp.gate_up_proj.panels is None
