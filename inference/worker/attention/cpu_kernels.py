@@ -220,14 +220,15 @@ def pack_panels(weight: torch.Tensor) -> torch.Tensor | None:
 
 def small_linear(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ weight.T (+ bias)`` for ``x`` ``[rows, K]``, any number of rows, the weight as :func:`pack_panels`
-    made it. fp32: each output one sum over k in order; bf16: exact products, fp32 sums, rounded once (the bias,
-    if any, is added after that rounding). Every row's result is the same whatever the other rows: the sums do
+    made it. fp32: each output one sum over k in order, the bias (if any) added to it; bf16: exact products, fp32
+    sums, the bias added in fp32, rounded once (as oneDNN rounds). Every row's result is the same whatever the other rows: the sums do
     not depend on the row count (the engine's batch-invariant projections)."""
     lanes = small_linear_shape()[0]
     out = x.new_empty(x.shape[0], panels.shape[0] * lanes)
     # Rows may be strided (the kernel reads them in place); only the features must be contiguous.
-    torch.ops.shop_assistant.small_linear_(out, x if x.stride(-1) == 1 else x.contiguous(), panels)
-    return out if bias is None else out.add_(bias)
+    torch.ops.shop_assistant.small_linear_(out, x if x.stride(-1) == 1 else x.contiguous(), panels,
+                                           None if bias is None else bias.contiguous())
+    return out
 
 
 def rms_norm(

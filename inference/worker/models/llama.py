@@ -53,8 +53,7 @@ class Linear(nn.Linear):
     small_rows: int = 0
 
     def pack(self, batch_hint: int, panels: bool = False, all_rows: bool = False) -> None:
-        # bf16 with a bias would round twice (after the sum, after the bias): oneDNN adds it before rounding.
-        if panels and (self.bias is None or self.weight.dtype == torch.float32):
+        if panels:  # (the kernel adds a bias to the fp32 sums before rounding, as oneDNN does)
             self.panels = cpu_kernels.pack_panels(self.weight)
             self.small_rows = small_rows() if self.panels is not None else 0
         if self.panels is not None and all_rows:

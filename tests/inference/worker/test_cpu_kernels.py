@@ -151,7 +151,11 @@ def test_small_linear_equals_the_product(dtype, rows, panels, k) -> None:
     torch.testing.assert_close(got, exact.to(dtype), **tolerance)
     if dtype == torch.bfloat16:
         assert (got != exact.to(dtype)).float().mean() < 0.01
-    torch.testing.assert_close(cpu_kernels.small_linear(x, packed, bias), exact.to(dtype) + bias, **tolerance)
+    # The bias joins the fp32 sums before the one rounding (as oneDNN adds it).
+    with_bias = cpu_kernels.small_linear(x, packed, bias)
+    torch.testing.assert_close(with_bias, (exact + bias.double()).to(dtype), **tolerance)
+    if dtype == torch.bfloat16:
+        assert (with_bias != (exact + bias.double()).to(dtype)).float().mean() < 0.01
     # A row view of a wider tensor: strided rows are read in place.
     wide = torch.randn(rows, k + 6, generator=gen).to(dtype)
     expected = (wide[:, :k].double() @ weight.double().T).to(dtype)
@@ -168,9 +172,12 @@ def test_small_linear_rows_do_not_depend_on_the_batch(dtype, panels, k) -> None:
     weight = (torch.randn(panels * lanes, k, generator=gen) / k**0.5).to(dtype)
     x = torch.randn(300, k, generator=gen).to(dtype)
     packed = cpu_kernels.pack_panels(weight)
-    full = cpu_kernels.small_linear(x, packed)
+    bias = torch.randn(panels * lanes, generator=gen).to(dtype)
+    full, full_bias = cpu_kernels.small_linear(x, packed), cpu_kernels.small_linear(x, packed, bias)
     for start, count in [(0, 1), (7, 1), (299, 1), (3, 2), (0, 15), (5, 16), (16, 17), (100, 33), (1, 299)]:
         assert torch.equal(cpu_kernels.small_linear(x[start : start + count], packed), full[start : start + count])
+        rows = cpu_kernels.small_linear(x[start : start + count], packed, bias)
+        assert torch.equal(rows, full_bias[start : start + count])
     wide = torch.cat([x, torch.randn(300, 10, generator=gen).to(dtype)], dim=1)
     assert torch.equal(cpu_kernels.small_linear(wide[40:90, :k], packed), full[40:90])
 

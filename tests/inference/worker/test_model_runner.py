@@ -226,3 +226,41 @@ def test_blocks_to_copy_run_before_the_forward(tiny_path: Path) -> None:
     stale = seq_with("s", prompt + [11], 6, [5, 10])
     logits = runner.execute(SchedulerOutput([ScheduledSeq(original, 1), ScheduledSeq(stale, 1)]))
     assert not torch.allclose(logits[0], logits[1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_tokens_logits_do_not_depend_on_chunking_or_batch(tmp_path: Path, dtype: str) -> None:
+    """Batch invariance at the runner (EngineConfig.batch_invariant, the default), on a Qwen2 checkpoint (biases
+    on q/k/v, through the panel kernel): the last token's logits, bit for bit, after one prefill of the whole
+    prompt, after chunks of 16 + 16 + the rest (the first two standing for prefix-cache hits), after chunks
+    ending one token short (the last token a decode), and with other sequences in the same steps."""
+    from inference.worker.attention import cpu_kernels
+    from tests.inference.conftest import StepHelper, write_tiny_checkpoint
+
+    if dtype == "bfloat16" and not cpu_kernels.small_linear_shape()[2]:
+        pytest.skip("bf16 on a CPU without AVX512-BF16: the projections run on oneDNN, not batch invariant")
+    # SmolLM2's layer shapes (head_dim 64, 9 heads over 3 KV heads, sums over 576 and 1536), two layers.
+    path = write_tiny_checkpoint(tmp_path / "qwen2", "qwen2", hidden_size=576, intermediate_size=1536,
+                                 num_attention_heads=9, num_key_value_heads=3, initializer_range=0.05)  # fmt: skip
+    runner = make_runner(path, dtype=dtype, block_size=16, num_gpu_blocks_override=64, max_model_len=128)
+    assert runner.model.layers[0].self_attn.qkv_proj.panels is not None
+    tokens = [int(t) for t in torch.randint(3, 96, (75,), generator=torch.Generator().manual_seed(1))]
+    other = [int(t) for t in torch.randint(3, 96, (40,), generator=torch.Generator().manual_seed(2))]
+    helper = StepHelper(64, 16, seed=3)
+
+    def last_logits(splits: list[int], with_other: bool = False) -> torch.Tensor:
+        seq = helper.new_seq(f"s{len(helper.free)}", tokens)
+        companion = helper.new_seq(f"o{len(helper.free)}", other) if with_other else None
+        out = None
+        for n in splits:
+            items = [(seq, n)]
+            if companion is not None and companion.num_computed_tokens < len(other):
+                items.append((companion, min(13, len(other) - companion.num_computed_tokens)))
+            out = helper.step(runner, items)
+        assert seq.num_computed_tokens == len(tokens)
+        return out[0]
+
+    whole = last_logits([75])
+    assert torch.equal(last_logits([16, 16, 43]), whole)
+    assert torch.equal(last_logits([64, 10, 1]), whole)
+    assert torch.equal(last_logits([30, 45], with_other=True), whole)

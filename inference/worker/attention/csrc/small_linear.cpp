@@ -29,10 +29,11 @@ constexpr int64_t kMaxRows = kRegisters / 2;
 // Lines fetched ahead in a panel's stream (8 KB): the hardware prefetcher alone ran 30 GB/s here, 40 with it.
 constexpr int64_t kAhead = 128;
 
-// kM rows against panels [p0, p1): acc[m] += x[m][k] * panel[k] over k, the next lines fetched ahead.
+// kM rows against panels [p0, p1): acc[m] += x[m][k] * panel[k] over k, the next lines fetched ahead; the
+// bias (if any) added to the finished sum.
 template <int kM>
-void rows_times_panels(const float* x, int64_t ldx, const float* packed, int64_t K, int64_t p0, int64_t p1,
-                       float* out, int64_t ldo) {
+void rows_times_panels(const float* x, int64_t ldx, const float* packed, const float* bias, int64_t K, int64_t p0,
+                       int64_t p1, float* out, int64_t ldo) {
   for (int64_t p = p0; p < p1; ++p) {
     const float* w = packed + p * K * kLanes;
     VecF acc[kM];
@@ -44,18 +45,21 @@ void rows_times_panels(const float* x, int64_t ldx, const float* packed, int64_t
 #pragma GCC unroll 16
       for (int m = 0; m < kM; ++m) acc[m] += x[m * ldx + k] * wk;
     }
+    const VecF b = bias != nullptr ? load_vec(bias + p * kLanes) : VecF{};
 #pragma GCC unroll 16
-    for (int m = 0; m < kM; ++m) store_vec(out + m * ldo + p * kLanes, acc[m]);
+    for (int m = 0; m < kM; ++m) store_vec(out + m * ldo + p * kLanes, bias != nullptr ? acc[m] + b : acc[m]);
   }
 }
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
 // bf16: a panel is [K / 2, kLanes pairs]: lane j of step kk holds (W[j][2kk], W[j][2kk + 1]), so one 64-byte
 // line is one dot-product operand and each row's (x[2kk], x[2kk + 1]) one broadcast pair. Products are exact,
-// sums fp32 (as oneDNN's bf16 products), the output rounded to bf16 once.
+// sums fp32 (as oneDNN's bf16 products), the bias (if any) added to the fp32 sum, the output rounded to bf16
+// once (as oneDNN does with a bias).
 template <int kM>
-void rows_times_panels_bf16(const c10::BFloat16* x, int64_t ldx, const c10::BFloat16* packed, int64_t K, int64_t p0,
-                            int64_t p1, c10::BFloat16* out, int64_t ldo) {
+void rows_times_panels_bf16(const c10::BFloat16* x, int64_t ldx, const c10::BFloat16* packed,
+                            const c10::BFloat16* bias, int64_t K, int64_t p0, int64_t p1, c10::BFloat16* out,
+                            int64_t ldo) {
   const int64_t K2 = K / 2;
   for (int64_t p = p0; p < p1; ++p) {
     const c10::BFloat16* w = packed + p * K * kLanes;
@@ -69,35 +73,37 @@ void rows_times_panels_bf16(const c10::BFloat16* x, int64_t ldx, const c10::BFlo
 #pragma GCC unroll 16
       for (int m = 0; m < kM; ++m) acc[m] = dot_pairs(acc[m], wk, splat_pair(pair_bits(x + m * ldx + 2 * kk)));
     }
+    const VecF b = bias != nullptr ? load_vec(bias + p * kLanes) : VecF{};
 #pragma GCC unroll 16
-    for (int m = 0; m < kM; ++m) store_bf16(reinterpret_cast<uint16_t*>(out + m * ldo + p * kLanes), acc[m]);
+    for (int m = 0; m < kM; ++m)
+      store_bf16(reinterpret_cast<uint16_t*>(out + m * ldo + p * kLanes), bias != nullptr ? acc[m] + b : acc[m]);
   }
 }
 #endif
 
 // The kernel for M rows, M known at compile time (the sums' registers unrolled).
 template <typename T, int kM>
-void dispatch_rows(int64_t M, const T* x, int64_t ldx, const T* packed, int64_t K, int64_t p0, int64_t p1, T* out,
-                   int64_t ldo) {
+void dispatch_rows(int64_t M, const T* x, int64_t ldx, const T* packed, const T* bias, int64_t K, int64_t p0,
+                   int64_t p1, T* out, int64_t ldo) {
   if constexpr (kM == 0) {
     return;
   } else {
     if (M == kM) {
       if constexpr (std::is_same_v<T, float>) {
-        rows_times_panels<kM>(x, ldx, packed, K, p0, p1, out, ldo);
+        rows_times_panels<kM>(x, ldx, packed, bias, K, p0, p1, out, ldo);
       } else {
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-        rows_times_panels_bf16<kM>(x, ldx, packed, K, p0, p1, out, ldo);
+        rows_times_panels_bf16<kM>(x, ldx, packed, bias, K, p0, p1, out, ldo);
 #endif
       }
       return;
     }
-    dispatch_rows<T, kM - 1>(M, x, ldx, packed, K, p0, p1, out, ldo);
+    dispatch_rows<T, kM - 1>(M, x, ldx, packed, bias, K, p0, p1, out, ldo);
   }
 }
 
 template <typename T>
-void run_panels(const at::Tensor& x, const at::Tensor& packed, at::Tensor& out) {
+void run_panels(const at::Tensor& x, const at::Tensor& packed, const T* bp, at::Tensor& out) {
   const int64_t M = x.size(0), K = x.size(1), ldx = x.stride(0), ldo = out.stride(0);
   const T* xp = x.data_ptr<T>();
   const T* wp = packed.data_ptr<T>();
@@ -105,7 +111,7 @@ void run_panels(const at::Tensor& x, const at::Tensor& packed, at::Tensor& out) 
   if (M <= kMaxRows) {
     // A few panels per task: K * 64 bytes each in fp32 with AVX-512 (36-98 KB at SmolLM2's shapes).
     at::parallel_for(0, packed.size(0), 4, [&](int64_t p0, int64_t p1) {
-      dispatch_rows<T, kMaxRows>(M, xp, ldx, wp, K, p0, p1, op, ldo);
+      dispatch_rows<T, kMaxRows>(M, xp, ldx, wp, bp, K, p0, p1, op, ldo);
     });
     return;
   }
@@ -115,12 +121,12 @@ void run_panels(const at::Tensor& x, const at::Tensor& packed, at::Tensor& out) 
   at::parallel_for(0, packed.size(0), 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p)
       for (int64_t m0 = 0; m0 < M; m0 += kMaxRows)
-        dispatch_rows<T, kMaxRows>(std::min(kMaxRows, M - m0), xp + m0 * ldx, ldx, wp, K, p, p + 1, op + m0 * ldo,
-                                   ldo);
+        dispatch_rows<T, kMaxRows>(std::min(kMaxRows, M - m0), xp + m0 * ldx, ldx, wp, bp, K, p, p + 1,
+                                   op + m0 * ldo, ldo);
   });
 }
 
-void small_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& packed) {
+void small_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& packed, const std::optional<at::Tensor>& bias) {
   const auto dtype = x.scalar_type();
   TORCH_CHECK(packed.scalar_type() == dtype && out.scalar_type() == dtype, "x, packed and out: one dtype");
   TORCH_CHECK(dtype == at::kFloat || (dtype == at::kBFloat16 && kBf16Dot), "float32, or bfloat16 with AVX512-BF16");
@@ -132,10 +138,13 @@ void small_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& packed)
   const int64_t M = x.size(0), K = x.size(1), panels = packed.size(0);
   TORCH_CHECK(packed.size(1) * per_step == K * kLanes && out.size(0) == M && out.size(1) == panels * kLanes,
               "shapes disagree");
+  if (bias.has_value())
+    TORCH_CHECK(bias->scalar_type() == dtype && bias->is_contiguous() && bias->numel() == panels * kLanes,
+                "bias: one per output, contiguous, the dtype of x");
   if (dtype == at::kFloat) {
-    run_panels<float>(x, packed, out);
+    run_panels<float>(x, packed, bias.has_value() ? bias->data_ptr<float>() : nullptr, out);
   } else {
-    run_panels<c10::BFloat16>(x, packed, out);
+    run_panels<c10::BFloat16>(x, packed, bias.has_value() ? bias->data_ptr<c10::BFloat16>() : nullptr, out);
   }
 }
 
@@ -145,7 +154,7 @@ std::vector<int64_t> small_linear_shape() { return {kLanes, kMaxRows, kBf16Dot ?
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(shop_assistant, m) {
-  m.def("small_linear_(Tensor(a!) out, Tensor x, Tensor packed) -> ()");
+  m.def("small_linear_(Tensor(a!) out, Tensor x, Tensor packed, Tensor? bias) -> ()");
   m.def("small_linear_shape() -> int[]", &small_linear_shape);
 }
 
