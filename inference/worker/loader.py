@@ -6,6 +6,7 @@ transformers is used only to read files (config, GGUF dequantization, tokenizer)
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -105,9 +106,17 @@ def resolve_model(model: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
-def _source_fingerprint(gguf: Path) -> dict[str, Any]:
-    stat = gguf.stat()
-    return {"gguf": gguf.name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+def _source_fingerprint(gguf: Path, sample: int = 1 << 20) -> dict[str, Any]:
+    """What identifies the GGUF's contents: not its mtime, which differs between two installs of the same
+    package (several checkouts, each with its own venv, share one cache), but its size and a hash of its first
+    and last MiB (header, metadata and the last tensors), cheap enough for every start."""
+    size = gguf.stat().st_size
+    digest = hashlib.sha256()
+    with gguf.open("rb") as f:
+        digest.update(f.read(sample))
+        f.seek(max(0, size - sample))
+        digest.update(f.read(sample))
+    return {"gguf": gguf.name, "size": size, "sha256_ends": digest.hexdigest()}
 
 
 def _is_complete(folder: Path, fingerprint: dict[str, Any]) -> bool:
