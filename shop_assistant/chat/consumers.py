@@ -61,6 +61,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.group = group_name(self.session.conversation.id)
         except Exception as exc:  # noqa: BLE001 - Redis down: the shopper still chats, agents cannot join
             logger.warning("channel layer unavailable (%s: %s); agent features off for this chat", type(exc).__name__, exc)
+        await self.session.settle_answers()  # an answer cut by a node's death is ended before the history goes out
         await self.send_frame(self.session.ready_frame())
         if self.group is None:
             await self.send_frame(
@@ -126,6 +127,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def chat_agent_left(self, event: Frame) -> None:
         await self.send_frame({"type": "agent_left", "agent": str(event.get("agent", ""))})
+
+    async def chat_answer_probe(self, event: Frame) -> None:
+        """Another connection resuming this conversation asks whether this one still writes the answer."""
+        if self.session is not None and self.session.writing(str(event.get("message_id", ""))):
+            try:
+                await self.channel_layer.send(
+                    str(event["reply_to"]), {"type": "chat.answer_alive", "message_id": event["message_id"]}
+                )
+            except Exception as exc:  # noqa: BLE001 - the other side then ends the answer; ours overwrites that
+                logger.warning("channel layer: answer probe reply failed (%s)", exc)
 
     async def conversation_frame(self, event: Frame) -> None:
         """A copy of a chat frame for the console (see console.events); the shopper already has it."""

@@ -13,7 +13,10 @@ Events sent to a conversation's group (the shopper's consumer ignores ``conversa
   ``products``, ``token``, ``end``); token frames carry ``t``, the wall-clock time (epoch seconds) the first
   token of the batch left the engine, for latency measurements;
 - ``chat.agent_joined`` / ``chat.agent_left`` / ``chat.agent_typing`` (``agent``: a display name), from the
-  console to the shopper's widget.
+  console to the shopper's widget;
+- ``chat.answer_probe`` (``message_id``, ``reply_to``): a node resuming the conversation asks whether the answer
+  its database shows in progress is still being written; the connection writing it (on any node) replies to
+  ``reply_to`` with ``chat.answer_alive``. No reply in time: its node died (``answer_alive``).
 
 Events sent to a store's group: ``console.inbox`` with ``kind`` (started, message, handoff, assigned, handed_back,
 closed) and ``conversation``.
@@ -131,6 +134,37 @@ def _merge_tokens(frames: list[Frame]) -> list[Frame]:
         else:
             merged.append(frame)
     return merged
+
+
+# How long a resuming connection waits for the node writing an answer to say so: a Redis round trip takes
+# milliseconds; a dead node never answers, so this is what a resume after a failure costs at most.
+PROBE_TIMEOUT = 0.5
+
+
+async def answer_alive(conversation_id: uuid.UUID | str, message_id: str, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether a live connection (on any node, through the channel layer) is still writing ``message_id``.
+
+    False also when the channel layer cannot be reached: the answer is then ended as interrupted, and should its
+    node be alive after all, the answer's own write, coming later, replaces that ending.
+    """
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    try:
+        reply_to = await layer.new_channel()
+        await layer.group_send(
+            group_name(conversation_id), {"type": "chat.answer_probe", "message_id": message_id, "reply_to": reply_to}
+        )
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            reply = await asyncio.wait_for(layer.receive(reply_to), left)
+            if reply.get("message_id") == message_id:
+                return True
+    except asyncio.TimeoutError:
+        return False
+    except Exception:  # noqa: BLE001 - Redis down: nobody can be asked
+        logger.warning("channel layer: answer probe failed", exc_info=True)
+    return False
 
 
 # --- hooks the chat calls ---------------------------------------------------------------------------------

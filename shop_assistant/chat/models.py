@@ -5,6 +5,8 @@ but its row is written together with its first message (``conversations.draft_co
 where nothing is said leaves nothing in the database. Messages are written by a Celery task (see
 ``tasks.log_message``), which is why a message row carries its own id, position and timestamp chosen by the
 consumer: the worker may write them later, more than once (acks_late), or out of order, and the result is the same.
+An answer's row is written as soon as it starts, empty and without a finish reason, together with the shopper's
+message, so that a node dying mid-answer leaves a trace another node can end (``Message.FinishReason.INTERRUPTED``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ class Message(models.Model):
         FIXED = "fixed"  # a fixed reply (no match, handoff, "are you a bot?"): no model text
         UNSUPPORTED_FIGURE = "unsupported_figure"  # ended before a price or stock figure the model made up
         UNSUPPORTED = "unsupported"  # ended before a model sentence the store's data does not support
+        # Cut by a failure (its node died): ended by the node the shopper resumed on (``session.settle_answers``).
+        INTERRUPTED = "interrupted"
+        # An assistant row with no finish reason is an answer in progress: written with the shopper's message
+        # (``MessageRecord.answer_id``), replaced by the answer when it ends.
 
     # The id the protocol calls message_id; chosen by the consumer so that a retried task is idempotent.
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

@@ -91,8 +91,26 @@ def not_saved_frame(text: str, message_id: str | None = None) -> Frame:
     return frame
 
 
+# What the widget shows under an answer its node's death cut (the history item carries ``interrupted``).
+INTERRUPTED_NOTICE = "The answer was interrupted. Ask again?"
+
+
+def _pending(message: Message) -> bool:
+    """An answer whose row was written when it started and that has not ended (yet)."""
+    return message.role == Message.Role.ASSISTANT and not message.finish_reason
+
+
+def _end_interrupted(message_ids: list[uuid.UUID]) -> None:
+    """Blocking (database). Only rows still pending: an answer whose own write got there first keeps it."""
+    Message.objects.filter(pk__in=message_ids, finish_reason="").update(
+        finish_reason=Message.FinishReason.INTERRUPTED
+    )
+
+
 def _history_frame(message: Message) -> Frame:
     item: Frame = {"role": message.role, "text": message.text}
+    if message.finish_reason == Message.FinishReason.INTERRUPTED:
+        item.update(interrupted=True, notice=INTERRUPTED_NOTICE)
     if message.products:
         item["products"] = message.products
     if message.role == Message.Role.AGENT:
@@ -138,6 +156,13 @@ class Answer:
     engine: AsyncLLM | None = None  # set while the engine streams it, so a stop can abort the request
     stop_requested: bool = False
     ended: bool = False  # its `end` (or error) frame is out: the session takes the next message
+    # The shopper's message being recorded: no answer text goes out before it is kept (Celery took it, or the
+    # database or the spool has it), so a node dying mid-answer never loses a question the shopper saw answered.
+    user_logged: asyncio.Future[bool] | None = None
+
+    async def logged(self) -> None:
+        if self.user_logged is not None:
+            await asyncio.shield(self.user_logged)
 
     def stop(self) -> None:
         """Stop it: the engine request, if one runs, is aborted now, so its KV blocks are freed at once."""
@@ -216,8 +241,32 @@ class ChatSession:
                 "name": self.store.name,
                 "greeting": composition.greeting(self.store),
             },
-            "history": [_history_frame(message) for message in self.history],
+            # An answer still being written by another connection is not history yet (as before it was stored).
+            "history": [_history_frame(message) for message in self.history if not _pending(message)],
         }
+
+    async def settle_answers(self) -> None:
+        """End, as interrupted, the answers the history shows in progress that nobody is writing any more: their
+        node died (or restarted) mid-answer. Only the latest can still be live (on another tab's connection,
+        on any node): that one is asked about over the channel layer (``events.answer_alive``)."""
+        pending = [message for message in self.history if _pending(message)]
+        if not pending:
+            return
+        latest = pending[-1]
+        if latest is self.history[-1] and await events.answer_alive(self.conversation.id, str(latest.id)):
+            pending.pop()
+        if not pending:
+            return
+        try:
+            await database_sync_to_async(_end_interrupted)([message.id for message in pending])
+        except Exception:  # noqa: BLE001 - shown as interrupted anyway; the next resume tries again
+            logger.warning("could not end %d interrupted answers", len(pending), exc_info=True)
+        for message in pending:
+            message.finish_reason = Message.FinishReason.INTERRUPTED
+
+    def writing(self, message_id: str) -> bool:
+        """This session is writing the answer ``message_id`` now (see ``events.answer_alive``)."""
+        return self.generating and self._answer is not None and self._answer.id == message_id
 
     async def close(self) -> None:
         """The socket is gone: abort the answer in progress now, so its KV blocks are freed at once.
@@ -402,11 +451,17 @@ class ChatSession:
         answer.plan = prepared
         self.turns.append(Turn("user", prepared.user_content))
         self.last_shopper_text = text
-        # Logged while the answer streams: the write is not on the way to the first token.
-        user_logged = asyncio.ensure_future(
+        # Logged while the answer is prepared, with its answer's row (pending until the answer's own write), so
+        # a node dying mid-answer leaves both; the first answer text waits for it (``_write``), never the engine.
+        user_logged = answer.user_logged = asyncio.ensure_future(
             self._record(
                 MessageRecord(
-                    self.conversation.id, "user", text, model_text=prepared.user_content, created_at=answer.received_at
+                    self.conversation.id,
+                    "user",
+                    text,
+                    model_text=prepared.user_content,
+                    created_at=answer.received_at,
+                    answer_id=uuid.UUID(answer.id),
                 )
             )
         )
@@ -471,6 +526,7 @@ class ChatSession:
         if prepared.composition.fixed:
             result.parts.append(prepared.composition.reply)
             result.finish_reason = pipeline.FINISH_FIXED
+            await answer.logged()
             await self._emit_token(answer.id, prepared.composition.reply)
             return
         if answer.stop_requested:  # stop arrived while retrieval ran: never start the request
@@ -485,6 +541,7 @@ class ChatSession:
             )
             async with contextlib.aclosing(pieces):
                 async for piece in pieces:
+                    await answer.logged()  # done long before the first token, in practice
                     await self._emit_token(answer.id, piece)
         except asyncio.CancelledError:
             result.finish_reason = "abort"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -49,6 +49,9 @@ class MessageRecord:
     finish_reason: str = ""
     usage: dict[str, int] | None = None
     created_at: datetime = field(default_factory=timezone.now)
+    # A shopper's message being answered: the answer's row is created with it, empty and pending (no finish
+    # reason), so that an answer cut by a node's death is seen as such from any node.
+    answer_id: uuid.UUID | None = None
 
     def payload(self) -> dict[str, Any]:
         usage = self.usage or {}
@@ -66,6 +69,12 @@ class MessageRecord:
             "cached_tokens": usage.get("cached_tokens"),
             "created_at": self.created_at.isoformat(),
         }
+        if self.answer_id is not None:
+            # Just after the question, so the history keeps its order; the answer's own write moves it to its end.
+            payload["pending_answer"] = {
+                "id": str(self.answer_id),
+                "created_at": (self.created_at + timedelta(microseconds=1)).isoformat(),
+            }
         draft = drafts.get(self.conversation_id)
         if draft is not None:
             # The conversation's row may not exist yet: whoever writes this message creates it, with what the
@@ -99,9 +108,9 @@ def write_message(payload: dict[str, Any]) -> Message:
                 },
             )
             if not created and handoff_at is not None:  # an earlier message of the draft created the row
-                Conversation.objects.filter(pk=conversation_id, handoff_requested_at__isnull=True).update(
-                    status=Conversation.Status.HANDOFF, handoff_requested_at=handoff_at
-                )
+                Conversation.objects.filter(
+                    pk=conversation_id, handoff_requested_at__isnull=True, status=Conversation.Status.BOT
+                ).update(status=Conversation.Status.HANDOFF, handoff_requested_at=handoff_at)
         message, _ = Message.objects.update_or_create(
             id=uuid.UUID(payload["id"]),
             defaults={
@@ -118,6 +127,17 @@ def write_message(payload: dict[str, Any]) -> Message:
                 "created_at": created_at,
             },
         )
+        pending = payload.get("pending_answer")
+        if pending:
+            # Created only: when the answer's own write came first (tasks run out of order), it stays as it is.
+            Message.objects.get_or_create(
+                id=uuid.UUID(pending["id"]),
+                defaults={
+                    "conversation_id": conversation_id,
+                    "role": Message.Role.ASSISTANT,
+                    "created_at": parse_datetime(pending["created_at"]) or created_at,
+                },
+            )
         Conversation.objects.filter(pk=message.conversation_id, last_activity_at__lt=created_at).update(
             last_activity_at=created_at
         )

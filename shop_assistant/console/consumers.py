@@ -124,6 +124,9 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
     async def chat_agent_left(self, event: dict[str, Any]) -> None:
         await self.send_json({"type": "agent_left", "agent": event.get("agent", "")})
 
+    async def chat_answer_probe(self, event: dict[str, Any]) -> None:
+        """For the shopper's connections (chat.events.answer_alive): a console writes no answer."""
+
     async def console_inbox(self, event: dict[str, Any]) -> None:
         if event.get("conversation"):
             self.announced.add(str(event["conversation"]))

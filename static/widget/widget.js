@@ -290,6 +290,24 @@
     scrollToEnd();
   }
 
+  // An answer its server's failure cut (docs/chat-protocol.md, `ready`): the notice, as text, and a button that
+  // sends the question again.
+  function addInterrupted(bubble, notice, question) {
+    bubble.classList.add("sa-interrupted");
+    var note = el("p", { className: "sa-note", text: notice || "The answer was interrupted. Ask again?" });
+    if (question) {
+      var again = el("button", { type: "button", className: "sa-again", text: "Ask again" });
+      again.addEventListener("click", function () {
+        if (generating || pendingUser) return;
+        input.value = question;
+        submit();
+      });
+      note.appendChild(document.createTextNode(" "));
+      note.appendChild(again);
+    }
+    bubble.appendChild(note);
+  }
+
   function setGenerating(on) {
     stopButton.hidden = !on;
     sendButton.hidden = on;
@@ -334,8 +352,11 @@
         setGenerating(false);
         log.textContent = "";
         if (frame.store && typeof frame.store.greeting === "string" && frame.store.greeting) addGreeting(frame.store.greeting);
+        var lastQuestion = "";
         (frame.history || []).forEach(function (item) {
-          addBubble(item.role === "user" ? "user" : item.role === "agent" ? "agent" : "assistant", item.text || "", item);
+          var bubble = addBubble(item.role === "user" ? "user" : item.role === "agent" ? "agent" : "assistant", item.text || "", item);
+          if (item.role === "user") lastQuestion = item.text || "";
+          if (item.interrupted) addInterrupted(bubble, item.notice, lastQuestion);
         });
         break;
       case "start":
