@@ -24,7 +24,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers, get_channel_layer
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
@@ -137,6 +138,9 @@ class Listener:
         self.started = threading.Event()  # the start hooks (pre-warming published prompts) are done
         self.handled = 0  # messages handled, for tests and the log
         self._stop: asyncio.Event | None = None
+        # A layer of its own: channels-redis refuses two event loops receiving on one layer object, and the
+        # process's (get_channel_layer()) is daphne's loop's.
+        self.layer: Any = None
         self._thread = threading.Thread(target=self._run, name="engine-node-listener", daemon=True)
 
     def start(self) -> None:
@@ -154,7 +158,7 @@ class Listener:
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()
-        layer = get_channel_layer()
+        layer = self.layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
         channel = await layer.new_channel("engine-node")
         await self._join(layer, channel)
         self.joined.set()
@@ -276,12 +280,13 @@ def stop_listener() -> None:
 def broadcast(message: dict[str, Any], timeout: float = 5.0) -> bool:
     """Send ``message`` (its ``type`` names the handler) to every node's listener; blocking, from sync code.
 
-    Where this process runs a listener, the send runs on the listener's loop: the in-memory layer's queues are
-    bound to the loop that reads them. False (and a log line) when the layer could not take it."""
+    Where this process runs a listener, the send goes through the listener's own layer on its loop: the in-memory
+    layer (one process) only reaches receivers of the same layer object, read on that loop. False (and a log
+    line) when the layer could not take it."""
     listener = _listener
     try:
-        if listener is not None and listener.loop.is_running():
-            future = asyncio.run_coroutine_threadsafe(get_channel_layer().group_send(GROUP, message), listener.loop)
+        if listener is not None and listener.layer is not None and listener.loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(listener.layer.group_send(GROUP, message), listener.loop)
             future.result(timeout)
         else:
             async_to_sync(get_channel_layer().group_send)(GROUP, message)
