@@ -123,6 +123,7 @@ def one_node(settings, chat_engine):
     settings.NODE_NAME = "solo"
     settings.REDIS_URL = ""
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    nodes.stop_listener()  # one the ASGI app's import started (other tests), under other settings
     listener = start_node()
     assert listener.started.wait(120)
     yield listener
