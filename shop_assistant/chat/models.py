@@ -53,6 +53,13 @@ class Conversation(models.Model):
         return f"{self.store} {self.id}"
 
 
+class MessageQuerySet(models.QuerySet):
+    def said(self) -> "MessageQuerySet":
+        """What was said: without an answer still in progress (its pending row: assistant, empty, no finish
+        reason), which agents, transcripts and previews should not show as a blank message."""
+        return self.exclude(role=Message.Role.ASSISTANT, finish_reason="", text="")
+
+
 class Message(models.Model):
     class Role(models.TextChoices):
         USER = "user"
@@ -88,6 +95,8 @@ class Message(models.Model):
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(db_index=True)
+
+    objects = MessageQuerySet.as_manager()
 
     class Meta:
         ordering = ["conversation", "created_at"]

@@ -88,7 +88,7 @@ def visible_conversations(user: Any, filters: Filters | None = None) -> QuerySet
         qs = qs.filter(created_at__date__lte=filters.date_to)
     if filters.q:
         qs = qs.filter(pk__in=matching_messages(filters.q).values("conversation_id"))
-    last = Message.objects.filter(conversation=OuterRef("pk")).order_by("-created_at")
+    last = Message.objects.said().filter(conversation=OuterRef("pk")).order_by("-created_at")
     return qs.annotate(last_text=Subquery(last.values("text")[:1]), last_role=Subquery(last.values("role")[:1]))
 
 

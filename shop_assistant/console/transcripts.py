@@ -61,7 +61,7 @@ def render(
     for start in range(0, total, BATCH):
         batch = list(conversations.filter(pk__in=ids[start : start + BATCH]))
         by_conversation: dict[Any, list[Message]] = {c.pk: [] for c in batch}
-        for message in Message.objects.filter(conversation_id__in=by_conversation).order_by("created_at", "id"):
+        for message in Message.objects.said().filter(conversation_id__in=by_conversation).order_by("created_at", "id"):
             by_conversation[message.conversation_id].append(message)
         items.extend(_conversation_dict(c, by_conversation[c.pk]) for c in batch)
         done += len(batch)

@@ -93,7 +93,7 @@ def conversation_page(request: HttpRequest, conversation: Conversation) -> HttpR
     services.mark_read(request.user, conversation.pk)
     context = {
         "conversation": conversation,
-        "messages": Message.objects.filter(conversation=conversation).order_by("created_at", "id"),
+        "messages": Message.objects.said().filter(conversation=conversation).order_by("created_at", "id"),
         "notes": Note.objects.filter(conversation=conversation).select_related("author"),
         "actions": Action.objects.filter(conversation=conversation).select_related("user"),
         "labels": Label.objects.filter(store=conversation.store),

@@ -246,3 +246,22 @@ def test_a_canned_reply_for_an_impossible_store_id_is_refused(world):
     client = http_client(world.users["owner"])
     response = client.post("/console/canned/", {"store": "99999999999999999999999", "shortcut": "x", "text": "y"})
     assert response.status_code == 403 and not CannedReply.objects.exists()
+
+
+def test_an_answer_in_progress_is_not_shown_as_a_blank_message(world):
+    """The pending row an answer starts with (for a node's failover) is no message: the conversation page, its
+    export and the inbox preview show what was said."""
+    conversation = make_conversation(world.store_a)
+    add_message(conversation, "user", "Do you ship to Norway?")
+    pending = add_message(conversation, "assistant", "")  # no finish reason: in progress
+    client = http_client(world.users["agent"])
+    base = f"/console/c/{conversation.pk}/"
+    exported = json.loads(client.get(base + "export.json").content)["conversations"][0]["messages"]
+    assert [(m["role"], m["text"]) for m in exported] == [("user", "Do you ship to Norway?")]
+    assert client.get(base).context["messages"].count() == 1
+    assert "Do you ship to Norway?" in client.get("/console/").content.decode()
+
+    pending.text, pending.finish_reason = "We ship across Europe.", "stop"
+    pending.save()
+    exported = json.loads(client.get(base + "export.json").content)["conversations"][0]["messages"]
+    assert [m["role"] for m in exported] == ["user", "assistant"]
