@@ -182,7 +182,7 @@ def init_group(rank: int, size: int, init_method: str, device: torch.device) -> 
 def rank_device(device: str, rank: int) -> torch.device:
     """Rank r's device: GPU r on CUDA (the engine's ``cuda:i`` counts from i), the CPU otherwise."""
     d = torch.device(device)
-    if d.type != "cuda":
+    if d.type != "cuda" or (rank == 0 and d.index is None):  # one rank: the current GPU, as without parallelism
         return d
     return torch.device("cuda", (d.index or 0) + rank)
 
@@ -317,5 +317,6 @@ def _worker_main(
             pass
         logger.exception("tensor-parallel worker rank %d failed", rank)
         os._exit(1)  # not via the group's teardown: its peers may be gone
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    # Straight out, as on a failure: the interpreter's teardown with gloo's threads still about once aborted
+    # ("terminate called without an active exception"); the OS closes the sockets, rank 0 frees its group.
+    os._exit(0)
