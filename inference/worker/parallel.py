@@ -30,7 +30,8 @@ import logging
 import multiprocessing.connection
 import os
 import pickle
-import socket
+import shutil
+import tempfile
 import traceback
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -162,12 +163,6 @@ def shard_weights(weights: dict[str, torch.Tensor], mc: ModelConfig, rank: int, 
 # ---------------------------------------------------------------- processes
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def init_group(rank: int, size: int, init_method: str, device: torch.device) -> TensorParallel:
     if dist.is_initialized():
         raise RuntimeError("torch.distributed is already initialised in this process: one tensor-parallel engine "
@@ -197,7 +192,9 @@ class WorkerGroup:
                              f"{torch.cuda.device_count()} visible")  # fmt: skip
         self.size = size
         self.failure: TensorParallelError | None = None
-        init_method = f"tcp://127.0.0.1:{_free_port()}"
+        # Rendezvous through a fresh file, not a TCP port picked in advance that another process could take.
+        self._rendezvous = tempfile.mkdtemp(prefix="inference-tp-")
+        init_method = f"file://{self._rendezvous}/store"
         ctx = mp.get_context("spawn")
         self.procs: list[Any] = []
         self.conns: list[multiprocessing.connection.Connection] = []
@@ -289,6 +286,7 @@ class WorkerGroup:
         self.procs, self.conns = [], []
         if dist.is_initialized():
             dist.destroy_process_group()
+        shutil.rmtree(self._rendezvous, ignore_errors=True)
 
 
 def _worker_main(

@@ -18,7 +18,6 @@ from inference.worker.loader import ModelConfig, load_tokenizer, load_weights
 from inference.worker.parallel import (
     TensorParallel,
     TensorParallelError,
-    _free_port,
     check_shapes,
     init_group,
     kv_head_start,
@@ -120,7 +119,7 @@ def _compare_model_layers(tp: TensorParallel, rank: int, size: int, folder: str)
 
 def test_split_layers_on_two_gloo_ranks_match_the_whole_layers(tmp_path: Path, make_tiny_checkpoint) -> None:
     folders = [str(make_tiny_checkpoint(tmp_path / case, arch, **overrides)) for case, (arch, overrides) in CASES.items()]
-    mp.spawn(_compare_layers, args=(2, f"tcp://127.0.0.1:{_free_port()}", folders), nprocs=2, join=True)
+    mp.spawn(_compare_layers, args=(2, f"file://{tmp_path}/rendezvous", folders), nprocs=2, join=True)
 
 
 def _greedy(llm: LLM, prompts: list[list[int]]) -> list[tuple[list[int], list[float], int]]:
