@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -30,7 +30,14 @@ from inference.worker.cuda_graphs import CudaGraphs
 from inference.worker.loader import load_model_config, load_weights, resolve_model
 from inference.worker.models import get_model_class
 from inference.worker.models.llama import LlamaForCausalLM, build_model
-from inference.worker.parallel import TensorParallel, WorkerGroup, check_shapes, rank_device, shard_weights
+from inference.worker.parallel import (
+    TensorParallel,
+    WorkerGroup,
+    check_shapes,
+    rank_device,
+    serve_rank,
+    shard_weights,
+)
 from inference.worker.step_inputs import StepInputs, build_step_inputs, dummy_prefill_inputs
 
 if TYPE_CHECKING:
@@ -81,7 +88,7 @@ class ModelRunner:
         self.workers: WorkerGroup | None = None
         if tp is None and config.tensor_parallel_size > 1:
             check_shapes(load_model_config(self.model_path), config.tensor_parallel_size)  # before any process starts
-            self.workers = WorkerGroup(config, str(self.model_path), rank_device(config.device, 0))
+            self.workers = WorkerGroup(config, str(self.model_path), rank_device(config.device, 0), run_worker)
             tp = self.workers.tp
         self.tp = tp or TensorParallel()
         try:
@@ -260,3 +267,9 @@ class ModelRunner:
             return self.cuda_graphs.replay(inputs)
         self.backend.prepare(inputs.meta, self.block_size)
         return self.model(inputs.input_ids, inputs.positions, inputs.meta)
+
+
+def run_worker(rank: int, size: int, init_method: str, config: EngineConfig, model_path: str, conn: Any) -> None:
+    """A tensor-parallel worker process (rank >= 1): its runner serves the steps rank 0 sends."""
+    serve_rank(rank, size, init_method, rank_device(config.device, rank), conn,
+               lambda tp: ModelRunner(config, model_path, tp=tp))  # fmt: skip

@@ -33,6 +33,7 @@ import pickle
 import shutil
 import tempfile
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -155,7 +156,8 @@ def shard_weights(weights: dict[str, torch.Tensor], mc: ModelConfig, rank: int, 
             t = t[:, rank * inter : (rank + 1) * inter]
         elif kind in ("embed_tokens", "lm_head"):
             piece = t[start:end]
-            t = torch.cat([piece, piece.new_zeros(rows - piece.shape[0], *piece.shape[1:])]) if end - start < rows else piece
+            padding = piece.new_zeros(rows - piece.shape[0], *piece.shape[1:])  # zero rows: never looked up
+            t = torch.cat([piece, padding]) if padding.shape[0] else piece
         out[name] = t.contiguous()
     return out
 
@@ -182,10 +184,47 @@ def rank_device(device: str, rank: int) -> torch.device:
     return torch.device("cuda", (d.index or 0) + rank)
 
 
+def serve_rank(
+    rank: int,
+    size: int,
+    init_method: str,
+    device: torch.device,
+    conn: Any,
+    make_runner: Callable[[TensorParallel], Any],
+) -> None:
+    """Rank ``rank``'s process: join the group, build its runner (its shard), then run every step rank 0
+    sends until told to stop or the engine's end of the pipe closes."""
+    try:
+        conn.send(("hello",))
+        runner = make_runner(init_group(rank, size, init_method, device))
+        while True:
+            try:
+                command, payload = pickle.loads(conn.recv_bytes())
+            except EOFError:  # the engine process is gone
+                break
+            if command == "stop":
+                break
+            runner.run_step(*payload)
+    except BaseException:
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except OSError:
+            pass
+        logger.exception("tensor-parallel worker rank %d failed", rank)
+        os._exit(1)  # not via the group's teardown: its peers may be gone
+    # Straight out, as on a failure: the interpreter's teardown with gloo's threads still about once aborted
+    # ("terminate called without an active exception"); the OS closes the sockets, rank 0 frees its group.
+    os._exit(0)
+
+
 class WorkerGroup:
     """Rank 0's handle on ranks 1..size-1: starts them, sends each step, reports and stops them."""
 
-    def __init__(self, config: EngineConfig, model_path: str, device: torch.device) -> None:
+    def __init__(
+        self, config: EngineConfig, model_path: str, device: torch.device, target: Callable[..., None]
+    ) -> None:
+        """``target(rank, size, init_method, config, model_path, conn)`` runs each worker (through
+        :func:`serve_rank`; it lives with the runner, which this module does not import)."""
         size = config.tensor_parallel_size
         if device.type == "cuda" and torch.cuda.device_count() < (device.index or 0) + size:
             raise ValueError(f"tensor_parallel_size={size} needs {size} GPUs from {device}; "
@@ -200,7 +239,7 @@ class WorkerGroup:
         self.conns: list[multiprocessing.connection.Connection] = []
         for rank in range(1, size):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker_main, args=(rank, size, init_method, config, model_path, child),
+            proc = ctx.Process(target=target, args=(rank, size, init_method, config, model_path, child),
                                name=f"inference-tp{rank}", daemon=True)  # fmt: skip
             proc.start()
             child.close()
@@ -287,34 +326,3 @@ class WorkerGroup:
         if dist.is_initialized():
             dist.destroy_process_group()
         shutil.rmtree(self._rendezvous, ignore_errors=True)
-
-
-def _worker_main(
-    rank: int, size: int, init_method: str, config: EngineConfig, model_path: str, conn: Any
-) -> None:
-    """Rank ``rank``'s process: join the group, load its shard, then run every step rank 0 sends."""
-    from inference.worker.model_runner import ModelRunner
-
-    try:
-        conn.send(("hello",))
-        device = rank_device(config.device, rank)
-        tp = init_group(rank, size, init_method, device)
-        runner = ModelRunner(config, model_path, tp=tp)
-        while True:
-            try:
-                command, payload = pickle.loads(conn.recv_bytes())
-            except EOFError:  # the engine process is gone
-                break
-            if command == "stop":
-                break
-            runner.run_step(*payload)
-    except BaseException:
-        try:
-            conn.send(("error", traceback.format_exc()))
-        except OSError:
-            pass
-        logger.exception("tensor-parallel worker rank %d failed", rank)
-        os._exit(1)  # not via the group's teardown: its peers may be gone
-    # Straight out, as on a failure: the interpreter's teardown with gloo's threads still about once aborted
-    # ("terminate called without an active exception"); the OS closes the sockets, rank 0 frees its group.
-    os._exit(0)

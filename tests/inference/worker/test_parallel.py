@@ -118,7 +118,7 @@ def _compare_model_layers(tp: TensorParallel, rank: int, size: int, folder: str)
 
 
 def test_split_layers_on_two_gloo_ranks_match_the_whole_layers(tmp_path: Path, make_tiny_checkpoint) -> None:
-    folders = [str(make_tiny_checkpoint(tmp_path / case, arch, **overrides)) for case, (arch, overrides) in CASES.items()]
+    folders = [str(make_tiny_checkpoint(tmp_path / case, arch, **kw)) for case, (arch, kw) in CASES.items()]
     mp.spawn(_compare_layers, args=(2, f"file://{tmp_path}/rendezvous", folders), nprocs=2, join=True)
 
 
