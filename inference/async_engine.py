@@ -342,6 +342,7 @@ class AsyncLLM:
                 for sink in self._streams.values():
                     sink.deliver(EngineDeadError("the engine was shut down"))
                 self._streams.clear()
+                self.engine.close()  # on this thread: no step of its workers is in flight any more
                 return
             stalled = False
             if self.engine.has_unfinished():

@@ -367,6 +367,11 @@ class LLMEngine:
         self._outbox.clear()
         self.num_requests_added = self.num_requests_finished = self.num_requests_aborted = 0
 
+    def close(self) -> None:
+        """Stop the tensor-parallel worker processes, if any (``EngineConfig.tensor_parallel_size``); the engine
+        cannot run steps after this. Without tensor parallelism there is nothing to stop."""
+        self.runner.close()
+
     # -- counters -----------------------------------------------------------------------------------------
 
     def snapshot(self) -> SchedulerStats:

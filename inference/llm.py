@@ -21,6 +21,10 @@ class LLM:
         self.llm_engine = LLMEngine(EngineConfig(model=model, **config))
         self._ids = itertools.count()
 
+    def close(self) -> None:
+        """See ``LLMEngine.close``: stops tensor-parallel workers."""
+        self.llm_engine.close()
+
     def get_tokenizer(self) -> Any:
         return self.llm_engine.tokenizer
 

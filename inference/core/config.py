@@ -41,6 +41,10 @@ class EngineConfig:
     # decode cascade over a shared prefix (batch dependent; the cascade saved ~10% of a busy step's attention).
     batch_invariant: bool = True
     enforce_eager: bool = False  # True: no CUDA graphs
+    # Ranks the model is split over (vLLM's tensor parallelism: Megatron-style column/row-parallel layers,
+    # vocabulary-parallel embedding and LM head; worker/parallel.py). Ranks 1.. are worker processes on this
+    # machine; on CUDA rank r uses GPU r (NCCL), on CPU all ranks share the CPU (gloo).
+    tensor_parallel_size: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -50,6 +54,8 @@ class EngineConfig:
             raise ValueError("max_num_seqs must be positive")
         if self.max_num_batched_tokens < 1:
             raise ValueError("max_num_batched_tokens must be positive")
+        if self.tensor_parallel_size < 1:
+            raise ValueError("tensor_parallel_size must be positive")
         if self.kv_allocator not in ("paged", "contiguous"):
             raise ValueError(f"kv_allocator must be 'paged' or 'contiguous', got {self.kv_allocator!r}")
 

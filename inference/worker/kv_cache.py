@@ -19,9 +19,12 @@ class KVCacheTooSmallError(RuntimeError):
     """The model plus a KV cache for one max_model_len sequence does not fit in the memory given."""
 
 
-def kv_cache_bytes_per_block(model_config: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
-    """Bytes of one block across all layers, K and V."""
-    per_token = 2 * model_config.num_hidden_layers * model_config.num_key_value_heads * model_config.head_dim
+def kv_cache_bytes_per_block(
+    model_config: ModelConfig, block_size: int, dtype: torch.dtype, num_kv_heads: int | None = None
+) -> int:
+    """Bytes of one block across all layers, K and V (``num_kv_heads``: a tensor-parallel rank's share)."""
+    heads = model_config.num_key_value_heads if num_kv_heads is None else num_kv_heads
+    per_token = 2 * model_config.num_hidden_layers * heads * model_config.head_dim
     return per_token * block_size * torch.finfo(dtype).bits // 8
 
 
@@ -61,10 +64,9 @@ def allocate_kv_cache(
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Zeroed K/V tensors bound to the model's attention layers (a masked-out slot must hold a finite value,
     since 0 * NaN would leak into the output)."""
-    mc = model.config
-    shape = (num_blocks, block_size, mc.num_key_value_heads, mc.head_dim)
     caches = []
     for attn in model.kv_cache_layers():
+        shape = (num_blocks, block_size, attn.num_kv_heads, attn.head_dim)  # this rank's KV heads
         k_shape = attn.backend.k_cache_shape(*shape)  # the backend may store a block's keys transposed
         k = torch.zeros(k_shape, dtype=dtype, device=device)
         v = torch.zeros(shape, dtype=dtype, device=device)

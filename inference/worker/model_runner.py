@@ -7,6 +7,7 @@ Interface (see docs/engine-design.md, "Model runner")::
     runner.num_blocks                                # KV blocks to give the block pool
     seqs = ModelRunner.sampling_sequences(output)    # which scheduled sequences sample, in order
     logits = runner.execute(output)                  # [len(seqs), vocab] float32
+    runner.close()                                   # stops tensor-parallel workers (none: nothing to do)
 
 ``execute`` first copies the blocks of ``output.blocks_to_copy`` (copies on write of forked candidates).
 Both calls read ``seq.num_computed_tokens``, so they must come before ``scheduler.update``.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,9 +27,17 @@ from inference.core.utils import cdiv
 from inference.worker import kv_cache
 from inference.worker.attention import AttentionBackend, cpu_kernels, get_attention_backend
 from inference.worker.cuda_graphs import CudaGraphs
-from inference.worker.loader import load_weights, resolve_model
+from inference.worker.loader import load_model_config, load_weights, resolve_model
 from inference.worker.models import get_model_class
 from inference.worker.models.llama import LlamaForCausalLM, build_model
+from inference.worker.parallel import (
+    TensorParallel,
+    WorkerGroup,
+    check_shapes,
+    rank_device,
+    serve_rank,
+    shard_weights,
+)
 from inference.worker.step_inputs import StepInputs, build_step_inputs, dummy_prefill_inputs
 
 if TYPE_CHECKING:
@@ -57,22 +66,59 @@ def resolve_dtype(name: str | torch.dtype, device: torch.device) -> torch.dtype:
         raise ValueError(f"unknown dtype {name!r}; choose auto, float32, float16 or bfloat16") from None
 
 
+def _cpu_tensor(data: list, dtype: torch.dtype) -> torch.Tensor:
+    return torch.tensor(data, dtype=dtype)
+
+
 class ModelRunner:
-    def __init__(self, config: EngineConfig, model_source: str | os.PathLike[str] | None = None) -> None:
+    """``tp``: this process's rank in a tensor-parallel group (worker processes pass theirs); left None with
+    ``tensor_parallel_size > 1`` the runner is rank 0: it starts the other ranks and drives them each step."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        model_source: str | os.PathLike[str] | None = None,
+        *,
+        tp: TensorParallel | None = None,
+    ) -> None:
         self.config = config
-        self.device = torch.device(config.device)
-        if self.device.type == "cuda" and self.device.index is None:
-            self.device = torch.device("cuda", torch.cuda.current_device())
         self.block_size = config.block_size
-        self.dtype = resolve_dtype(config.dtype, self.device)
         start = time.perf_counter()
         self.model_path: Path = resolve_model(model_source if model_source is not None else config.model)
-        self.model_config, weights = load_weights(self.model_path, self.dtype, self.device)
+        self.workers: WorkerGroup | None = None
+        if tp is None and config.tensor_parallel_size > 1:
+            check_shapes(load_model_config(self.model_path), config.tensor_parallel_size)  # before any process starts
+            self.workers = WorkerGroup(config, str(self.model_path), rank_device(config.device, 0), run_worker)
+            tp = self.workers.tp
+        self.tp = tp or TensorParallel()
+        try:
+            self._load(config, start)
+        except BaseException as exc:
+            if self.workers is not None:
+                failure = self.workers.wrap(exc) if isinstance(exc, RuntimeError) else None
+                self.workers.close()
+                if failure is not None:
+                    raise failure from exc
+            raise
+
+    def _load(self, config: EngineConfig, start: float) -> None:
+        tp = self.tp
+        self.device = rank_device(config.device, tp.rank)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.dtype = resolve_dtype(config.dtype, self.device)
+        if tp.size == 1:
+            self.model_config, weights = load_weights(self.model_path, self.dtype, self.device)
+        else:  # sliced on the host: a device only ever holds its rank's share
+            self.model_config, weights = load_weights(self.model_path, self.dtype, "cpu")
+            check_shapes(self.model_config, tp.size)
+            weights = shard_weights(weights, self.model_config, tp.rank, tp.size)
+            weights = {name: t.to(self.device) for name, t in weights.items()}
         self._check_lengths()
         self.backend: AttentionBackend = get_attention_backend(config.attention_backend, self.device)
         get_model_class(self.model_config.architecture)  # clear error before building anything
         self.model: LlamaForCausalLM = build_model(
-            self.model_config, weights, self.backend, config.max_model_len, self.dtype, self.device
+            self.model_config, weights, self.backend, config.max_model_len, self.dtype, self.device, tp
         )
         del weights
         self.packed_linears = config.cpu_packed_linears and self.model.pack_for_cpu(
@@ -83,13 +129,18 @@ class ModelRunner:
         self.small_linears = self.packed_linears and self.model.lm_head_panels is not None
         self.fused_cpu_ops = config.cpu_fused_ops and self.model.use_fused_cpu_ops()
         self.load_seconds = time.perf_counter() - start
-        self.bytes_per_block = kv_cache.kv_cache_bytes_per_block(self.model_config, self.block_size, self.dtype)
-        self.num_blocks = self._determine_num_blocks()
+        self.bytes_per_block = kv_cache.kv_cache_bytes_per_block(
+            self.model_config, self.block_size, self.dtype, self.model.layers[0].self_attn.num_kv_heads
+        )
+        # Every rank must hold the same blocks (one scheduler): the smallest count wins.
+        self.num_blocks = tp.all_min(self._determine_num_blocks(), self.device)
         self.kv_caches = kv_cache.allocate_kv_cache(
             self.model, self.num_blocks, self.block_size, self.dtype, self.device
         )
         self.cuda_graphs: CudaGraphs | None = None
-        if self.device.type == "cuda" and not config.enforce_eager and self.backend.supports_cuda_graphs:
+        # Not with tensor parallelism: the ranks' graphs would have to replay their collectives in lockstep.
+        eager = config.enforce_eager or tp.size > 1
+        if self.device.type == "cuda" and not eager and self.backend.supports_cuda_graphs:
             self.cuda_graphs = CudaGraphs(self.model, self.backend, config, self.dtype, self.device)
             self.cuda_graphs.capture()
 
@@ -130,7 +181,7 @@ class ModelRunner:
         inputs = dummy_prefill_inputs(lens, self.block_size, self._tensor)
         self.backend.prepare(inputs.meta, self.block_size)
         hidden = self.model(inputs.input_ids, inputs.positions, inputs.meta)
-        self.model.compute_logits(hidden[: min(self.config.max_num_seqs, hidden.shape[0])]).float()
+        self.model.compute_logits(hidden[: min(self.config.max_num_seqs, hidden.shape[0])])
         torch.cuda.synchronize(self.device)
         peak = torch.cuda.max_memory_allocated(self.device)
         kv_cache.release_kv_cache(self.model, self.device)
@@ -161,6 +212,8 @@ class ModelRunner:
     @torch.inference_mode()
     def execute(self, scheduler_output: SchedulerOutput) -> torch.Tensor:
         """Run one step; logits ``[N, vocab]`` (float32) of the sequences :meth:`sampling_sequences` lists."""
+        if self.workers is not None:
+            return self._execute_parallel(scheduler_output)
         scheduled = scheduler_output.scheduled
         if scheduler_output.blocks_to_copy:  # copies on write: before this step's K/V writes land in them
             kv_cache.copy_blocks(self.kv_caches, scheduler_output.blocks_to_copy, self.device)
@@ -173,8 +226,50 @@ class ModelRunner:
             return empty  # mid-prompt chunks (or prefill-only requests): the K/V writes are all this step needs
         return self.model.compute_logits(hidden, inputs.logits_indices).float()
 
+    def _execute_parallel(self, scheduler_output: SchedulerOutput) -> torch.Tensor:
+        """Rank 0 of a tensor-parallel group: the step's inputs to every worker, then this rank's share."""
+        assert self.workers is not None
+        scheduled = scheduler_output.scheduled
+        inputs = build_step_inputs(scheduled, self.block_size, _cpu_tensor) if scheduled else None
+        step = (scheduler_output.blocks_to_copy, inputs)
+        self.workers.send("step", step)
+        try:
+            logits = self.run_step(*step)
+        except RuntimeError as exc:  # a collective failed: a peer died or timed out
+            raise self.workers.wrap(exc) from exc
+        if logits is None:
+            return torch.empty(0, self.model_config.vocab_size, device=self.device)
+        return logits
+
+    @torch.inference_mode()
+    def run_step(self, blocks_to_copy: list[tuple[int, int]], inputs: StepInputs | None) -> torch.Tensor | None:
+        """One step on this rank from CPU inputs (every rank runs the same): the float32 logits on rank 0, when
+        the step samples; None otherwise."""
+        if blocks_to_copy:
+            kv_cache.copy_blocks(self.kv_caches, blocks_to_copy, self.device)
+        if inputs is None:
+            return None
+        if self.device.type != "cpu":
+            inputs = inputs.to(self.device)
+        hidden = self._forward(inputs)
+        if inputs.logits_indices.numel() == 0:
+            return None
+        logits = self.model.compute_logits(hidden, inputs.logits_indices)
+        return logits.float() if logits is not None else None
+
+    def close(self) -> None:
+        """Stop the tensor-parallel workers (rank 0); nothing to do otherwise. The runner is unusable after."""
+        if self.workers is not None:
+            self.workers.close()
+
     def _forward(self, inputs: StepInputs) -> torch.Tensor:
         if self.cuda_graphs is not None and self.cuda_graphs.can_replay(inputs):
             return self.cuda_graphs.replay(inputs)
         self.backend.prepare(inputs.meta, self.block_size)
         return self.model(inputs.input_ids, inputs.positions, inputs.meta)
+
+
+def run_worker(rank: int, size: int, init_method: str, config: EngineConfig, model_path: str, conn: Any) -> None:
+    """A tensor-parallel worker process (rank >= 1): its runner serves the steps rank 0 sends."""
+    serve_rank(rank, size, init_method, rank_device(config.device, rank), conn,
+               lambda tp: ModelRunner(config, model_path, tp=tp))  # fmt: skip

@@ -24,6 +24,15 @@ class StepInputs:
     meta: AttentionMetadata
     logits_indices: torch.Tensor  # [N]: flat index of the last token of each sampling sequence
 
+    def to(self, device: torch.device) -> StepInputs:
+        """A copy on ``device`` (tensor-parallel ranks receive their inputs on the CPU)."""
+        m = self.meta
+        meta = AttentionMetadata(
+            m.slot_mapping.to(device), m.block_tables.to(device), m.context_lens.to(device),
+            m.query_start_loc.to(device), m.max_query_len, m.max_context_len,
+        )  # fmt: skip
+        return StepInputs(self.input_ids.to(device), self.positions.to(device), meta, self.logits_indices.to(device))
+
 
 def build_step_inputs(scheduled: SequenceT[ScheduledSeq], block_size: int, to_tensor: ToTensor) -> StepInputs:
     """The step's tensors from the scheduled ``(seq, num_new_tokens)`` items (scheduler order)."""

@@ -17,6 +17,7 @@ from torch import nn
 
 from inference.worker.attention import AttentionBackend, AttentionMetadata, cpu_kernels
 from inference.worker.loader import ModelConfig
+from inference.worker.parallel import TensorParallel, local_kv_heads, vocab_shard
 
 
 def onednn_linear_available(dtype: torch.dtype) -> bool:
@@ -152,13 +153,33 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
+class VocabParallelEmbedding(nn.Embedding):
+    """The embedding table, or with tensor parallelism this rank's slice of its rows (worker/parallel.py)."""
+
+    def __init__(self, vocab_size: int, hidden_size: int, tp: TensorParallel) -> None:
+        start, end, rows = vocab_shard(vocab_size, tp.rank, tp.size)
+        super().__init__(rows, hidden_size)
+        self.start, self.end, self.tp = start, end, tp
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        if self.tp.size == 1:
+            return super().forward(input_ids)
+        mine = (input_ids >= self.start) & (input_ids < self.end)
+        # Others' tokens look up row 0 and are zeroed; the sum over ranks adds exact zeros to the one real row.
+        out = F.embedding(torch.where(mine, input_ids - self.start, 0), self.weight)
+        return self.tp.all_reduce(out * mine.unsqueeze(1).to(out.dtype))
+
+
 class LlamaAttention(nn.Module):
     fused: bool = False  # True: RoPE by the C++ CPU op, in place
 
-    def __init__(self, config: ModelConfig, backend: AttentionBackend) -> None:
+    def __init__(self, config: ModelConfig, backend: AttentionBackend, tp: TensorParallel | None = None) -> None:
         super().__init__()
-        self.num_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
+        self.tp = tp = tp or TensorParallel()
+        # Column-parallel q/k/v (this rank's heads; KV heads replicated when there are fewer than ranks),
+        # row-parallel o_proj summed over the ranks.
+        self.num_heads = config.num_attention_heads // tp.size
+        self.num_kv_heads = local_kv_heads(config.num_key_value_heads, tp.size)
         self.head_dim = config.head_dim
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
@@ -184,30 +205,32 @@ class LlamaAttention(nn.Module):
         q, k = qk.split([self.num_heads, self.num_kv_heads], dim=1)
         v = qkv[:, self.q_size + self.kv_size :].view(num_tokens, self.num_kv_heads, self.head_dim)
         out = self.backend.forward(q, k, v, self.k_cache, self.v_cache, meta, self.scale)
-        return self.o_proj(out.reshape(num_tokens, self.q_size))
+        return self.tp.all_reduce(self.o_proj(out.reshape(num_tokens, self.q_size)))
 
 
 class LlamaMLP(nn.Module):
     fused: bool = False  # True: SiLU(gate) * up by the C++ CPU op
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, tp: TensorParallel | None = None) -> None:
         super().__init__()
-        self.intermediate_size = config.intermediate_size
-        self.gate_up_proj = Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
-        self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.tp = tp = tp or TensorParallel()
+        # Column-parallel gate/up (this rank's slice of the intermediate size), row-parallel down.
+        self.intermediate_size = config.intermediate_size // tp.size
+        self.gate_up_proj = Linear(config.hidden_size, 2 * self.intermediate_size, bias=False)
+        self.down_proj = Linear(self.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused:
-            return self.down_proj(cpu_kernels.silu_and_mul(self.gate_up_proj(x)))
+            return self.tp.all_reduce(self.down_proj(cpu_kernels.silu_and_mul(self.gate_up_proj(x))))
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.tp.all_reduce(self.down_proj(F.silu(gate) * up))
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, backend: AttentionBackend) -> None:
+    def __init__(self, config: ModelConfig, backend: AttentionBackend, tp: TensorParallel | None = None) -> None:
         super().__init__()
-        self.self_attn = LlamaAttention(config, backend)
-        self.mlp = LlamaMLP(config)
+        self.self_attn = LlamaAttention(config, backend, tp)
+        self.mlp = LlamaMLP(config, tp)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
@@ -230,15 +253,19 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaForCausalLM(nn.Module):
-    def __init__(self, config: ModelConfig, backend: AttentionBackend, max_positions: int) -> None:
+    def __init__(
+        self, config: ModelConfig, backend: AttentionBackend, max_positions: int, tp: TensorParallel | None = None
+    ) -> None:
         super().__init__()
-        self.config = config
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(config, backend) for _ in range(config.num_hidden_layers))
+        self.config = config  # the whole model's shapes; each layer keeps its rank's share
+        self.tp = tp = tp or TensorParallel()
+        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size, tp)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(config, backend, tp) for _ in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary = RotaryEmbedding(config.head_dim, max_positions, config.rope_theta, config.rope_scaling)
         untied = not config.tie_word_embeddings
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False) if untied else None
+        vocab_rows = self.embed_tokens.num_embeddings  # this rank's slice of the vocabulary
+        self.lm_head = nn.Linear(config.hidden_size, vocab_rows, bias=False) if untied else None
         self.lm_head_packed: torch.Tensor | None = None
         self.lm_head_panels: torch.Tensor | None = None
         self.small_rows = 0
@@ -261,17 +288,22 @@ class LlamaForCausalLM(nn.Module):
             hidden, residual = layer(hidden, residual, cos, sin, meta)
         return hidden + residual
 
-    def compute_logits(self, hidden: torch.Tensor, indices: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits ``[N, vocab]`` of the rows ``indices`` of :meth:`forward`'s output (all rows if None)."""
+    def compute_logits(self, hidden: torch.Tensor, indices: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Logits ``[N, vocab]`` of the rows ``indices`` of :meth:`forward`'s output (all rows if None).
+
+        With tensor parallelism each rank computes its vocabulary columns and rank 0 gets them all; the other
+        ranks get None."""
         if indices is not None:
             hidden = hidden.index_select(0, indices)
         hidden = self.norm(hidden)
         if self.lm_head_panels is not None and hidden.shape[0] <= self.small_rows:
-            return cpu_kernels.small_linear(hidden, self.lm_head_panels)
-        if self.lm_head_packed is not None:
-            return packed_linear(hidden, self.lm_head_packed, None)
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(hidden, weight)
+            logits = cpu_kernels.small_linear(hidden, self.lm_head_panels)
+        elif self.lm_head_packed is not None:
+            logits = packed_linear(hidden, self.lm_head_packed, None)
+        else:
+            weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+            logits = F.linear(hidden, weight)
+        return self.tp.gather_columns(logits, self.config.vocab_size)
 
     def pack_for_cpu(self, batch_hint: int, panels: bool = False, all_rows: bool = False) -> bool:
         """Run every projection on oneDNN-packed weights (CPU); False, changing nothing, where it can't.
@@ -362,10 +394,13 @@ def build_model(
     max_positions: int,
     dtype: torch.dtype,
     device: torch.device | str,
+    tp: TensorParallel | None = None,
 ) -> LlamaForCausalLM:
-    """The model with ``weights`` loaded, in eval mode, without paying for a random initialisation."""
+    """The model with ``weights`` loaded, in eval mode, without paying for a random initialisation.
+
+    With ``tp``, ``weights`` are this rank's slices (``parallel.shard_weights``)."""
     with torch.device("meta"):
-        model = LlamaForCausalLM(config, backend, max_positions)
+        model = LlamaForCausalLM(config, backend, max_positions, tp)
     model = model.to_empty(device=device).to(dtype)
     model.rotary.reset_tables()
     model.load_weights(weights)
