@@ -224,6 +224,7 @@ ENGINE = {
     "max_num_batched_tokens": env_int("ENGINE_MAX_NUM_BATCHED_TOKENS", None),
     "block_size": env_int("ENGINE_BLOCK_SIZE", None),
     "enable_prefix_caching": _env_flag("ENGINE_ENABLE_PREFIX_CACHING"),
+    "tensor_parallel_size": env_int("ENGINE_TENSOR_PARALLEL_SIZE", None),
 }
 # Start the engine with the ASGI app (off in tests that don't chat, and in management commands).
 ENGINE_AUTOSTART = env_bool("ENGINE_AUTOSTART", True)
