@@ -53,11 +53,16 @@ class Conversation(models.Model):
         return f"{self.store} {self.id}"
 
 
+# An answer in progress: its row is written empty, with no finish reason, when it starts (for a node's failover),
+# and replaced by the answer's own write when it ends.
+PENDING_ANSWER = models.Q(role="assistant", finish_reason="", text="")
+
+
 class MessageQuerySet(models.QuerySet):
     def said(self) -> "MessageQuerySet":
-        """What was said: without an answer still in progress (its pending row: assistant, empty, no finish
-        reason), which agents, transcripts and previews should not show as a blank message."""
-        return self.exclude(role=Message.Role.ASSISTANT, finish_reason="", text="")
+        """What was said: without answers in progress, which agents, transcripts and previews should not show
+        as blank messages."""
+        return self.exclude(PENDING_ANSWER)
 
 
 class Message(models.Model):
@@ -101,6 +106,11 @@ class Message(models.Model):
     class Meta:
         ordering = ["conversation", "created_at"]
         indexes = [models.Index(fields=["conversation", "created_at"], name="chat_msg_conv_time")]
+
+    @property
+    def is_pending(self) -> bool:
+        """An answer in progress (``PENDING_ANSWER``), as the row was read."""
+        return self.role == self.Role.ASSISTANT and not self.finish_reason and not self.text
 
     def __str__(self) -> str:
         return f"{self.role}: {self.text[:40]}"

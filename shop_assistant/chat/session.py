@@ -95,9 +95,6 @@ def not_saved_frame(text: str, message_id: str | None = None) -> Frame:
 INTERRUPTED_NOTICE = "The answer was interrupted. Ask again?"
 
 
-def _pending(message: Message) -> bool:
-    """An answer whose row was written when it started and that has not ended (yet)."""
-    return message.role == Message.Role.ASSISTANT and not message.finish_reason
 
 
 def _end_interrupted(message_ids: list[uuid.UUID]) -> None:
@@ -161,7 +158,8 @@ class Answer:
     user_logged: asyncio.Future[bool] | None = None
 
     async def logged(self) -> None:
-        if self.user_logged is not None:
+        # Awaited before every piece of text: once the write is done (from the first piece on) it costs nothing.
+        if self.user_logged is not None and not self.user_logged.done():
             await asyncio.shield(self.user_logged)
 
     def stop(self) -> None:
@@ -242,14 +240,14 @@ class ChatSession:
                 "greeting": composition.greeting(self.store),
             },
             # An answer still being written by another connection is not history yet (as before it was stored).
-            "history": [_history_frame(message) for message in self.history if not _pending(message)],
+            "history": [_history_frame(message) for message in self.history if not message.is_pending],
         }
 
     async def settle_answers(self) -> None:
         """End, as interrupted, the answers the history shows in progress that nobody is writing any more: their
         node died (or restarted) mid-answer. Only the latest can still be live (on another tab's connection,
         on any node): that one is asked about over the channel layer (``events.answer_alive``)."""
-        pending = [message for message in self.history if _pending(message)]
+        pending = [message for message in self.history if message.is_pending]
         if not pending:
             return
         latest = pending[-1]
