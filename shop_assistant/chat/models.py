@@ -45,6 +45,16 @@ class Conversation(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_conversations"
     )
     handoff_requested_at = models.DateTimeField(null=True, blank=True)
+    # Who the shopper is, as far as the store said so: ``customer`` holds only fields whose signature (the
+    # store's widget secret) checked out; an email the shopper typed (out-of-hours capture) is kept apart.
+    customer = models.JSONField(default=dict, blank=True)  # {"id": ..., "name": ..., "email": ...}
+    shopper_email = models.EmailField(blank=True)
+    page_url = models.URLField(max_length=1000, blank=True)  # the store page the chat was opened on
+    cart = models.JSONField(default=list, blank=True)  # [{"title": ..., "quantity": ..., "price": ...}]
+    # The shopper's rating of the conversation, asked for when it is resolved.
+    csat_rating = models.PositiveSmallIntegerField(null=True, blank=True)  # 1..5
+    csat_comment = models.TextField(blank=True)
+    csat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-last_activity_at"]
@@ -99,6 +109,10 @@ class Message(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The policy quotes shown under an answer ([{"title": ..., "text": ...}]), replayed with the history.
+    quotes = models.JSONField(default=list, blank=True)
+    # The shopper's thumbs on an assistant answer: 1 up, -1 down, null not rated.
+    rating = models.SmallIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(db_index=True)
 
     objects = MessageQuerySet.as_manager()
@@ -114,3 +128,12 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.text[:40]}"
+
+
+class CardClick(models.Model):
+    """A shopper opened a product card's link: reported by the widget, counted by the store's analytics."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="card_clicks")
+    message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    product = models.ForeignKey("catalog.Product", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
