@@ -23,6 +23,7 @@ websocket_application = URLRouter(chat_urlpatterns + console_urlpatterns)
 
 if settings.ENGINE_AUTOSTART:
     engine.start_in_background()
+if settings.ENGINE_AUTOSTART and settings.NODE_LISTENER:
     # This process as a node: once the model is loaded it pre-warms the published prompts, then whatever a
     # publish on any node announces (shop_assistant/runtime/nodes.py).
     prewarm.start_node()

@@ -235,6 +235,10 @@ ENGINE_AUTOSTART = env_bool("ENGINE_AUTOSTART", True)
 NODE_NAME = os.environ.get("NODE_NAME", "").strip()
 # How often a node says it is alive; one silent for three beats no longer counts in "pre-warmed on n of m nodes".
 NODE_HEARTBEAT_SECONDS = env_float("NODE_HEARTBEAT_SECONDS", 10.0)
+# Whether a process that serves chats (the ASGI app with the engine) joins the nodes: pre-warms the published
+# prompts once its model is loaded and listens for publishes. Off in the test process, whose tests start and stop
+# a node themselves (a listener thread left running would query the test database between tests).
+NODE_LISTENER = env_bool("NODE_LISTENER", True)
 # A node that starts pre-warms this many published prompts (the most recently published first); 0: none.
 PREWARM_ON_START_MAX_STORES = env_int("PREWARM_ON_START_MAX_STORES", 50)
 

@@ -6,67 +6,21 @@ first shopper on each finds the prompt's full blocks cached), and without the fa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import shutil
-import subprocess
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import websockets
 from channels.db import database_sync_to_async
 
-from tests.chat.conftest import FRAME_TIMEOUT, collect_answer, free_port, run_daphne, run_worker, stop_process
-from tests.conftest import REPO_ROOT, service_unavailable
+from tests.chat.conftest import FRAME_TIMEOUT, collect_answer, run_daphne, run_worker
+from tests.deploy.nginx import run_nginx
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.services]
 
 SESSIONS_PER_STORE = 10
-
-
-def render_nginx_conf(directory: Path, listen_port: int, node_ports: list[int]) -> Path:
-    """deploy/nginx.conf as shipped, listening on ``listen_port``, with nginx-nodes.conf naming these nodes."""
-    conf = (REPO_ROOT / "deploy" / "nginx.conf").read_text()
-    assert conf.count("listen 80;") == 1
-    (directory / "nginx.conf").write_text(conf.replace("listen 80;", f"listen 127.0.0.1:{listen_port};"))
-    nodes = (REPO_ROOT / "deploy" / "nginx-nodes.conf").read_text().splitlines()
-    template = next(line for line in nodes if line.startswith("server web1:8000"))
-    (directory / "nginx-nodes.conf").write_text(
-        "\n".join(template.replace("web1:8000", f"127.0.0.1:{port}") for port in node_ports) + "\n"
-    )
-    return directory / "nginx.conf"
-
-
-@contextlib.contextmanager
-def run_nginx(directory: Path, node_ports: list[int]) -> Iterator[int]:
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-    if nginx is None:
-        service_unavailable("nginx (Debian's package: apt-get install nginx)")
-    port = free_port()
-    conf = render_nginx_conf(directory, port, node_ports)
-    log = directory / "nginx.log"
-    process = subprocess.Popen(
-        [nginx, "-p", str(directory), "-c", str(conf), "-g", f"daemon off; pid {directory / 'nginx.pid'};"],
-        stdout=log.open("w"), stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert process.poll() is None, log.read_text()
-            with contextlib.suppress(OSError):
-                import socket
-
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield port
-    finally:
-        stop_process(process)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ def node_settings(settings):
     settings.NODE_HEARTBEAT_SECONDS = 0.2
     settings.REDIS_URL = ""
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    nodes.stop_listener()  # importing the ASGI app (other tests) starts this process's node with the engine
+    nodes.stop_listener()  # a test before this one may have left one
     yield settings
     nodes.stop_listener()
 

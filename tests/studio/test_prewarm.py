@@ -123,7 +123,7 @@ def one_node(settings, chat_engine):
     settings.NODE_NAME = "solo"
     settings.REDIS_URL = ""
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    nodes.stop_listener()  # one the ASGI app's import started (other tests), under other settings
+    nodes.stop_listener()  # a test before this one may have left one, under other settings
     listener = start_node()
     assert listener.started.wait(120)
     yield listener
