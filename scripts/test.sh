@@ -17,4 +17,13 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "chromium is missing: install Debian's 'chromium' package for the widget test." >&2
   fi
 fi
+# The multi-node test puts Debian's nginx in front of two daphne nodes (deploy/nginx.conf).
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Installing Debian's nginx for the multi-node test ..."
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
+  else
+    echo "nginx is missing: install Debian's 'nginx' package for the multi-node test." >&2
+  fi
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -229,6 +229,19 @@ ENGINE = {
 # Start the engine with the ASGI app (off in tests that don't chat, and in management commands).
 ENGINE_AUTOSTART = env_bool("ENGINE_AUTOSTART", True)
 
+# --- Nodes: several daphne processes behind nginx (deploy/nginx.conf, docs/operations.md) ------------------
+# This node's name in /metrics (the `node` label), the chat's `ready` frame and the studio's pre-warm status;
+# empty: the host's name (a container's id under compose unless set).
+NODE_NAME = os.environ.get("NODE_NAME", "").strip()
+# How often a node says it is alive; one silent for three beats no longer counts in "pre-warmed on n of m nodes".
+NODE_HEARTBEAT_SECONDS = env_float("NODE_HEARTBEAT_SECONDS", 10.0)
+# Whether a process that serves chats (the ASGI app with the engine) joins the nodes: pre-warms the published
+# prompts once its model is loaded and listens for publishes. Off in the test process, whose tests start and stop
+# a node themselves (a listener thread left running would query the test database between tests).
+NODE_LISTENER = env_bool("NODE_LISTENER", True)
+# A node that starts pre-warms this many published prompts (the most recently published first); 0: none.
+PREWARM_ON_START_MAX_STORES = env_int("PREWARM_ON_START_MAX_STORES", 50)
+
 # --- Chat limits ---------------------------------------------------------------------------
 CHAT = {
     "max_message_chars": env_int("CHAT_MAX_MESSAGE_CHARS", 2000),

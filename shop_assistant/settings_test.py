@@ -13,3 +13,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 
 # In-process websocket tests all come from one address; the per-address message limit is tested on its own.
 CHAT_LIMITS = {**CHAT_LIMITS, "messages_per_minute_per_ip": 100000}  # noqa: F405
+
+# The test process is not a node (see settings.NODE_LISTENER); daphne subprocesses in tests use the real settings.
+NODE_LISTENER = False

@@ -112,10 +112,12 @@ def test_engine_settings_are_engine_config_fields():
 def test_compose_file_declares_the_stack():
     compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert {"postgres", "redis", "web", "worker"} <= set(services)
-    for name in ("postgres", "redis", "web"):
+    assert {"postgres", "redis", "web1", "web2", "nginx", "worker", "beat"} <= set(services)
+    for name in ("postgres", "redis", "web1", "web2"):
         assert "healthcheck" in services[name], name
-    assert "shop_assistant.serve" in " ".join(services["web"]["command"])  # daphne, with the chat's flags
+    for name in ("web1", "web2"):  # daphne with the chat's flags, behind nginx, each node with its own name
+        assert "shop_assistant.serve" in " ".join(services[name]["command"])
+        assert "--proxy-headers" in services[name]["command"] and services[name]["environment"]["NODE_NAME"] == name
     assert "worker" in " ".join(services["worker"]["command"])
     assert (REPO_ROOT / "Dockerfile").exists()
 

@@ -23,7 +23,7 @@ def test_run_sh_the_dockerfile_and_compose_all_start_the_web_process_through_ser
     dockerfile = (REPO_ROOT / "Dockerfile").read_text()
     cmd = json.loads(re.search(r"^CMD (\[.*\])$", dockerfile, re.M).group(1))
     assert cmd[:3] == ["python", "-m", "shop_assistant.serve"]
-    web = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["web"]["command"]
+    web = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["web1"]["command"]
     assert web[:3] == ["python", "-m", "shop_assistant.serve"]
     for text in (run_sh, dockerfile, " ".join(web)):
         assert "asgi:application" not in text  # no second list of daphne flags to drift from serve's

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from catalog.models import Store
 
-from shop_assistant.runtime import engine_service
+from shop_assistant.runtime import engine_service, nodes
 from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 from shop_assistant.runtime.text import clean_text
 from . import composition, events, handoff, pipeline
@@ -233,6 +233,7 @@ class ChatSession:
             "type": "ready",
             "conversation": str(self.conversation.id),
             "resume_token": self.resume_token,
+            "node": nodes.node_name(),  # which node behind the load balancer serves this socket (operations)
             # The greeting is owner text: the widget shows it as text, never as HTML.
             "store": {
                 "slug": self.store.slug,

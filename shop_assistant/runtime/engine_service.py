@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -25,6 +26,8 @@ _engine: AsyncLLM | None = None
 _overrides: dict[str, Any] = {}
 _load_error: BaseException | None = None
 _loader: threading.Thread | None = None
+# The bundled model (the engine's default when ENGINE_MODEL is unset).
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 
 
 class EngineUnavailableError(RuntimeError):
@@ -75,6 +78,17 @@ async def aget_engine() -> AsyncLLM:
     if _engine is not None:
         return _engine
     return await asyncio.to_thread(get_engine)
+
+
+def model_name() -> str:
+    """The name the model is served under: ``API_MODEL_NAME``, or the model folder's name (vLLM's
+    ``served_model_name``, which its metrics carry as ``model_name``)."""
+    configured = settings.API.get("model_name")
+    if configured:
+        return configured
+    config = getattr(getattr(_engine, "engine", None), "config", None)
+    model = getattr(config, "model", None) or settings.ENGINE.get("model")
+    return Path(str(model)).name if model else DEFAULT_MODEL_NAME
 
 
 def running_engine() -> AsyncLLM | None:

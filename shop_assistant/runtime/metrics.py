@@ -4,6 +4,10 @@ The engine's gauges and counters are read from ``running_engine().stats()`` when
 its per-request histograms and token counters are observed from the final delta of every request (chat and
 API), which carries the request's metrics and usage. Everything lives in one registry of this module, so tests
 and the view never see the default registry's process collectors twice.
+
+Every sample leaves with a ``node`` label (``NODE_NAME``, default the host's name) so that the nodes behind one
+load balancer can be told apart even when aggregated; the engine's ``vllm:*`` ones also with ``model_name``, as
+vLLM's own carry it. The labels are added at exposition, so the code that counts never passes them.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 REGISTRY = CollectorRegistry()
@@ -122,6 +126,21 @@ class _EngineCollector(Collector):
 REGISTRY.register(_EngineCollector())
 
 
+class _Labelled:
+    """``REGISTRY`` as scraped: every sample with this node's labels (see the module's docstring)."""
+
+    def collect(self) -> Iterator[Metric]:
+        from . import engine_service, nodes
+
+        node = {"node": nodes.node_name()}
+        engine = {**node, "model_name": engine_service.model_name()}
+        for family in REGISTRY.collect():
+            extra = engine if family.name.startswith("vllm:") else node
+            labelled = Metric(family.name, family.documentation, family.type, family.unit)
+            labelled.samples = [sample._replace(labels={**sample.labels, **extra}) for sample in family.samples]
+            yield labelled
+
+
 def exposition() -> bytes:
-    """The text format of every metric of this process."""
-    return generate_latest(REGISTRY)
+    """The text format of every metric of this process, labelled with the node (and the model)."""
+    return generate_latest(_Labelled())

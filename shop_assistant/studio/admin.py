@@ -57,9 +57,6 @@ class PromptVersionAdmin(admin.ModelAdmin):
         except services.PromptError as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return
-        from .prewarm import prewarm_in_background
-
-        prewarm_in_background(version)
         self.message_user(request, f"Published v{version.version} of {version.store}.")
 
 

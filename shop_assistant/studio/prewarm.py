@@ -4,14 +4,17 @@ The prefix is rendered exactly as the chat renders the start of every conversati
 the model's chat template, under the store's cache salt), so the blocks it leaves in the engine's prefix cache
 are the ones a shopper's first turn looks up. The engine prefills it without sampling (``AsyncLLM.prefill``);
 only full blocks are cached, so a prompt of ``n`` tokens warms ``n // block_size * block_size`` of them.
+
+Every node warms its own engine: a publish or a rollback is announced to all of them (``announce``, through the
+channel layer's ``engine-nodes`` group, see ``runtime.nodes``); each node's listener pre-warms the version and
+reports what it holds on the node board, which the studio reads ("pre-warmed on 2 of 2 nodes"). A node that
+starts pre-warms the published prompts before it hears anything (``prewarm_published``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +23,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from catalog.models import Store
-from shop_assistant.runtime import engine_service
+from shop_assistant.runtime import engine_service, nodes
 
 from .models import PromptVersion
 
@@ -28,9 +31,6 @@ if TYPE_CHECKING:
     from inference import AsyncLLM
 
 logger = logging.getLogger(__name__)
-
-_pending: set[threading.Thread] = set()
-_pending_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -69,64 +69,123 @@ def prewarm(store: Store, prompt_version: PromptVersion) -> PrewarmResult:
     return asyncio.run(aprewarm(store, prompt_version))
 
 
-# A publish right after the server starts may come while the model is still loading: wait that long for it.
-ENGINE_WAIT_SECONDS = 300.0
+# --- every node: a publish or rollback is announced, each node's listener pre-warms and reports --------------
+
+PREWARM_MESSAGE = "prewarm.version"
 
 
-def _wait_for_engine(timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while (engine := engine_service.running_engine()) is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    return engine
+def report_topic(version_id: int) -> str:
+    return f"prewarm:{version_id}"
 
 
-def _run(version_id: int) -> None:
+def announce(version: PromptVersion) -> None:
+    """Tell every node to pre-warm ``version`` once the surrounding transaction commits; returns at once.
+
+    Called by ``services.publish`` and ``services.rollback``: whatever process publishes (a web node, the admin,
+    a management command), every node that serves chats hears it (``runtime.nodes``)."""
+    version_id = version.pk
+    transaction.on_commit(lambda: nodes.broadcast({"type": PREWARM_MESSAGE, "version": version_id}))
+
+
+def _published_version(version_id: int) -> PromptVersion | None:
     try:
-        # Never load the model from here: only warm an engine that serves chats in this process.
-        if _wait_for_engine(ENGINE_WAIT_SECONDS) is None:
-            logger.info("no engine running in this process; prompt version %s not pre-warmed", version_id)
-            return
         version = PromptVersion.objects.select_related("store").get(pk=version_id)
-        if version.status != PromptVersion.Status.PUBLISHED:
-            return  # replaced again before we got to it: warming it would only evict useful blocks
-        result = prewarm(version.store, version)
-        PromptVersion.objects.filter(pk=version_id).update(
-            prewarmed_tokens=result.warm_tokens, prewarmed_at=timezone.now()
-        )
-        logger.info("pre-warmed %s: %d of %d prompt tokens cached", version, result.warm_tokens, result.prompt_tokens)
-    except Exception:
-        # A cold first answer is the only cost; never let it look like the publish failed.
-        logger.exception("pre-warming prompt version %s failed", version_id)
+        # Replaced again before we got to it: warming it would only evict useful blocks.
+        return version if version.status == PromptVersion.Status.PUBLISHED else None
     finally:
         close_old_connections()
-        with _pending_lock:
-            _pending.discard(threading.current_thread())
 
 
-def should_prewarm() -> bool:
-    """Only in a process that serves chats (its engine is running or starts with the app): a management command
-    or a Celery worker must not load a model just to warm a cache nobody reads."""
-    return engine_service.running_engine() is not None or bool(getattr(settings, "ENGINE_AUTOSTART", False))
+def _record(version: PromptVersion, result: PrewarmResult) -> None:
+    """What this node now holds: on the board for the studio's "pre-warmed on n of m nodes", and on the version."""
+    nodes.board().report(
+        report_topic(version.pk),
+        nodes.node_name(),
+        {"version": version.version, "prompt_tokens": result.prompt_tokens, "cached_tokens": result.warm_tokens},
+    )
+    try:
+        PromptVersion.objects.filter(pk=version.pk).update(
+            prewarmed_tokens=result.warm_tokens, prewarmed_at=timezone.now()
+        )
+    finally:
+        close_old_connections()
 
 
-def prewarm_in_background(version: PromptVersion) -> None:
-    """Pre-warm ``version`` on a thread once the surrounding transaction commits; returns at once."""
-    if not should_prewarm():
-        return
-
-    def start() -> None:
-        thread = threading.Thread(target=_run, args=(version.pk,), name=f"prewarm-{version.pk}", daemon=True)
-        with _pending_lock:
-            _pending.add(thread)
-        thread.start()
-
-    transaction.on_commit(start)
+_lock: asyncio.Lock | None = None
 
 
-def wait_for_prewarms(timeout: float = 60.0) -> bool:
-    """Wait for background pre-warms started so far (tests, measurements); True when all finished."""
-    with _pending_lock:
-        threads = list(_pending)
-    for thread in threads:
-        thread.join(timeout)
-    return not any(thread.is_alive() for thread in threads)
+async def prewarm_version(version_id: int) -> PrewarmResult | None:
+    """Pre-warm a published version on this node's running engine and report it; None when there is nothing to
+    do (no engine in this process, the version no longer published)."""
+    global _lock
+    if engine_service.running_engine() is None:
+        return None  # never load the model from here: only warm an engine that serves chats
+    _lock = _lock or asyncio.Lock()
+    async with _lock:  # one at a time: a publish and a quick rollback must end with the last one pinned
+        version = await asyncio.to_thread(_published_version, version_id)
+        if version is None:
+            return None
+        result = await aprewarm(version.store, version)
+        await asyncio.to_thread(_record, version, result)
+    logger.info(
+        "node %s pre-warmed %s: %d of %d prompt tokens cached",
+        nodes.node_name(), version, result.warm_tokens, result.prompt_tokens,
+    )
+    return result
+
+
+async def on_prewarm_message(message: dict[str, Any]) -> None:
+    await prewarm_version(int(message["version"]))
+
+
+def _published_ids(limit: int) -> list[int]:
+    try:
+        published = PromptVersion.objects.filter(status=PromptVersion.Status.PUBLISHED).order_by("-published_at")
+        return list(published.values_list("pk", flat=True)[:limit])
+    finally:
+        close_old_connections()
+
+
+async def prewarm_published() -> int:
+    """A node that starts: pre-warm the published prompts of the stores (the most recently published first, at
+    most ``PREWARM_ON_START_MAX_STORES``), so the first shopper after a restart finds them cached. Returns how
+    many were warmed."""
+    limit = int(getattr(settings, "PREWARM_ON_START_MAX_STORES", 50))
+    warmed = 0
+    for version_id in await asyncio.to_thread(_published_ids, limit):
+        if await prewarm_version(version_id) is not None:
+            warmed += 1
+    return warmed
+
+
+def start_node() -> nodes.Listener:
+    """This process as a node (with the engine, by the ASGI routing): once the engine is loaded, pre-warm the
+    published prompts, then pre-warm whatever a publish or rollback announces."""
+    return nodes.start_listener(
+        {PREWARM_MESSAGE: on_prewarm_message}, [prewarm_published], wait_for=engine_service.get_engine
+    )
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    nodes: list[str]  # nodes alive now (heartbeat)
+    reports: list[dict[str, Any]]  # the live nodes' reports on the version, by node name
+
+    @property
+    def warm(self) -> int:
+        return sum(1 for report in self.reports if report.get("cached_tokens", 0) > 0)
+
+    def summary(self) -> str:
+        return f"pre-warmed on {self.warm} of {len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''}"
+
+
+def node_status(version: PromptVersion) -> NodeStatus | None:
+    """Which live nodes report ``version`` pre-warmed; None when the board cannot be read (Redis down)."""
+    try:
+        board = nodes.board()
+        live = board.live_nodes()
+        reports = board.reports(report_topic(version.pk))
+    except Exception as error:
+        logger.warning("node status unavailable: %s", error)
+        return None
+    return NodeStatus(nodes=live, reports=[reports[node] for node in live if node in reports])

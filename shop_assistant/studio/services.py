@@ -22,6 +22,7 @@ from shop_assistant.runtime.retry import retrying
 
 from .defaults import DEFAULT_POLICIES, DEFAULT_SYSTEM_PROMPT
 from .models import PromptVersion
+from .prewarm import announce
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +177,7 @@ def publish(version: PromptVersion, user=None, expected_published: int | None | 
         version.store_id, lambda: _publish_locked(version.pk, user, expected, check=check)  # type: ignore[arg-type]
     )
     version.refresh_from_db()
+    announce(published)  # every node pre-warms it once this commits
     return published
 
 
@@ -198,7 +200,9 @@ def rollback(target: PromptVersion, user=None, expected_published: int | None | 
         )
         return _publish_locked(copy.pk, user, expected_published if check else None, check=check)  # type: ignore[arg-type]
 
-    return _in_store_transaction(target.store_id, work)
+    published = _in_store_transaction(target.store_id, work)
+    announce(published)
+    return published
 
 
 def ensure_default_prompt(store: Store) -> PromptVersion:

@@ -25,7 +25,7 @@ from shop_assistant.runtime.params import parse_id
 from . import budget, services
 from .forms import DEFAULT_SAMPLE_QUESTIONS, DraftForm, SampleQuestionsForm, StoreSettingsForm
 from .models import PromptVersion, SampleQuestion
-from .prewarm import prewarm_in_background
+from .prewarm import node_status
 from .preview import preview_events
 
 
@@ -89,6 +89,7 @@ def store_home(request: HttpRequest, store: Store) -> HttpResponse:
             "store": store,
             "published": published,
             "published_budget": budget.prompt_budget(published.full_text()) if published else None,
+            "node_status": node_status(published) if published else None,
             "drafts": [v for v in versions if v.status == PromptVersion.Status.DRAFT],
             "history": [v for v in versions if v.status != PromptVersion.Status.DRAFT],
             "questions_form": SampleQuestionsForm(initial={"questions": "\n".join(sample_questions(store))}),
@@ -145,6 +146,7 @@ def draft(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
             "published": published,
             "budget": budget.prompt_budget(version.full_text()),
             "published_budget": budget.prompt_budget(published.full_text()) if published else None,
+            "node_status": node_status(published) if published else None,
             "diff": budget.line_diff(published.full_text() if published else "", version.full_text()),
             "questions": sample_questions(store),
         },
@@ -183,7 +185,6 @@ def publish(request: HttpRequest, store: Store, version_id: int) -> HttpResponse
     except services.PromptError as exc:
         messages.error(request, str(exc))
         return redirect("studio:draft", slug=store.slug, version_id=version.pk)
-    prewarm_in_background(published)  # after the commit, on a thread: publishing does not wait for it
     messages.success(request, f"Published v{published.version}; shoppers get it from their next message.")
     return redirect("studio:store", slug=store.slug)
 
@@ -197,7 +198,6 @@ def rollback(request: HttpRequest, store: Store, version_id: int) -> HttpRespons
     except services.PromptError as exc:
         messages.error(request, str(exc))
     else:
-        prewarm_in_background(published)
         messages.success(request, f"Rolled back: v{published.version} publishes the text of v{target.version}.")
     return redirect("studio:store", slug=store.slug)
 

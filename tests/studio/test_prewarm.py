@@ -109,3 +109,73 @@ async def test_first_shopper_after_publish_ttft_with_and_without_prewarm(transac
     record_property("ttft_ms", {"runs": timings, "median": medians})
     print(f"\nfirst shopper's time to first token after a publish, median of {RUNS}: {medians} (all: {timings})")
     assert medians["prewarmed"] < medians["cold"]
+
+
+# --- every node: announced by the publish, pre-warmed by the node's listener ----------------------------------
+
+
+@pytest.fixture
+def one_node(settings, chat_engine):
+    """This process as the single-process default runs it: one node on the in-memory channel layer."""
+    from shop_assistant.runtime import nodes
+    from shop_assistant.studio.prewarm import start_node
+
+    settings.NODE_NAME = "solo"
+    settings.REDIS_URL = ""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    nodes.stop_listener()  # a test before this one may have left one, under other settings
+    listener = start_node()
+    assert listener.started.wait(120)
+    yield listener
+    nodes.stop_listener()
+
+
+async def wait_for_report(version_id: int, timeout: float = 120.0) -> dict:
+    from shop_assistant.runtime import nodes
+    from shop_assistant.studio.prewarm import report_topic
+
+    for _ in range(int(timeout / 0.1)):
+        report = nodes.board().reports(report_topic(version_id)).get(nodes.node_name())
+        if report is not None:
+            return report
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no node reported version {version_id}")
+
+
+async def test_a_publish_is_prewarmed_by_the_node_and_reported(transactional_db, one_node, chat_engine):
+    from shop_assistant.studio.prewarm import node_status
+
+    store = await database_sync_to_async(Store.objects.create)(slug="fanout", name="Fanout Outfitters")
+    version = await database_sync_to_async(publish_unique)(store, uuid.uuid4().hex)
+    full = len(system_prefix_ids(chat_engine, version.full_text())) // chat_engine.block_size * chat_engine.block_size
+    report = await wait_for_report(version.pk)
+    assert (report["node"], report["version"], report["cached_tokens"]) == ("solo", version.version, full)
+    status = await database_sync_to_async(node_status)(version)
+    assert status.summary() == "pre-warmed on 1 of 1 node" and status.nodes == ["solo"]
+
+    # The first shopper finds it (the chat's own pipeline, as in the TTFT test).
+    _, usage = await first_token_ms(store)
+    assert usage["cached_tokens"] >= full > 0, usage
+
+    # A rollback is announced the same way: the restored text is warm again under a new version.
+    target = await database_sync_to_async(publish_unique)(store, uuid.uuid4().hex)
+    await wait_for_report(target.pk)
+    restored = await database_sync_to_async(services.rollback)(version)
+    assert (await wait_for_report(restored.pk))["cached_tokens"] == full
+
+
+async def test_a_node_that_starts_prewarms_the_published_prompts(transactional_db, chat_engine, settings):
+    from shop_assistant.runtime import nodes
+    from shop_assistant.studio.prewarm import prewarm_published
+
+    # Published while no node listens (the server is down): nobody warms it...
+    store = await database_sync_to_async(Store.objects.create)(slug="restart", name="Restart Outfitters")
+    version = await database_sync_to_async(publish_unique)(store, uuid.uuid4().hex)
+    full = len(system_prefix_ids(chat_engine, version.full_text())) // chat_engine.block_size * chat_engine.block_size
+    assert nodes.board().reports(f"prewarm:{version.pk}") == {}
+    # ...until a node starts: its start hook warms every published prompt (newest first, bounded).
+    settings.PREWARM_ON_START_MAX_STORES = 1
+    assert await prewarm_published() == 1
+    assert (await wait_for_report(version.pk, timeout=1))["cached_tokens"] == full
+    _, usage = await first_token_ms(store)
+    assert usage["cached_tokens"] >= full > 0, usage
