@@ -289,8 +289,14 @@ class ImportRun(models.Model):
             "added": products.get("created", 0),
             "updated": products.get("updated", 0),
             "archived": self.summary.get("archived", 0),
-            "rejected": len(self.errors),
+            "rejected": self.rejected_rows,
         }
+
+    @property
+    def rejected_rows(self) -> int:
+        """Source rows refused: one row can carry two reasons (its variant's, and its product left with none)."""
+        lines = {error.get("line") for error in self.errors if error.get("line") is not None}
+        return len(lines) + sum(1 for error in self.errors if error.get("line") is None)
 
 
 class ImportSource(models.Model):
