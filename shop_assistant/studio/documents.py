@@ -238,3 +238,13 @@ def save_questions(document: StoreDocument, questions: dict[str, str]) -> None:
     document.questions = {s: q.strip()[:500] for s, q in questions.items() if s in sentences and q.strip()}
     # Not through save(): a question is not a change of the document's text, so the passage index stays.
     StoreDocument.objects.filter(pk=document.pk).update(questions=document.questions)
+
+
+def prompt_policy_lines(document: StoreDocument) -> list[str]:
+    """The lines of the published prompt's policies on this document's topic ("Returns: ... 30 days"). The
+    assistant searches them with the documents, so when they say otherwise a shopper may be quoted them instead:
+    the page shows them next to the document to keep the two in step."""
+    prompt = published_prompt(document.store)
+    if prompt is None:
+        return []
+    return [p.text for p in passages.passages_of_policies(prompt.policies) if p.kind == document.kind]

@@ -73,6 +73,7 @@ def document(request: HttpRequest, store: Store, document_id: int) -> HttpRespon
             "drafts": [v for v in versions if v.status == DocumentVersion.Status.DRAFT],
             "history": [v for v in versions if v.status != DocumentVersion.Status.DRAFT],
             "checks": documents.sentence_checks(doc) if published else [],
+            "prompt_lines": documents.prompt_policy_lines(doc),
         },
     )
 

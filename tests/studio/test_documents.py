@@ -103,3 +103,15 @@ def test_each_sentence_has_a_question_and_the_quote_it_gets(store, returns):
     assert returns.questions == {policy[0].sentence: "Do you sell gift cards?"}
     mine = documents.sentence_checks(returns)[0]
     assert mine.question == "Do you sell gift cards?" and not mine.suggested and not mine.retrieved
+
+
+def test_the_prompts_policy_lines_on_the_documents_topic_are_shown_beside_it(store, returns):
+    from shop_assistant.studio import services
+
+    # A new store's default prompt has a returns line of its own.
+    assert documents.prompt_policy_lines(returns) == [
+        "Unused items can be returned within 30 days of delivery for a full refund."
+    ]
+    services.publish(services.create_draft(
+        store, "You are a shop assistant.", "Returns: unused items within 45 days.\nShipping: free over 50 USD."))
+    assert documents.prompt_policy_lines(returns) == ["Unused items within 45 days."]
