@@ -303,7 +303,7 @@ class ImportSource(models.Model):
     """A catalog source the owner saved in the studio: synced by hand or on a schedule (celery beat).
 
     ``location`` is a feed URL (CSV or JSON over http(s)) or a SQLAlchemy database URL; a database URL may hold
-    a password, so pages show it through ``display_location`` only.
+    a password, so pages show it through ``catalog.sync.display_location`` only.
     """
 
     class Kind(models.TextChoices):
@@ -344,12 +344,6 @@ class ImportSource(models.Model):
     @property
     def format(self) -> str:
         return self.FORMATS[self.kind]
-
-    @property
-    def display_location(self) -> str:
-        from .ingest import describe_source  # the ingest package imports these models
-
-        return describe_source(self.location)
 
     def interval(self) -> timedelta | None:
         return self.INTERVALS.get(self.schedule)

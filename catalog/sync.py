@@ -12,21 +12,23 @@ import io
 import logging
 from datetime import datetime
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from .ingest import describe_source
 from .models import ImportRun, ImportSource, Store
 
 logger = logging.getLogger(__name__)
 
 ERROR_CSV_FIELDS = ["line", "where", "handle", "sku", "reason"]
+INGEST_TASK = "catalog.ingest_catalog"
 
 
 def _queue(run: ImportRun) -> ImportRun:
-    from .tasks import ingest_catalog  # the tasks module imports this one for the beat task
-
-    # After the commit: a worker on another machine must find the row. Eager mode runs it right here.
-    transaction.on_commit(lambda: ingest_catalog.delay(run.pk))
+    # By name: catalog.tasks imports this module for the beat task. After the commit: a worker on another
+    # machine must find the row (eager mode runs it right here).
+    transaction.on_commit(lambda: current_app.tasks[INGEST_TASK].delay(run.pk))
     return run
 
 
@@ -105,3 +107,8 @@ def error_report_csv(run: ImportRun) -> str:
         # A leading = + - @ makes spreadsheets run the cell as a formula: quote it as text.
         writer.writerow({key: "'" + value if value[:1] in ("=", "+", "-", "@") else value for key, value in row.items()})
     return out.getvalue()
+
+
+def display_location(source: ImportSource) -> str:
+    """Where a source reads from, as a page may show it: a database URL without its password."""
+    return describe_source(source.location)

@@ -73,7 +73,8 @@ def _page(request: HttpRequest, store: Store, upload_form=None, source_form=None
             "store": store,
             "upload_form": upload_form or UploadForm(),
             "source_form": source_form or SourceForm(store=store),
-            "sources": ImportSource.objects.filter(store=store).select_related("last_run"),
+            "sources": [(source, sync.display_location(source))
+                        for source in ImportSource.objects.filter(store=store).select_related("last_run")],
             "runs": [(run, run_state(run, store)) for run in runs],
             "search": search,
             "query": query,
