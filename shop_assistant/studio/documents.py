@@ -49,17 +49,31 @@ def published_version(document: StoreDocument) -> DocumentVersion | None:
     return DocumentVersion.objects.filter(document=document, status=DocumentVersion.Status.PUBLISHED).first()
 
 
+def _in_step(document: StoreDocument, published: DocumentVersion | None) -> bool:
+    if published is None:
+        return not document.body.strip()
+    return (published.title, published.body) == (document.title, document.body)
+
+
 def ensure_history(document: StoreDocument) -> DocumentVersion | None:
-    """A document made before versions (the admin, an import) gets its current text as published v1."""
-    if not document.body.strip() or DocumentVersion.objects.filter(document=document).exists():
-        return published_version(document)
+    """The published version, recording the document's text as a new published version first when it changed
+    outside the studio: a document made before versions (v1, "as it was"), or one an import or the admin
+    rewrote since (the text shoppers are quoted is always the document's)."""
+    published = published_version(document)
+    if _in_step(document, published):
+        return published
 
     def work() -> DocumentVersion | None:
-        if DocumentVersion.objects.filter(document=document).exists():
-            return published_version(document)
+        current = StoreDocument.objects.get(pk=document.pk)
+        published = published_version(current)
+        if _in_step(current, published):
+            return published
+        if published is not None:
+            DocumentVersion.objects.filter(pk=published.pk).update(status=DocumentVersion.Status.ARCHIVED)
         return DocumentVersion.objects.create(
-            document=document, version=1, title=document.title, body=document.body,
-            status=DocumentVersion.Status.PUBLISHED, published_at=timezone.now(), note="as it was",
+            document=current, version=_next_version(current.pk), title=current.title, body=current.body,
+            status=DocumentVersion.Status.PUBLISHED, published_at=timezone.now(),
+            note="changed outside the studio (import or admin)" if published is not None else "as it was",
         )
 
     return _in_store_transaction(document.store_id, work)

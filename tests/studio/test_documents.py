@@ -115,3 +115,14 @@ def test_the_prompts_policy_lines_on_the_documents_topic_are_shown_beside_it(sto
     services.publish(services.create_draft(
         store, "You are a shop assistant.", "Returns: unused items within 45 days.\nShipping: free over 50 USD."))
     assert documents.prompt_policy_lines(returns) == ["Unused items within 45 days."]
+
+
+def test_a_text_changed_by_an_import_or_the_admin_becomes_a_published_version(store, returns):
+    v1 = documents.ensure_history(returns)
+    StoreDocument.objects.filter(pk=returns.pk).update(body="Rewritten by a feed import.")
+    returns.refresh_from_db()
+    current = documents.ensure_history(returns)
+    assert (current.version, current.status, current.body) == (2, Status.PUBLISHED, "Rewritten by a feed import.")
+    assert "outside the studio" in current.note
+    assert DocumentVersion.objects.get(pk=v1.pk).status == Status.ARCHIVED
+    assert documents.ensure_history(returns) == current  # in step now: nothing more recorded

@@ -109,7 +109,10 @@ def test_the_owner_edits_publishes_and_rolls_back_a_policy(store, versions, owne
     page = client.get(response["Location"]).content.decode()
     assert "Published: v2" in page and "within 45 days" in page
     # The quote beside the sentence is the new one.
-    assert page.count("within 45 days") >= 2 and "within 30 days" not in page.split("History")[0]
+    sentences = page.split('id="sentences"')[1].split("History")[0]
+    assert sentences.count("within 45 days") >= 2 and "within 30 days" not in sentences
+    # The default prompt's own returns line still says 30 days: shown beside the document, to be edited too.
+    assert "within 30 days" in page.split('class="card prompt-lines"')[1].split("</section>")[0]
 
     with django_capture_on_commit_callbacks(execute=True):
         client.post(f"/studio/corner/knowledge/{doc.pk}/versions/{v1.pk}/rollback",
