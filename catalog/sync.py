@@ -105,7 +105,8 @@ def error_report_csv(run: ImportRun) -> str:
     for error in run.errors:
         row = {key: "" if error.get(key) is None else str(error.get(key)) for key in ERROR_CSV_FIELDS}
         # A leading = + - @ makes spreadsheets run the cell as a formula: quote it as text.
-        writer.writerow({key: "'" + value if value[:1] in ("=", "+", "-", "@") else value for key, value in row.items()})
+        writer.writerow({key: "'" + value if value[:1] in ("=", "+", "-", "@") else value
+                         for key, value in row.items()})
     return out.getvalue()
 
 

@@ -3,8 +3,8 @@
 Products are matched by handle; variants by SKU, else (when the source has no SKUs, as in the Shopify samples)
 by their option values within the product. A row is written only when a field differs, so a re-run of the
 same file reports everything unchanged. Products and variants that the store has but the import lacks are
-listed in the summary, not removed (a feed synced with ``archive_missing`` archives the missing products). Each product is written in its own savepoint: one bad product never
-rolls back the others.
+listed in the summary, not removed (a feed synced with ``archive_missing`` archives the missing products).
+Each product is written in its own savepoint: one bad product never rolls back the others.
 """
 
 from __future__ import annotations

@@ -188,7 +188,8 @@ def rollback(target: DocumentVersion, user=None, expected_published: int | None 
             document_id=source.document_id, version=_next_version(source.document_id), title=source.title,
             body=source.body, created_by=_user(user), note=f"rollback to v{source.version}", restored_from=source,
         )
-        return _publish_locked(copy.pk, user, expected_published if check else None, check=check)  # type: ignore[arg-type]
+        expected = expected_published if check else None
+        return _publish_locked(copy.pk, user, expected, check=check)  # type: ignore[arg-type]
 
     return _in_store_transaction(target.document.store_id, work)
 

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone
 
 from catalog.models import ImportRun, ImportSource, Product, Store, Variant
+from tests.catalog.test_ingest_sql import FLAT_MAPPING, fill_source
 
 from .conftest import make_user
 
-CSV_HEADER = "Handle,Title,Body (HTML),Vendor,Type,Tags,Option1 Name,Option1 Value,Variant SKU,Variant Price,Variant Inventory Qty"
+CSV_HEADER = ("Handle,Title,Body (HTML),Vendor,Type,Tags,Option1 Name,Option1 Value,Variant SKU,Variant Price,"
+              "Variant Inventory Qty")
 CSV_ROWS = [
     "trail-mug,Trail Mug,<p>Enamel mug.</p>,Camp Co,Mugs,\"camp,kitchen\",Colour,Blue,MUG-BLUE,12.50,7",
     "trail-mug,,,,,,,Red,MUG-RED,12.50,0",
@@ -184,17 +188,12 @@ def test_a_sql_source_keeps_its_password_out_of_the_page(store, owner, settings)
 
 def test_schedule_sync_and_delete_a_source(store, owner, no_embedding, django_capture_on_commit_callbacks, tmp_path,
                                            settings):
-    import sqlalchemy as sa
-
-    from tests.catalog.test_ingest_sql import FLAT_MAPPING, fill_source
 
     settings.CATALOG_STUDIO_ALLOW_SQLITE = True
     url = f"sqlite:///{tmp_path / 'shop.db'}"
     fill_source(sa.create_engine(url))
     client = Client()
     client.force_login(owner)
-    import json
-
     response = client.post("/studio/corner/catalog/sources", {
         "name": "shop db", "kind": "sql", "location": url, "mapping_text": json.dumps(FLAT_MAPPING),
         "schedule": "off"})
