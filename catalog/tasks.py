@@ -61,7 +61,13 @@ def embed_store_products(self, store_id: int | None = None, run_id: int | None =
         if run_id is not None and done in (0, total):
             ImportRun.objects.filter(pk=run_id).update(phase="embedding" if done < total else "")
 
-    outcome = embed_products(store, force=force, progress=progress)
+    try:
+        outcome = embed_products(store, force=force, progress=progress)
+    except Exception:
+        # Pages follow a run until its embedding phase ends: a failed embedding must end it too.
+        if run_id is not None:
+            ImportRun.objects.filter(pk=run_id).update(phase="")
+        raise
     if run_id is not None:
         run = ImportRun.objects.filter(pk=run_id).first()
         if run is not None:

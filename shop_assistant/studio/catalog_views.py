@@ -53,7 +53,8 @@ def run_state(run: ImportRun, store: Store) -> dict:
         "done": run.processed,
         "total": run.total,
         "percent": run.percent,
-        "finished": run.finished,
+        # Followed until its products are embedded too: only then does the assistant find them by meaning.
+        "finished": run.finished and run.phase != "embedding",
         "counts": run.counts if run.status == ImportRun.Status.SUCCEEDED else None,
         "message": run.message,
         "errors_url": reverse("studio:catalog_run_errors", kwargs={"slug": store.slug, "run_id": run.pk})

@@ -232,3 +232,14 @@ def test_the_product_preview_is_the_chats_retrieval(store, owner):
     assert "This product is among the cards" in page and 'data-sku="MUG-1"' in page and "12.50" in page
     page = client.get(f"/studio/corner/catalog/products/{product.pk}/", {"q": "a head torch"}).content.decode()
     assert "is not among the cards" in page and 'data-sku="TORCH-1"' in page
+
+
+def test_a_run_is_followed_until_its_products_are_embedded(store, owner):
+    run = ImportRun.objects.create(store=store, format="json", source="f.json", status="succeeded",
+                                   phase="embedding", processed=3, total=3)
+    client = Client()
+    client.force_login(owner)
+    state = client.get(f"/studio/corner/catalog/runs/{run.pk}/").json()
+    assert (state["status"], state["phase"], state["finished"]) == ("succeeded", "embedding", False)
+    ImportRun.objects.filter(pk=run.pk).update(phase="")
+    assert client.get(f"/studio/corner/catalog/runs/{run.pk}/").json()["finished"] is True
