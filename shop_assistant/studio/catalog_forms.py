@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
 from urllib.parse import urlsplit
 
 from django import forms
@@ -47,6 +49,25 @@ class UploadForm(forms.Form):
         return data
 
 
+def _inside_address(host: str | None) -> bool:
+    """Whether ``host`` is or resolves to an address of this server's own networks (loopback, private,
+    link-local such as the cloud metadata service): an owner's source must not reach what only the server can."""
+    if not host:
+        return False
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return False  # unresolvable now: the sync itself will fail and say so
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0].split("%")[0])
+        if address.is_private or address.is_loopback or address.is_link_local or address.is_reserved:
+            return True
+    return False
+
+
+INSIDE_MESSAGE = "That address is inside the server's own network; give the source's public address."
+
+
 class SourceForm(forms.ModelForm):
     password = forms.CharField(
         required=False, widget=forms.PasswordInput(render_value=False),
@@ -89,6 +110,10 @@ class SourceForm(forms.ModelForm):
                 # app's own database) through it. The ingest_catalog command, run by the operator, still takes one.
                 raise forms.ValidationError("SQLite files on the server cannot be a studio source; use a database "
                                             "server's URL (PostgreSQL, MySQL...).")
+            if url.host and _inside_address(url.host) and not getattr(
+                settings, "CATALOG_STUDIO_ALLOW_PRIVATE_HOSTS", False
+            ):
+                raise forms.ValidationError(INSIDE_MESSAGE)
             if data.get("password"):
                 url = url.set(password=data["password"])
             location = url.render_as_string(hide_password=False)
@@ -104,6 +129,10 @@ class SourceForm(forms.ModelForm):
         else:
             if urlsplit(location).scheme not in ("http", "https"):
                 raise forms.ValidationError("A feed source needs an http(s) URL.")
+            if _inside_address(urlsplit(location).hostname) and not getattr(
+                settings, "CATALOG_STUDIO_ALLOW_PRIVATE_HOSTS", False
+            ):
+                raise forms.ValidationError(INSIDE_MESSAGE)
             self.instance.mapping = None
         data["location"] = location
         self.instance.location = location

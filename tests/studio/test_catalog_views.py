@@ -243,3 +243,20 @@ def test_a_run_is_followed_until_its_products_are_embedded(store, owner):
     assert (state["status"], state["phase"], state["finished"]) == ("succeeded", "embedding", False)
     ImportRun.objects.filter(pk=run.pk).update(phase="")
     assert client.get(f"/studio/corner/catalog/runs/{run.pk}/").json()["finished"] is True
+
+
+@pytest.mark.parametrize("kind,location", [
+    ("json", "http://127.0.0.1:8000/feed.json"),
+    ("csv", "http://169.254.169.254/latest/meta-data/"),
+    ("json", "http://localhost/feed.json"),
+    ("sql", "postgresql+psycopg://postgres@127.0.0.1:5432/shop"),
+    ("sql", "postgresql+psycopg://postgres@10.0.0.5/shop"),
+])
+def test_a_source_cannot_point_inside_the_servers_network(store, owner, kind, location):
+    client = Client()
+    client.force_login(owner)
+    mapping = json.dumps(FLAT_MAPPING) if kind == "sql" else ""
+    response = client.post("/studio/corner/catalog/sources", {
+        "name": "inside", "kind": kind, "location": location, "mapping_text": mapping, "schedule": "off"})
+    assert response.status_code == 400 and b"inside the server" in response.content
+    assert not ImportSource.objects.filter(store=store).exists()
