@@ -6,6 +6,7 @@ Every row belongs to a store (directly or through its product), so one database 
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -211,6 +212,8 @@ class StoreDocument(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices)
     title = models.CharField(max_length=200)
     body = models.TextField()
+    # Sentence -> the shopper question the owner expects to retrieve it (the studio's knowledge page checks it).
+    questions = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -236,6 +239,12 @@ class ImportRun(models.Model):
         FAILED = "failed"
 
     store = models.ForeignKey(Store, on_delete=models.CASCADE, related_name="import_runs")
+    # The saved source this run synced (a studio source, by hand or on its schedule); null: a one-off import.
+    import_source = models.ForeignKey(
+        "ImportSource", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    # Products of the store that this import does not list are archived (a full feed's sync), not kept.
+    archive_missing = models.BooleanField(default=False)
     format = models.CharField(max_length=10, choices=Format.choices)
     source = models.CharField(
         max_length=1000, help_text="A path, an http(s) URL, a SQLAlchemy URL or an upload's name."
@@ -267,3 +276,110 @@ class ImportRun(models.Model):
         if self.status == self.Status.SUCCEEDED:
             return 100
         return int(100 * self.processed / self.total) if self.total else 0
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """What the owner reads first: products added, updated, archived, and rows rejected."""
+        products = self.summary.get("products", {})
+        return {
+            "added": products.get("created", 0),
+            "updated": products.get("updated", 0),
+            "archived": self.summary.get("archived", 0),
+            "rejected": self.rejected_rows,
+        }
+
+    @property
+    def rejected_rows(self) -> int:
+        """Source rows refused: one row can carry two reasons (its variant's, and its product left with none)."""
+        lines = {error.get("line") for error in self.errors if error.get("line") is not None}
+        return len(lines) + sum(1 for error in self.errors if error.get("line") is None)
+
+
+class ImportSource(models.Model):
+    """A catalog source the owner saved in the studio: synced by hand or on a schedule (celery beat).
+
+    ``location`` is a feed URL (CSV or JSON over http(s)) or a SQLAlchemy database URL; a database URL may hold
+    a password, so pages show it through ``catalog.sync.display_location`` only.
+    """
+
+    class Kind(models.TextChoices):
+        CSV = "csv", "Shopify product CSV (URL)"
+        JSON = "json", "JSON feed (URL)"
+        SQL = "sql", "SQL database (SQLAlchemy URL and query)"
+
+    class Schedule(models.TextChoices):
+        OFF = "off", "Off (sync by hand)"
+        HOURLY = "hourly", "Every hour"
+        DAILY = "daily", "Every day"
+
+    INTERVALS = {Schedule.HOURLY: timedelta(hours=1), Schedule.DAILY: timedelta(days=1)}
+    FORMATS = {Kind.CSV: ImportRun.Format.SHOPIFY, Kind.JSON: ImportRun.Format.JSON, Kind.SQL: ImportRun.Format.SQL}
+
+    store = models.ForeignKey(Store, on_delete=models.CASCADE, related_name="import_sources")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=4, choices=Kind.choices)
+    location = models.CharField(max_length=1000)
+    mapping = models.JSONField(null=True, blank=True, help_text="SQL sources: the query/tables and their columns.")
+    schedule = models.CharField(max_length=6, choices=Schedule.choices, default=Schedule.OFF)
+    archive_missing = models.BooleanField(
+        default=False, help_text="Archive the store's products this source no longer lists."
+    )
+    next_due_at = models.DateTimeField(null=True, blank=True)
+    last_run = models.ForeignKey(ImportRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["store", "name"]
+        constraints = [models.UniqueConstraint(fields=["store", "name"], name="import_source_name_unique_per_store")]
+        indexes = [models.Index(fields=["schedule", "next_due_at"], name="import_source_due")]
+
+    def __str__(self) -> str:
+        return f"{self.store}: {self.name}"
+
+    @property
+    def format(self) -> str:
+        return self.FORMATS[self.kind]
+
+    def interval(self) -> timedelta | None:
+        return self.INTERVALS.get(self.schedule)
+
+
+class DocumentVersion(models.Model):
+    """One version of a StoreDocument's text: drafts are edited, one version is published (its text is the
+    document's body, which the assistant quotes), and earlier ones are archived, as the prompt's versions are."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        PUBLISHED = "published"
+        ARCHIVED = "archived"
+
+    document = models.ForeignKey(StoreDocument, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    note = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    restored_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["document", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "version"], name="document_version_unique"),
+            models.UniqueConstraint(
+                fields=["document"], condition=Q(status="published"), name="one_published_version_per_document"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document} v{self.version} ({self.status})"

@@ -61,7 +61,13 @@ def embed_store_products(self, store_id: int | None = None, run_id: int | None =
         if run_id is not None and done in (0, total):
             ImportRun.objects.filter(pk=run_id).update(phase="embedding" if done < total else "")
 
-    outcome = embed_products(store, force=force, progress=progress)
+    try:
+        outcome = embed_products(store, force=force, progress=progress)
+    except Exception:
+        # Pages follow a run until its embedding phase ends: a failed embedding must end it too.
+        if run_id is not None:
+            ImportRun.objects.filter(pk=run_id).update(phase="")
+        raise
     if run_id is not None:
         run = ImportRun.objects.filter(pk=run_id).first()
         if run is not None:
@@ -69,3 +75,25 @@ def embed_store_products(self, store_id: int | None = None, run_id: int | None =
             run.phase = ""
             run.save(update_fields=["summary", "phase"])
     return outcome
+
+
+@shared_task(name="catalog.run_scheduled_syncs")
+def run_scheduled_syncs() -> list[int]:
+    """Celery beat's entry (settings.CELERY_BEAT_SCHEDULE): queue the syncs of the sources that are due."""
+    from .sync import run_due_syncs
+
+    return run_due_syncs()
+
+
+@shared_task(name="catalog.embed_store_documents")
+def embed_store_documents(store_id: int) -> int:
+    """Embed the passages of a store's documents now (after a publish) rather than at the next shopper's question.
+
+    The passage index is per process and rebuilt whenever a document changes (catalog.passages), so the next
+    question always sees the published text; this moves the embedding cost off that question in the process
+    that runs it (the web process itself with the embedded defaults' eager tasks). Returns the passage count.
+    """
+    from . import passages
+
+    store = Store.objects.get(pk=store_id)
+    return len(passages.store_index(store).passages)

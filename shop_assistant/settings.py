@@ -203,6 +203,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "inter
 # celery -A shop_assistant beat: delete conversations older than their store's retention_days, every night.
 CELERY_BEAT_SCHEDULE = {
     "console-retention": {"task": "console.apply_retention", "schedule": 24 * 3600.0},
+    # The studio's scheduled catalog syncs: every check queues the sources whose next sync is due.
+    "catalog-scheduled-syncs": {
+        "task": "catalog.run_scheduled_syncs",
+        "schedule": float(os.environ.get("CATALOG_SYNC_CHECK_SECONDS", "60")),
+    },
 }
 
 # --- Engine (inference/) -------------------------------------------------------------------

@@ -156,7 +156,7 @@ def execute_run(run: ImportRun, progress: Progress | None = None) -> ImportResul
         if progress:
             progress("reading", 0, 0)
         parsed = read_source(run.format, run.source, text=run.upload or None, mapping=run.mapping)
-        result = apply_catalog(run.store, parsed, progress=report)
+        result = apply_catalog(run.store, parsed, progress=report, archive_missing=run.archive_missing)
     except SourceError as exc:
         logger.warning("import run %s failed: %s", run.pk, exc)
         ImportRun.objects.filter(pk=run.pk).update(

@@ -3,8 +3,8 @@
 Products are matched by handle; variants by SKU, else (when the source has no SKUs, as in the Shopify samples)
 by their option values within the product. A row is written only when a field differs, so a re-run of the
 same file reports everything unchanged. Products and variants that the store has but the import lacks are
-listed in the summary, not removed. Each product is written in its own savepoint: one bad product never
-rolls back the others.
+listed in the summary, not removed (a feed synced with ``archive_missing`` archives the missing products).
+Each product is written in its own savepoint: one bad product never rolls back the others.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.db import DatabaseError, IntegrityError, transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from ..models import Product, ProductImage, Store, StoreDocument, Variant
@@ -52,7 +53,10 @@ class ImportResult:
                 continue
             lines.append(f"{kind}: " + ", ".join(parts))
         missing = self.summary.get("missing_products_count", 0)
-        if missing:
+        archived = self.summary.get("archived", 0)
+        if archived:
+            lines.append(f"not in this import (archived): {archived} products")
+        elif missing:
             lines.append(f"not in this import (kept, not deleted): {missing} products")
         missing_variants = self.summary.get("missing_variants_count", 0)
         if missing_variants:
@@ -76,9 +80,10 @@ def _option_key(options: tuple[str, str, str] | list[str]) -> tuple[str, str, st
 
 
 class _Upserter:
-    def __init__(self, store: Store, parsed: ParsedCatalog) -> None:
+    def __init__(self, store: Store, parsed: ParsedCatalog, archive_missing: bool = False) -> None:
         self.store = store
         self.parsed = parsed
+        self.archive_missing = archive_missing
         self.errors: list[RowError] = list(parsed.errors)
         self.products = _counts()
         self.variants = _counts()
@@ -264,6 +269,16 @@ class _Upserter:
 
         handles = {record.handle for record in records}
         missing = sorted(handle for handle in self.by_handle if handle not in handles)
+        archived = 0
+        if self.archive_missing and missing:
+            # A full feed no longer listing a product means the store stopped selling it: archived products
+            # leave search and the assistant's answers but keep their history. A feed that failed to parse any
+            # product archives nothing (an empty or broken file is not "the store sells nothing").
+            if records:
+                stale = Product.objects.filter(store=self.store, handle__in=missing).exclude(
+                    status=Product.Status.ARCHIVED
+                )
+                archived = stale.update(status=Product.Status.ARCHIVED, updated_at=timezone.now())
         summary = {
             "products": self.products,
             "variants": self.variants,
@@ -273,6 +288,7 @@ class _Upserter:
             "missing_products_count": len(missing),
             "missing_variants": self.missing_variants[:MAX_LISTED_MISSING],
             "missing_variants_count": len(self.missing_variants),
+            "archived": archived,
             "errors": len(self.errors),
             "seconds": round(time.perf_counter() - started, 3),
         }
@@ -325,6 +341,9 @@ class _Upserter:
                 self.documents["unchanged"] += 1
 
 
-def apply_catalog(store: Store, parsed: ParsedCatalog, progress: ProgressCallback | None = None) -> ImportResult:
-    """Upsert ``parsed`` into ``store``; ``progress(done, total)`` is called after each product."""
-    return _Upserter(store, parsed).run(progress)
+def apply_catalog(
+    store: Store, parsed: ParsedCatalog, progress: ProgressCallback | None = None, archive_missing: bool = False
+) -> ImportResult:
+    """Upsert ``parsed`` into ``store``; ``progress(done, total)`` is called after each product. With
+    ``archive_missing`` the store's products that ``parsed`` does not list are archived."""
+    return _Upserter(store, parsed, archive_missing).run(progress)

@@ -229,3 +229,19 @@ def test_admin_pages_render(store, admin_client, shopify_samples_dir):
         assert admin_client.get(reverse(f"admin:catalog_{name}_changelist")).status_code == 200, name
     page = admin_client.get(reverse("admin:catalog_product_change", args=[product.pk]))
     assert page.status_code == 200 and "Purple" in page.content.decode()
+
+
+def test_embed_store_documents_builds_the_passage_index_of_the_published_text(store):
+    from catalog import passages
+    from catalog.models import StoreDocument
+    from catalog.tasks import embed_store_documents
+
+    document = StoreDocument.objects.create(
+        store=store, kind="shipping", title="Shipping", body="We ship in 2 days. Express takes 1 day."
+    )
+    assert embed_store_documents.delay(store.pk).get() == 2
+    index = passages.store_index(store)
+    assert [p.text for p in index.passages] == ["We ship in 2 days.", "Express takes 1 day."]
+    document.body = "We ship in 3 days."
+    document.save()
+    assert embed_store_documents.delay(store.pk).get() == 1

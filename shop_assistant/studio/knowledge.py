@@ -1,0 +1,188 @@
+"""The studio's knowledge pages: the store's policy and FAQ documents, edited as drafts and published like the
+prompt (``documents``), with what a shopper is quoted for each published sentence. Owners only."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from catalog.models import DocumentVersion, Store, StoreDocument
+from shop_assistant.runtime.params import parse_id
+
+from . import documents
+from .views import owners_only
+
+
+def _document(store: Store, document_id: int) -> StoreDocument:
+    return get_object_or_404(StoreDocument.objects.select_related("store"), store=store, pk=document_id)
+
+
+def _version(document: StoreDocument, version_id: int) -> DocumentVersion:
+    return get_object_or_404(DocumentVersion.objects.select_related("document__store"), document=document,
+                             pk=version_id)
+
+
+def _expected_published(request: HttpRequest) -> int | None:
+    return parse_id(request.POST.get("expected_published", ""))
+
+
+def _document_url(store: Store, document: StoreDocument) -> str:
+    return reverse("studio:document", kwargs={"slug": store.slug, "document_id": document.pk})
+
+
+@require_GET
+@owners_only
+def knowledge(request: HttpRequest, store: Store) -> HttpResponse:
+    rows = []
+    for document in StoreDocument.objects.filter(store=store).order_by("kind", "title"):
+        published = documents.ensure_history(document)
+        drafts = DocumentVersion.objects.filter(document=document, status=DocumentVersion.Status.DRAFT).count()
+        rows.append((document, published, drafts))
+    return render(request, "studio/knowledge.html", {"store": store, "rows": rows, "kinds": StoreDocument.Kind.choices})
+
+
+@require_POST
+@owners_only
+def new_document(request: HttpRequest, store: Store) -> HttpResponse:
+    try:
+        draft = documents.create_document(
+            store, request.POST.get("kind", ""), request.POST.get("title", ""), user=request.user
+        )
+    except documents.PromptError as exc:
+        messages.error(request, str(exc))
+        return redirect("studio:knowledge", slug=store.slug)
+    return redirect("studio:document_draft", slug=store.slug, document_id=draft.document_id, version_id=draft.pk)
+
+
+@require_GET
+@owners_only
+def document(request: HttpRequest, store: Store, document_id: int) -> HttpResponse:
+    doc = _document(store, document_id)
+    published = documents.ensure_history(doc)
+    versions = list(DocumentVersion.objects.filter(document=doc).select_related("created_by", "published_by"))
+    return render(
+        request,
+        "studio/document.html",
+        {
+            "store": store,
+            "document": doc,
+            "published": published,
+            "drafts": [v for v in versions if v.status == DocumentVersion.Status.DRAFT],
+            "history": [v for v in versions if v.status != DocumentVersion.Status.DRAFT],
+            "checks": documents.sentence_checks(doc) if published else [],
+            "prompt_lines": documents.prompt_policy_lines(doc),
+        },
+    )
+
+
+@require_POST
+@owners_only
+def document_questions(request: HttpRequest, store: Store, document_id: int) -> HttpResponse:
+    doc = _document(store, document_id)
+    # The form sends each sentence next to its question: s-N and q-N.
+    pairs = {}
+    for key, sentence in request.POST.items():
+        if key.startswith("s-"):
+            pairs[sentence] = request.POST.get("q-" + key[2:], "")
+    documents.save_questions(doc, pairs)
+    messages.success(request, "Questions saved.")
+    return redirect(_document_url(store, doc) + "#sentences")
+
+
+@require_POST
+@owners_only
+def document_new_draft(request: HttpRequest, store: Store, document_id: int) -> HttpResponse:
+    doc = _document(store, document_id)
+    source_id = parse_id(request.POST.get("from", ""))
+    source = _version(doc, source_id) if source_id else None
+    draft = documents.create_draft(doc, source, user=request.user)
+    return redirect("studio:document_draft", slug=store.slug, document_id=doc.pk, version_id=draft.pk)
+
+
+@owners_only
+def document_draft(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
+    doc = _document(store, document_id)
+    version = _version(doc, version_id)
+    if version.status != DocumentVersion.Status.DRAFT:
+        return redirect(_document_url(store, doc))
+    if request.method == "POST":
+        title, body, note = (request.POST.get(name, "") for name in ("title", "body", "note"))
+        try:
+            version = documents.update_draft(version, title, body, note)
+        except documents.PromptError as exc:
+            messages.error(request, str(exc))
+            version.title, version.body, version.note = title, body, note
+        else:
+            if "publish" in request.POST:
+                return document_publish(request, store.slug, doc.pk, version.pk)
+            messages.success(request, f"Draft v{version.version} saved.")
+            return redirect("studio:document_draft", slug=store.slug, document_id=doc.pk, version_id=version.pk)
+    published = documents.published_version(doc)
+    return render(
+        request,
+        "studio/document_draft.html",
+        {"store": store, "document": doc, "version": version, "published": published,
+         "diff": documents.diff(published, version)},
+    )
+
+
+@require_POST
+@owners_only
+def document_publish(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
+    doc = _document(store, document_id)
+    version = _version(doc, version_id)
+    try:
+        published = documents.publish(version, user=request.user, expected_published=_expected_published(request))
+    except documents.PromptError as exc:
+        messages.error(request, str(exc))
+        return redirect("studio:document_draft", slug=store.slug, document_id=doc.pk, version_id=version.pk)
+    messages.success(request, f"Published v{published.version} of {published.title}; shoppers are quoted it now.")
+    return redirect(_document_url(store, doc))
+
+
+@require_POST
+@owners_only
+def document_rollback(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
+    doc = _document(store, document_id)
+    target = _version(doc, version_id)
+    try:
+        published = documents.rollback(target, user=request.user, expected_published=_expected_published(request))
+    except documents.PromptError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Rolled back: v{published.version} publishes the text of v{target.version}.")
+    return redirect(_document_url(store, doc))
+
+
+@require_POST
+@owners_only
+def document_discard(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
+    doc = _document(store, document_id)
+    version = _version(doc, version_id)
+    try:
+        documents.discard_draft(version)
+    except documents.PromptError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Draft v{version.version} discarded.")
+    return redirect(_document_url(store, doc))
+
+
+@require_GET
+@owners_only
+def document_version(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
+    doc = _document(store, document_id)
+    version = _version(doc, version_id)
+    previous = (
+        DocumentVersion.objects.filter(document=doc, version__lt=version.version)
+        .exclude(status=DocumentVersion.Status.DRAFT).first()
+    )
+    return render(
+        request,
+        "studio/document_version.html",
+        {"store": store, "document": doc, "version": version, "previous": previous,
+         "diff": documents.diff(previous, version)},
+    )
