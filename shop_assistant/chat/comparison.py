@@ -38,9 +38,10 @@ _ASKS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
 )
 _MAX_WORDS = 14
 
-# "Packed weight 1.6 kg", "Weighs 240 g": a weight only where the sentence talks about weight ("holds up to 120
-# kg" is a load, not what the thing weighs).
+# "Packed weight 1.6 kg", "Weighs 240 g", "A 70 g titanium mug": a mass in the product's text is its weight,
+# except in a sentence about what it carries ("holds up to 120 kg" is a load, not what the chair weighs).
 _WEIGHT_SENTENCE = re.compile(r"\bweigh", re.IGNORECASE)
+_LOAD_SENTENCE = re.compile(r"\b(?:holds?|up to|capacity|load|supports?|carr(?:y|ies)|max(?:imum)?|limit)\b", re.I)
 _WEIGHT = re.compile(r"(\d+(?:[.,]\d+)?)\s*(kg|kilograms?|g|grams?|lbs?|pounds?|oz|ounces?)\b", re.IGNORECASE)
 _GRAMS = {"kg": 1000.0, "kilogram": 1000.0, "g": 1.0, "gram": 1.0, "lb": 453.592, "pound": 453.592,
           "oz": 28.3495, "ounce": 28.3495}  # fmt: skip
@@ -109,7 +110,7 @@ def weight_of(facts: ProductFacts) -> tuple[float, str] | None:
     """(grams, the weight as the catalog writes it), from a sentence of the product's text about its weight."""
     for source in (facts.description, facts.options, " ".join(facts.tags)):
         for sentence in re.split(r"(?<=[.!?;])\s+|\n", source):
-            if not _WEIGHT_SENTENCE.search(sentence):
+            if _LOAD_SENTENCE.search(sentence) and not _WEIGHT_SENTENCE.search(sentence):
                 continue
             match = _WEIGHT.search(sentence)
             if match:
@@ -158,12 +159,13 @@ def _by_weight(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascend
             "A member of our team can check: ask for a person."
         )
     known.sort(key=lambda i: weights[i][0], reverse=not ascending)  # type: ignore[index]
-    parts = [f"{_name(shown[i][1])} weighs {weights[i][1]}" for i in known]  # type: ignore[index]
+    first = _capital(_name(shown[known[0]][1]))
     if len(known) > 1:
         superlative = "lightest" if ascending else "heaviest"
-        sentence = f"{_capital(_name(shown[known[0]][1]))} is the {superlative}: {_listing(parts)}."
+        rest = [f"{_name(shown[i][1])} ({weights[i][1]})" for i in known[1:]]  # type: ignore[index]
+        sentence = f"{first} is the {superlative} at {weights[known[0]][1]}, then {_listing(rest)}."  # type: ignore[index]
     else:
-        sentence = f"{_capital(parts[0])}."
+        sentence = f"{first} weighs {weights[known[0]][1]}."  # type: ignore[index]
     if unknown:
         names = _listing([_name(shown[i][1]) for i in unknown], "or")
         sentence += f" Our catalog doesn't list the weight of {names}."
@@ -211,18 +213,13 @@ def _by_size(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], text: st
             return 0 if found.get(asked) else 1 if asked in found else 2
 
         order = sorted(range(len(shown)), key=rank)
-        parts = []
+        groups: dict[int, list[str]] = {0: [], 1: [], 2: []}
         for i in order:
-            name = _name(shown[i][1])
-            found = {size.upper(): stock for size, stock in sizes[i].items()}
-            if not sizes[i]:
-                parts.append(f"Our catalog lists no sizes for {name}.")
-            elif found.get(asked):
-                parts.append(f"{_capital(name)} comes in {asked}, in stock.")
-            elif asked in found:
-                parts.append(f"{_capital(name)} comes in {asked}, but it is sold out.")
-            else:
-                parts.append(f"{_capital(name)} doesn't come in {asked}.")
+            groups[rank(i)].append(_name(shown[i][1]))
+        parts = []
+        for key, words in ((0, f"In stock in {asked}"), (1, f"Sold out in {asked}"), (2, f"Not sold in {asked}")):
+            if groups[key]:
+                parts.append(f"{words}: {_listing(groups[key])}.")
         return order, " ".join(parts)
     order = sorted(range(len(shown)), key=lambda i: not sizes[i])
     parts = []
@@ -232,7 +229,7 @@ def _by_size(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], text: st
             parts.append(f"Our catalog lists no sizes for {name}.")
             continue
         listed = ", ".join(size if stock else f"{size} (sold out)" for size, stock in sizes[i].items())
-        parts.append(f"{_capital(name)} comes in {listed}.")
+        parts.append(f"Sizes of {name}: {listed}.")
     return order, " ".join(parts) + " Tell me your size and I'll check it."
 
 

@@ -281,9 +281,26 @@
 
   // Thumbs on an assistant answer (`rate`): pressing the pressed one again takes the rating back (value 0).
   // The buttons show the server's answer (`rated`), so a rating that was not stored is not shown as stored.
+  // Thumb icons as SVG built node by node (Feather's thumbs-up/down, MIT): no emoji font needed on the page.
+  var THUMB_UP = "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3";
+  var THUMB_DOWN = "M10 15v4a3 3 0 0 0 3 3l4-9V2H5.72a2 2 0 0 0-2 1.7l-1.38 9a2 2 0 0 0 2 2.3zm7-13h2.67A2.31 2.31 0 0 1 22 4v7a2.31 2.31 0 0 1-2.33 2H17";
+  function icon(pathData) {
+    var ns = "http://www.w3.org/2000/svg";
+    var svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("width", "14");
+    svg.setAttribute("height", "14");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    var path = document.createElementNS(ns, "path");
+    path.setAttribute("d", pathData);
+    svg.appendChild(path);
+    return svg;
+  }
+
   function addRating(bubble, messageId, value) {
-    var up = el("button", { type: "button", className: "sa-thumb sa-up", "aria-label": "Helpful", "aria-pressed": value === 1 ? "true" : "false", text: "\ud83d\udc4d" });
-    var down = el("button", { type: "button", className: "sa-thumb sa-down", "aria-label": "Not helpful", "aria-pressed": value === -1 ? "true" : "false", text: "\ud83d\udc4e" });
+    var up = el("button", { type: "button", className: "sa-thumb sa-up", "aria-label": "Helpful", "aria-pressed": value === 1 ? "true" : "false" }, [icon(THUMB_UP)]);
+    var down = el("button", { type: "button", className: "sa-thumb sa-down", "aria-label": "Not helpful", "aria-pressed": value === -1 ? "true" : "false" }, [icon(THUMB_DOWN)]);
     function rate(button, wanted) {
       var pressed = button.getAttribute("aria-pressed") === "true";
       sendFrame({ type: "rate", message_id: messageId, value: pressed ? 0 : wanted });
