@@ -6,6 +6,7 @@ Screenshots of each walk go to docs/experience/shopper-*.png."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -64,7 +65,7 @@ async def set_hours(store, hours: dict) -> None:
 async def test_greeting_suggestions_and_a_follow_up_comparing_the_cards(daphne_server, demo_store, page):
     from playwright.async_api import expect
 
-    from shop_assistant.chat.models import Message
+    from shop_assistant.chat.models import CardClick, Message
     from shop_assistant.demo.store import SAMPLE_QUESTIONS
 
     await open_chat(page, daphne_server)
@@ -106,6 +107,20 @@ async def test_greeting_suggestions_and_a_follow_up_comparing_the_cards(daphne_s
     await expect(reply.get_by_role("button", name="Not helpful")).to_have_attribute("aria-pressed", "true")
     await expect(helpful).to_have_attribute("aria-pressed", "false")
     assert await database_sync_to_async(lambda: Message.objects.get(pk=message_id).rating)() == -1
+
+    # Opening a card's link is reported for the store's analytics (the product page itself is the shop's).
+    await page.context.route("https://demo-outfitters.example/**", lambda route: route.fulfill(body="product page"))
+    async with page.context.expect_page() as opened:
+        await reply.locator(".sa-card-title a").first.click()
+    await (await opened.value).close()
+    clicks = lambda: list(CardClick.objects.values_list("message_id", "product__title"))  # noqa: E731
+    for _ in range(100):
+        if await database_sync_to_async(clicks)():
+            break
+        await asyncio.sleep(0.1)
+    assert [(str(m), title) for m, title in await database_sync_to_async(clicks)()] == [
+        (message_id, "Daytripper 22L Daypack")
+    ]
     assert page.errors == []
 
 
