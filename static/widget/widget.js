@@ -406,6 +406,7 @@
 
   function endConversation(csat) {
     ended = true;
+    if (emailBox) { emailBox.remove(); emailBox = null; }
     agentName = null;
     setStatus("Conversation ended");
     addNotice("Conversation ended");
@@ -588,6 +589,7 @@
       // A person from the store joins or leaves (docs/chat-protocol.md, "A person in the conversation").
       case "agent_joined":
         agentName = frame.agent || "An agent";
+        if (emailBox) { emailBox.remove(); emailBox = null; } // someone is here now: no email needed
         setStatus("Chatting with " + agentName);
         addNotice(agentName + " joined the chat");
         break;

@@ -132,3 +132,37 @@ def test_recognising_the_question():
     assert asked_attribute("Is either of them waterproof?") == ("waterproof", True)
     assert asked_attribute("Do they come in my size?") == ("size", True)
     assert asked_attribute("lighter") is None  # no reference to the cards shown
+
+
+async def test_over_the_socket_a_resumed_conversation_compares_the_cards_it_showed_last(chat_engine, chat_settings, ws):
+    """The session remembers the latest cards across a reload (from the history) and the comparison goes out as
+    a fixed reply: `products` (the cards again, the cheapest first), the sentence, `end` with reply "compare"."""
+    from channels.db import database_sync_to_async
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from shop_assistant.chat.conversations import new_conversation
+    from shop_assistant.chat.models import Message
+
+    def seed() -> tuple[str, list[dict]]:
+        store = load_demo_store(embed=False, password="x").store
+        conversation, token = new_conversation(store)
+        shown = cards_of(store, "Ridgeline 2-Person Tent", "Summit 40L Backpack", "Daytripper 22L Daypack")
+        now = timezone.now()
+        Message.objects.create(conversation=conversation, role="user", text="Gear for a weekend?", created_at=now)
+        Message.objects.create(conversation=conversation, role="assistant", text="Here you go.", products=shown,
+                               finish_reason="stop", created_at=now + timedelta(seconds=1))  # fmt: skip
+        Message.objects.create(conversation=conversation, role="user", text="Thanks", created_at=now + timedelta(seconds=2))
+        Message.objects.create(conversation=conversation, role="assistant", text="You're welcome.",
+                               finish_reason="stop", created_at=now + timedelta(seconds=3))  # fmt: skip
+        return token, shown
+
+    token, shown = await database_sync_to_async(seed)()
+    client = await ws(f"/ws/chat/?store=demo&resume={token}")
+    answer = await client.ask("Which one is the cheapest?")
+    assert answer.end["reply"] == "compare" and answer.end["finish_reason"] == "fixed"
+    assert [card["sku"] for card in answer.products] == [shown[2]["sku"], shown[1]["sku"], shown[0]["sku"]]
+    assert answer.text.startswith("The Daytripper 22L Daypack is the least expensive at 69.00 USD")
+    stored = await database_sync_to_async(Message.objects.get)(pk=answer.start["message_id"])
+    assert [card["sku"] for card in stored.products] == [card["sku"] for card in answer.products]
