@@ -22,9 +22,10 @@ from catalog.search import SearchHit
 
 PRICE, WEIGHT, WATERPROOF, SIZE = "price", "weight", "waterproof", "size"
 
-# The message points back at what was shown ("those", "which one", "either of them").
+# The message points back at what was shown ("those", "which one", "either of them"). Not "ones": "do you have
+# cheaper ones?" asks for other products, which the search answers (composition's follow-ups).
 _REFERS = re.compile(
-    r"\b(?:those|these|them|they|which|either|neither|both|one|ones|first|second|third|last|the (?:two|three))\b",
+    r"\b(?:those|these|them|they|which|either|neither|both|first|second|third|last|the (?:two|three))\b",
     re.IGNORECASE,
 )
 # (attribute, ascending) for each way of asking.

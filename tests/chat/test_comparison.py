@@ -116,6 +116,7 @@ def test_in_my_size_lists_the_catalog_s_sizes_and_checks_a_named_one(shop):
     [
         "Do you have tents?",  # a new request
         "anything cheaper?",  # other products: searched again with the previous message (composition)
+        "Do you have cheaper ones?",  # the same: other products
         "Which jackets are waterproof?",  # after tents: about jackets, not about those tents
         "Tell me more about the first one and its history and everything else you know, in great detail please",
     ],
