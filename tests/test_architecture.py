@@ -149,7 +149,7 @@ APP_IMPORTS: dict[str, set[str]] = {
     "api": set(),
     "chat": {"studio"},  # the store's published prompt (studio.services)
     "console": {"chat"},  # the conversations it shows
-    "demo": {"console"},  # the demo store's staff
+    "demo": {"console", "studio"},  # the demo store's staff; its sample questions (studio.models)
     "evaluation": {"chat", "demo", "studio"},  # asks the chat about the demo store
     "ops": {"api", "chat"},  # the 503 body is the API's ApiError; health checks the chat's spool
     "studio": {"chat", "console"},  # the preview runs the chat's pipeline; staff roles

@@ -15,6 +15,7 @@ Only what is left (product and policy answers, small talk) is written by the mod
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ from catalog.grounding import ProductFacts
 from catalog.models import Store
 from catalog.passages import Match
 
-from . import handoff
+from . import comparison, handoff
 from .opening import possessive
 from .retrieval import Retrieved
 
@@ -31,6 +32,7 @@ NO_MATCH = "no_match"
 HANDOFF = "handoff"
 IDENTITY = "identity"
 NO_ANSWER = "no_answer"
+COMPARE = "compare"  # a follow-up about the products already shown, answered from their catalog rows
 
 IDENTITY_REPLY = (
     "I'm {store}'s virtual shopping assistant, a computer program, not a person. I can help you find products "
@@ -84,11 +86,11 @@ _PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|b
 
 @dataclass
 class Composition:
-    kind: str  # MODEL, NO_MATCH, NO_ANSWER, HANDOFF or IDENTITY
+    kind: str  # MODEL, NO_MATCH, NO_ANSWER, HANDOFF, IDENTITY or COMPARE
     facts: str = ""
     cards: list[dict[str, Any]] = field(default_factory=list)
     quotes: list[dict[str, str]] = field(default_factory=list)
-    reply: str = ""  # the fixed text of NO_MATCH, NO_ANSWER, HANDOFF and IDENTITY
+    reply: str = ""  # the fixed text of NO_MATCH, NO_ANSWER, HANDOFF, IDENTITY and COMPARE
     products: list[ProductFacts] = field(default_factory=list)  # the cards' products, for the opening
     answers: list[Match] = field(default_factory=list)  # the store's passages that answer, best first
 
@@ -169,16 +171,23 @@ def no_match_reply(store: Store, text: str) -> str:
     return f"{opening} At {store.name} we sell {listing}. Try other words, or ask for a person."
 
 
-def compose(store: Store, text: str, retrieve: Any, previous: str = "") -> Composition:
+def compose(
+    store: Store, text: str, retrieve: Any, previous: str = "", shown: Sequence[dict[str, Any]] = ()
+) -> Composition:
     """Decide how to answer ``text``; ``retrieve(store, text)`` is only called when the catalog matters.
 
     ``previous`` is the shopper's message before this one: a follow-up that finds nothing on its own ("anything
-    under 50 dollars?") is searched again together with it. Blocking (database, embeddings): a worker thread.
+    under 50 dollars?") is searched again together with it. ``shown``: the cards of the latest answer that had
+    some; "which of those is lighter?" is answered from them (``comparison``), cards again, right one first.
+    Blocking (database, embeddings): a worker thread.
     """
     if _IDENTITY.search(text):
         return Composition(IDENTITY, reply=possessive(IDENTITY_REPLY.format(store=store.name), store.name))
     if handoff.asks_for_person(text):
         return Composition(HANDOFF, reply=handoff.reply_for(store))
+    compared = comparison.compare(store, text, shown) if shown else None
+    if compared is not None:
+        return Composition(COMPARE, reply=compared.reply, cards=compared.cards, products=compared.products)
     retrieved: Retrieved = retrieve(store, text)
     if not retrieved.found and previous.strip() and is_follow_up(text):
         retrieved = retrieve(store, f"{previous.strip()} {text}")

@@ -128,6 +128,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def chat_agent_left(self, event: Frame) -> None:
         await self.send_frame({"type": "agent_left", "agent": str(event.get("agent", ""))})
 
+    async def chat_conversation_closed(self, event: Frame) -> None:
+        """An agent resolved the conversation (``events.conversation_closed``)."""
+        if self.session is not None:
+            await self.send_frame(self.session.on_conversation_closed())
+
     async def chat_answer_probe(self, event: Frame) -> None:
         """Another connection resuming this conversation asks whether this one still writes the answer."""
         if self.session is not None and self.session.writing(str(event.get("message_id", ""))):

@@ -218,6 +218,12 @@ async def shopper_message(conversation: Conversation, text: str, held: bool) -> 
     await inbox_event(conversation.store_id, "message", conversation.id)
 
 
+async def conversation_closed(conversation_id: uuid.UUID | str) -> None:
+    """The console resolved the conversation: every connection of the shopper's shows that it ended and asks
+    for a rating (`conversation_ended`)."""
+    await _group_send(group_name(conversation_id), {"type": "chat.conversation_closed"})
+
+
 async def announce_handoff(conversation: Conversation) -> None:
     """Call after recording a handoff request (status "handoff"): every console of the store hears it now.
     The inbox reads handoffs from the database as well, so a missed event only delays the alert."""

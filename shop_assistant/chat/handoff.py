@@ -77,6 +77,13 @@ def describe_opening(when: datetime, now: datetime) -> str:
     return f"{clock} {day} ({when.tzinfo})"
 
 
+def agents_back(store: Store, now: datetime | None = None) -> str | None:
+    """When agents are back ("09:00 Monday (America/New_York)"), or None when they are there now (or always)."""
+    now = now or timezone.now()
+    opening = next_opening(store.support_hours or {}, now)
+    return None if opening is None else describe_opening(opening, now)
+
+
 def reply_for(store: Store, now: datetime | None = None) -> str:
     now = now or timezone.now()
     base = store.handoff_reply.strip() or DEFAULT_REPLY

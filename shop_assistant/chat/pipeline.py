@@ -144,10 +144,12 @@ def plan(
     text: str,
     previous: str = "",
     version: PromptVersion | None = None,
+    shown: Sequence[dict[str, Any]] = (),
 ) -> Plan:
     """Steps 1 and 2, blocking and read-only: compose the answer from the catalog, open, assemble the prompt.
 
-    ``previous``: the shopper's message before this one, for follow-ups ("anything cheaper?").
+    ``previous``: the shopper's message before this one, for follow-ups ("anything cheaper?"); ``shown``: the
+    cards of the latest answer that had some, for follow-ups about them ("which of those is lighter?").
     ``version``: the prompt version to answer under (default: the published one; the studio's preview passes a
     draft). A handoff the composition asks for is the caller's to record (``handoff.request_handoff``).
     """
@@ -156,7 +158,7 @@ def plan(
         if version is None:
             raise NoPublishedPromptError(store)
     # The policies written in the prompt are searched with the store's documents.
-    composition = compose(store, text, functools.partial(retrieve, policies=version.policies), previous)
+    composition = compose(store, text, functools.partial(retrieve, policies=version.policies), previous, shown)
     decoding = decoding_for(store)
     content = user_turn_content(text, composition.facts)
     if composition.fixed:

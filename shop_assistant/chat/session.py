@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -27,7 +28,8 @@ from catalog.models import Store
 from shop_assistant.runtime import engine_service, nodes
 from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 from shop_assistant.runtime.text import clean_text
-from . import composition, events, handoff, pipeline
+from shop_assistant.studio.models import SampleQuestion
+from . import composition, events, feedback, handoff, pipeline
 from .conversations import default_store, draft_conversation, recent_messages, resume_conversation
 from .models import Conversation, Message
 from .pipeline import Generated, Plan
@@ -93,7 +95,9 @@ def not_saved_frame(text: str, message_id: str | None = None) -> Frame:
 
 # What the widget shows under an answer its node's death cut (the history item carries ``interrupted``).
 INTERRUPTED_NOTICE = "The answer was interrupted. Ask again?"
-
+# The store's sample questions offered as buttons before the shopper has said anything.
+MAX_SUGGESTIONS = 4
+EMAIL_SAVED_NOTICE = "Thanks! We'll email you at {email} if we can't answer you here."
 
 
 
@@ -106,10 +110,16 @@ def _end_interrupted(message_ids: list[uuid.UUID]) -> None:
 
 def _history_frame(message: Message) -> Frame:
     item: Frame = {"role": message.role, "text": message.text}
+    if message.role == Message.Role.ASSISTANT:
+        item["message_id"] = str(message.id)  # for thumbs (`rate`) and card clicks after a reload
+        if message.rating is not None:
+            item["rating"] = message.rating
     if message.finish_reason == Message.FinishReason.INTERRUPTED:
         item.update(interrupted=True, notice=INTERRUPTED_NOTICE)
     if message.products:
         item["products"] = message.products
+    if message.quotes:
+        item["quotes"] = message.quotes
     if message.role == Message.Role.AGENT:
         item["agent"] = message.agent
     return item
@@ -135,6 +145,20 @@ def _open_conversation(
         return None, None, None, []
     conversation, token = draft_conversation(store)  # saved with its first message
     return store, conversation, token, []
+
+
+def _suggestions(store: Store) -> list[str]:
+    """Blocking (database). The questions the owner previews in the studio double as the widget's suggestions."""
+    rows = SampleQuestion.objects.filter(store=store).values_list("text", flat=True)[:MAX_SUGGESTIONS]
+    return [text.strip() for text in rows if text.strip()]
+
+
+def _asks_for_email(store: Store, conversation: Conversation) -> str | None:
+    """Blocking (clock, conversation row as read). When a handoff waits while nobody is there and no email is
+    known yet: when agents are back (the widget offers an email field); else None."""
+    if conversation.status != Conversation.Status.HANDOFF or conversation.shopper_email:
+        return None
+    return handoff.agents_back(store)
 
 
 @dataclass
@@ -182,14 +206,21 @@ class ChatSession:
         send: SendFrame,
         group_send: GroupSend | None = None,
         limits: Limits | None = None,
+        suggestions: list[str] | None = None,
     ) -> None:
         self.store = store
+        self.suggestions = suggestions or []
         self.conversation = conversation
         self.resume_token = resume_token
         self.history = history
         self.turns: list[Turn] = [turn for turn in map(_turn, history) if turn is not None]
         # The shopper's last words, for retrieving follow-ups ("anything cheaper?") together with them.
         self.last_shopper_text = next((m.text for m in reversed(history) if m.role == Message.Role.USER), "")
+        # The cards of the latest answer that had some: "which of those is lighter?" is about them.
+        self.shown_cards: list[dict[str, Any]] = next(
+            (list(m.products) for m in reversed(history) if m.role == Message.Role.ASSISTANT and m.products), []
+        )
+        self.agents_back: str | None = None  # set on open: a handoff waits out of hours, an email is welcome
         self.limits = limits or Limits.from_settings()
         self._send = send
         self._group_send = group_send
@@ -218,7 +249,9 @@ class ChatSession:
         )
         if store is None:
             return None
-        return cls(
+        said = any(message.role == Message.Role.USER for message in history)
+        suggestions = [] if said else await database_sync_to_async(_suggestions)(store)
+        session = cls(
             store=store,
             conversation=conversation,
             resume_token=token,
@@ -226,7 +259,10 @@ class ChatSession:
             send=send,
             group_send=group_send,
             limits=limits,
+            suggestions=suggestions,
         )
+        session.agents_back = _asks_for_email(store, conversation)
+        return session
 
     def ready_frame(self) -> Frame:
         return {
@@ -242,6 +278,13 @@ class ChatSession:
             },
             # An answer still being written by another connection is not history yet (as before it was stored).
             "history": [_history_frame(message) for message in self.history if not message.is_pending],
+            # Only before the shopper's first message: the store's sample questions, as buttons.
+            "suggestions": self.suggestions,
+            # bot, handoff, agent or closed: what the status line said before the reload.
+            "status": self.conversation.status,
+            "csat": feedback.csat_state(self.conversation),
+            # A handoff out of hours with no email yet: when agents are back (the widget offers an email field).
+            "ask_email": self.agents_back,
         }
 
     async def settle_answers(self) -> None:
@@ -310,10 +353,17 @@ class ChatSession:
                 self._on_stop()
             elif kind == "typing":
                 await self._on_typing()
+            elif kind in ("rate", "csat", "email", "card_click"):
+                await self._on_feedback(kind, frame)
             else:
-                raise ProtocolError("unknown_type", f"unknown message type {kind!r}; expected message, stop or typing")
+                raise ProtocolError(
+                    "unknown_type",
+                    f"unknown message type {kind!r}; expected message, stop, typing, rate, csat, email or card_click",
+                )
         except ProtocolError as error:
             await self.send(error.frame())
+        except feedback.FeedbackError as error:
+            await self.send({"type": "error", "code": error.code, "message": error.message})
         except Exception:  # never a silent 1011: the shopper is told and the socket stays open
             logger.exception("handling a frame failed")
             await self.send({"type": "error", "code": "internal", "message": "something went wrong; try again"})
@@ -366,6 +416,51 @@ class ChatSession:
         task = asyncio.create_task(self._run(answer), name=f"chat-answer-{self.conversation.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _on_feedback(self, kind: str, frame: Frame) -> None:
+        """`rate`, `csat`, `email`, `card_click`: shapes checked here, the writes in ``feedback``. Each is
+        acknowledged (`rated`, `csat_saved`, `email_saved`) except card clicks, which the page follows away."""
+        conversation_id = self.conversation.id
+        write = functools.partial(database_sync_to_async, thread_sensitive=False)
+        if kind == "rate":
+            message_id = feedback.message_uuid(frame.get("message_id"))
+            value = frame.get("value")
+            if isinstance(value, bool) or value not in (1, -1, 0):
+                raise ProtocolError("bad_frame", '"value" is 1 (helpful), -1 (not helpful) or 0 (no rating)')
+            await write(feedback.rate_answer)(conversation_id, message_id, value)
+            await self.send({"type": "rated", "message_id": str(message_id), "value": value})
+        elif kind == "csat":
+            rating, comment = frame.get("rating"), frame.get("comment", "")
+            if isinstance(rating, bool) or not isinstance(rating, int) or not 1 <= rating <= 5:
+                raise ProtocolError("bad_frame", '"rating" is a whole number from 1 to 5')
+            if comment is None:
+                comment = ""
+            if not isinstance(comment, str) or len(comment) > feedback.MAX_COMMENT_CHARS:
+                raise ProtocolError(
+                    "bad_frame", f'"comment" is text of at most {feedback.MAX_COMMENT_CHARS} characters'
+                )
+            comment = clean_text(comment).strip()
+            await write(feedback.rate_conversation)(conversation_id, rating, comment)
+            await self.send({"type": "csat_saved", "rating": rating, "comment": comment})
+        elif kind == "email":
+            email = feedback.clean_email(frame.get("email"))
+            await write(feedback.save_email)(conversation_id, email)
+            self.conversation.shopper_email = email
+            self.agents_back = None
+            await self.send(
+                {"type": "email_saved", "email": email, "message": EMAIL_SAVED_NOTICE.format(email=email)}
+            )
+        else:
+            message_id = feedback.message_uuid(frame.get("message_id"))
+            sku = frame.get("sku")
+            if not isinstance(sku, str) or not sku or len(sku) > 255:
+                raise ProtocolError("bad_frame", 'a card click needs the card\'s string "sku"')
+            await write(feedback.record_card_click)(conversation_id, message_id, sku)
+
+    def on_conversation_closed(self) -> Frame:
+        """An agent resolved the conversation (the console's close): the widget says so and asks for a rating."""
+        self.conversation.status = Conversation.Status.CLOSED
+        return {"type": "conversation_ended", "csat": feedback.csat_state(self.conversation)}
 
     def _on_stop(self) -> None:
         # Stop with nothing in progress is not an error: the answer may have ended while the frame was in flight.
@@ -450,6 +545,8 @@ class ChatSession:
         answer.plan = prepared
         self.turns.append(Turn("user", prepared.user_content))
         self.last_shopper_text = text
+        if prepared.composition.cards:
+            self.shown_cards = list(prepared.composition.cards)
         # Logged while the answer is prepared, with its answer's row (pending until the answer's own write), so
         # a node dying mid-answer leaves both; the first answer text waits for it (``_write``), never the engine.
         user_logged = answer.user_logged = asyncio.ensure_future(
@@ -473,7 +570,9 @@ class ChatSession:
         finally:
             await self._finish(answer, user_logged)
 
-    def _plan_unless_held(self, engine: Any, turns: list[Turn], text: str, previous: str) -> Plan | None:
+    def _plan_unless_held(
+        self, engine: Any, turns: list[Turn], text: str, previous: str, shown: list[dict[str, Any]] | None = None
+    ) -> Plan | None:
         """On a worker thread: None when a person has the conversation, else the plan (and a handoff it asks for,
         recorded on the conversation).
 
@@ -482,9 +581,11 @@ class ChatSession:
         """
         if events.is_held(self.conversation.id):
             return None
-        prepared = pipeline.plan(engine, self.store, turns, text, previous)
+        prepared = pipeline.plan(engine, self.store, turns, text, previous, shown=shown or ())
         if prepared.composition.kind == pipeline.HANDOFF:
             handoff.request_handoff(self.conversation)
+            # Out of hours the reply says when agents are back; the widget then offers to take an email.
+            self.agents_back = None if self.conversation.shopper_email else handoff.agents_back(self.store)
         return prepared
 
     async def _plan(self, answer: Answer) -> tuple[Any, Plan | None] | None:
@@ -494,7 +595,7 @@ class ChatSession:
             engine = await engine_service.aget_engine()
             started = time.perf_counter()
             prepared = await database_sync_to_async(self._plan_unless_held, thread_sensitive=False)(
-                engine, list(self.turns), answer.text, self.last_shopper_text
+                engine, list(self.turns), answer.text, self.last_shopper_text, list(self.shown_cards)
             )
             logger.debug("retrieval and prompt assembly took %.0f ms", (time.perf_counter() - started) * 1000)
             return engine, prepared
@@ -571,6 +672,7 @@ class ChatSession:
             text,
             id=uuid.UUID(answer.id),
             products=prepared.composition.cards,
+            quotes=prepared.composition.quotes,
             finish_reason=finish,
             usage=result.usage,
         )
@@ -579,6 +681,8 @@ class ChatSession:
         end: Frame = {"type": "end", "message_id": answer.id, "finish_reason": finish, "usage": result.usage}
         if prepared.composition.fixed:
             end["reply"] = prepared.composition.kind
+            if prepared.composition.kind == pipeline.HANDOFF and self.agents_back:
+                end["ask_email"] = self.agents_back  # nobody is there: the widget offers an email field
         else:
             # The answer as kept (it replaces what was streamed), and how much of it the model wrote.
             end.update(text=text, model_sentences=result.model_sentences, model_text=prepared.model_text)

@@ -45,6 +45,7 @@ class MessageRecord:
     id: uuid.UUID = field(default_factory=uuid.uuid4)
     model_text: str = ""
     products: list[dict[str, Any]] = field(default_factory=list)
+    quotes: list[dict[str, str]] = field(default_factory=list)  # an answer's policy quotes, replayed with history
     agent: str = ""
     finish_reason: str = ""
     usage: dict[str, int] | None = None
@@ -62,6 +63,7 @@ class MessageRecord:
             "text": self.text,
             "model_text": self.model_text,
             "products": self.products,
+            "quotes": self.quotes,
             "agent": self.agent,
             "finish_reason": self.finish_reason,
             "prompt_tokens": usage.get("prompt_tokens"),
@@ -119,6 +121,7 @@ def write_message(payload: dict[str, Any]) -> Message:
                 "text": payload.get("text", ""),
                 "model_text": payload.get("model_text", ""),
                 "products": payload.get("products") or [],
+                "quotes": payload.get("quotes") or [],
                 "agent": payload.get("agent", ""),
                 "finish_reason": payload.get("finish_reason", ""),
                 "prompt_tokens": payload.get("prompt_tokens"),

@@ -86,6 +86,7 @@ def close(user: Any, conversation_id: uuid.UUID) -> Conversation:
         _log(conversation, user, Action.Kind.CLOSE)
     if had_agent:
         _to_widget(conversation, "chat.agent_left", events.agent_display_name(previous or user))
+    async_to_sync(events.conversation_closed)(conversation.id)  # the widget ends the chat and asks for a rating
     _notify(conversation, "closed")
     return conversation
 

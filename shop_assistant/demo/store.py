@@ -14,11 +14,21 @@ from catalog.embeddings import embed_products
 from catalog.ingest import read_source
 from catalog.ingest.upsert import apply_catalog
 from catalog.models import Store
+from shop_assistant.studio.models import SampleQuestion
 
 CATALOG_PATH = Path(__file__).resolve().parent / "demo_catalog.json"
 STORE_SLUG = "demo"
 STORE_NAME = "Demo Outfitters"
 STAFF_USERNAME = "staff"
+# As its FAQ says: "Agents answer Monday to Friday, 9:00 to 17:00" (the store's base is on the US east coast).
+SUPPORT_HOURS = {"timezone": "America/New_York", "weekdays": [0, 1, 2, 3, 4], "open": "09:00", "close": "17:00"}
+# What the studio's preview asks, and the widget offers as buttons before the shopper has said anything.
+SAMPLE_QUESTIONS = (
+    "Do you have rain jackets?",
+    "Which tent is best for backpacking?",
+    "What is your return policy?",
+    "How long does shipping take?",
+)
 
 
 def demo_password() -> tuple[str, bool]:
@@ -47,7 +57,12 @@ def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResu
     with transaction.atomic():
         store, created = Store.objects.get_or_create(
             slug=STORE_SLUG,
-            defaults={"name": STORE_NAME, "currency": "USD", "base_url": "https://demo-outfitters.example"},
+            defaults={
+                "name": STORE_NAME,
+                "currency": "USD",
+                "base_url": "https://demo-outfitters.example",
+                "support_hours": SUPPORT_HOURS,
+            },
         )
         result = DemoResult(store=store)
         if created:
@@ -61,6 +76,11 @@ def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResu
                 result.changes.append(f"{kind}: {counts['created']} created, {counts['updated']} updated")
         if created:  # a new store gets it with its row (studio.receivers)
             result.changes.append("published the default prompt")
+        if not SampleQuestion.objects.filter(store=store).exists():
+            SampleQuestion.objects.bulk_create(
+                SampleQuestion(store=store, text=text, position=position) for position, text in enumerate(SAMPLE_QUESTIONS)
+            )
+            result.changes.append(f"added {len(SAMPLE_QUESTIONS)} sample questions")
 
         result.password, result.password_from_env = (password, False) if password else demo_password()
         User = get_user_model()

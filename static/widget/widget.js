@@ -152,7 +152,9 @@
     return img;
   }
 
-  function productCards(items) {
+  // messageId: the answer the cards belong to, so that opening one is reported (`card_click`) for the store's
+  // analytics; the link opens whatever happens to the report.
+  function productCards(items, messageId) {
     var list = el("ul", { className: "sa-cards", "aria-label": "Products" });
     (items || []).forEach(function (item) {
       var href = item.url ? safeHttpUrl(item.url) : null;
@@ -162,6 +164,11 @@
       var title = href
         ? el("a", { href: href, target: "_blank", rel: "noopener noreferrer", text: item.title || item.sku || "" })
         : el("span", { text: item.title || item.sku || "" });
+      if (href && messageId && item.sku) {
+        title.addEventListener("click", function () {
+          sendFrame({ type: "card_click", message_id: messageId, sku: String(item.sku) });
+        });
+      }
       list.appendChild(el("li", { className: "sa-card" }, [
         image ? cardImage(image) : null,
         el("div", { className: "sa-card-body" }, [
@@ -245,6 +252,12 @@
   var renderQueued = false;
   var agentName = null; // a person from the store has the conversation (agent_joined .. agent_left)
   var agentTypingTimer = null;
+  var suggestionsBox = null; // the store's sample questions, until the shopper says something
+  var emailBox = null; // the out-of-hours email offer
+  var csatBox = null; // the rating card after an agent resolved the conversation
+  var ended = false; // the conversation was resolved (until the shopper writes again)
+  var PHONE = window.matchMedia ? window.matchMedia("(max-width: 480px)") : null;
+  var savedOverflow = null; // the page's own overflow values while the full-screen panel locks its scroll
 
   function loadSaved() {
     try { return JSON.parse(localStorage.getItem(storageKey) || "null") || {}; } catch (e) { return {}; }
@@ -262,6 +275,144 @@
 
   function scrollToEnd() { log.scrollTop = log.scrollHeight; }
 
+  var STATUS_TEXT = { handoff: "A person has been asked to join", closed: "Conversation ended" };
+
+  function statusFor(conversationStatus) { return STATUS_TEXT[conversationStatus] || "Online"; }
+
+  // Thumbs on an assistant answer (`rate`): pressing the pressed one again takes the rating back (value 0).
+  // The buttons show the server's answer (`rated`), so a rating that was not stored is not shown as stored.
+  // Thumb icons as SVG built node by node (Feather's thumbs-up/down, MIT): no emoji font needed on the page.
+  var THUMB_UP = "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3";
+  var THUMB_DOWN = "M10 15v4a3 3 0 0 0 3 3l4-9V2H5.72a2 2 0 0 0-2 1.7l-1.38 9a2 2 0 0 0 2 2.3zm7-13h2.67A2.31 2.31 0 0 1 22 4v7a2.31 2.31 0 0 1-2.33 2H17";
+  function icon(pathData) {
+    var ns = "http://www.w3.org/2000/svg";
+    var svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("width", "14");
+    svg.setAttribute("height", "14");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    var path = document.createElementNS(ns, "path");
+    path.setAttribute("d", pathData);
+    svg.appendChild(path);
+    return svg;
+  }
+
+  function addRating(bubble, messageId, value) {
+    var up = el("button", { type: "button", className: "sa-thumb sa-up", "aria-label": "Helpful", "aria-pressed": value === 1 ? "true" : "false" }, [icon(THUMB_UP)]);
+    var down = el("button", { type: "button", className: "sa-thumb sa-down", "aria-label": "Not helpful", "aria-pressed": value === -1 ? "true" : "false" }, [icon(THUMB_DOWN)]);
+    function rate(button, wanted) {
+      var pressed = button.getAttribute("aria-pressed") === "true";
+      sendFrame({ type: "rate", message_id: messageId, value: pressed ? 0 : wanted });
+    }
+    up.addEventListener("click", function () { rate(up, 1); });
+    down.addEventListener("click", function () { rate(down, -1); });
+    bubble.appendChild(el("div", { className: "sa-rating", role: "group", "aria-label": "Was this answer helpful?" }, [up, down]));
+  }
+
+  function showRated(messageId, value) {
+    var bubble = log.querySelector('[data-message-id="' + String(messageId).replace(/[^0-9a-f-]/gi, "") + '"]');
+    if (!bubble) return;
+    var up = bubble.querySelector(".sa-up");
+    var down = bubble.querySelector(".sa-down");
+    if (up) up.setAttribute("aria-pressed", value === 1 ? "true" : "false");
+    if (down) down.setAttribute("aria-pressed", value === -1 ? "true" : "false");
+  }
+
+  function hideSuggestions() {
+    if (suggestionsBox) suggestionsBox.remove();
+    suggestionsBox = null;
+  }
+
+  // The store's sample questions as buttons; a click asks it.
+  function addSuggestions(questions) {
+    hideSuggestions();
+    if (!questions || !questions.length) return;
+    suggestionsBox = el("div", { className: "sa-suggestions", role: "group", "aria-label": "Suggested questions" });
+    questions.forEach(function (question) {
+      var button = el("button", { type: "button", className: "sa-suggestion", text: String(question) });
+      button.addEventListener("click", function () {
+        if (generating || pendingUser) return;
+        input.value = String(question);
+        submit();
+      });
+      suggestionsBox.appendChild(button);
+    });
+    log.appendChild(suggestionsBox);
+  }
+
+  // Nobody is there to take the chat: say when they are back and offer to take an email (`email`).
+  function addEmailOffer(back) {
+    if (emailBox) emailBox.remove();
+    var field = el("input", { type: "email", className: "sa-email-input", id: "sa-email", autocomplete: "email", required: true, maxlength: "254", placeholder: "you@example.com" });
+    var emailForm = el("form", { className: "sa-email", "aria-label": "Leave your email" }, [
+      el("label", { for: "sa-email", className: "sa-email-label", text: "Our team is back at " + back + ". Leave your email and we'll answer you there if you've gone:" }),
+      el("div", { className: "sa-email-row" }, [field, el("button", { type: "submit", className: "sa-email-save", text: "Save" })]),
+    ]);
+    emailForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var email = field.value.trim();
+      if (!email) { field.focus(); return; }
+      if (!sendFrame({ type: "email", email: email })) showError("Not connected \u2013 try again in a moment.");
+    });
+    emailBox = emailForm;
+    log.appendChild(emailForm);
+    scrollToEnd();
+  }
+
+  // The conversation was resolved: a 1-5 rating and an optional comment (`csat`).
+  function addCsat(done) {
+    if (csatBox) csatBox.remove();
+    if (done) {
+      csatBox = el("p", { className: "sa-notice sa-csat-thanks", text: "Thanks for rating this conversation (" + done.rating + " of 5)." });
+      log.appendChild(csatBox);
+      scrollToEnd();
+      return;
+    }
+    var chosen = 0;
+    var stars = el("div", { className: "sa-stars", role: "radiogroup", "aria-label": "Your rating, 1 to 5" });
+    var buttons = [];
+    [1, 2, 3, 4, 5].forEach(function (n) {
+      var star = el("button", { type: "button", role: "radio", className: "sa-star", "aria-checked": "false", "aria-label": n + " of 5", text: "\u2605" });
+      star.addEventListener("click", function () {
+        chosen = n;
+        buttons.forEach(function (b, i) {
+          b.setAttribute("aria-checked", i + 1 === n ? "true" : "false");
+          b.classList.toggle("sa-on", i < n);
+        });
+        send.disabled = false;
+      });
+      buttons.push(star);
+      stars.appendChild(star);
+    });
+    var comment = el("textarea", { className: "sa-csat-comment", id: "sa-csat-comment", rows: "2", maxlength: "2000", placeholder: "Anything to add? (optional)" });
+    var send = el("button", { type: "submit", className: "sa-csat-send", text: "Send rating", disabled: true });
+    var card = el("form", { className: "sa-csat", "aria-label": "Rate this conversation" }, [
+      el("p", { className: "sa-csat-title", text: "How was this conversation?" }),
+      stars,
+      el("label", { for: "sa-csat-comment", className: "sa-visually-hidden", text: "Comment" }),
+      comment,
+      send,
+    ]);
+    card.addEventListener("submit", function (event) {
+      event.preventDefault();
+      if (!chosen) return;
+      sendFrame({ type: "csat", rating: chosen, comment: comment.value.trim() });
+    });
+    csatBox = card;
+    log.appendChild(card);
+    scrollToEnd();
+  }
+
+  function endConversation(csat) {
+    ended = true;
+    if (emailBox) { emailBox.remove(); emailBox = null; }
+    agentName = null;
+    setStatus("Conversation ended");
+    addNotice("Conversation ended");
+    addCsat(csat);
+  }
+
   function addBubble(role, text, extra) {
     var body = el("div", { className: "sa-text" });
     body.appendChild(role === "user" ? document.createTextNode(text) : renderMarkdown(text));
@@ -271,7 +422,13 @@
       body,
     ]);
     log.appendChild(bubble);
-    if (extra && extra.products && extra.products.length) bubble.appendChild(productCards(extra.products));
+    var messageId = extra && extra.message_id;
+    if (messageId) bubble.setAttribute("data-message-id", messageId);
+    if (extra && extra.products && extra.products.length) bubble.appendChild(productCards(extra.products, messageId));
+    if (extra && extra.quotes && extra.quotes.length) bubble.appendChild(sourceQuotes(extra.quotes));
+    if (role === "assistant" && messageId && text && !(extra && extra.interrupted)) {
+      addRating(bubble, messageId, extra.rating);
+    }
     scrollToEnd();
     return bubble;
   }
@@ -329,11 +486,12 @@
     (window.requestAnimationFrame || setTimeout)(renderGenerating);
   }
 
-  function finishGenerating(note) {
+  function finishGenerating(note, rateable) {
     if (!generating) return;
     renderGenerating();
     generating.bubble.removeAttribute("aria-busy");
     if (note) generating.bubble.appendChild(el("p", { className: "sa-note", text: note }));
+    if (rateable && generating.text) addRating(generating.bubble, generating.id, null);
     generating = null;
     setGenerating(false);
   }
@@ -344,13 +502,15 @@
         attempts = 0;
         save({ token: frame.resume_token, conversation: frame.conversation });
         if (frame.store && frame.store.name) title.textContent = frame.store.name;
-        setStatus("Online");
+        setStatus(statusFor(frame.status));
+        ended = frame.status === "closed";
         showError("");
         generating = null;
         pendingUser = null;
         agentName = null; // an agent_joined frame follows when a person has the conversation
         setGenerating(false);
         log.textContent = "";
+        suggestionsBox = emailBox = csatBox = null;
         if (frame.store && typeof frame.store.greeting === "string" && frame.store.greeting) addGreeting(frame.store.greeting);
         var lastQuestion = "";
         (frame.history || []).forEach(function (item) {
@@ -358,6 +518,9 @@
           if (item.role === "user") lastQuestion = item.text || "";
           if (item.interrupted) addInterrupted(bubble, item.notice, lastQuestion);
         });
+        if (!lastQuestion) addSuggestions(frame.suggestions);
+        if (frame.status === "handoff" && frame.ask_email) addEmailOffer(frame.ask_email);
+        if (ended) endConversation(frame.csat);
         break;
       case "start":
         pendingUser = null;
@@ -370,7 +533,7 @@
         break;
       case "products":
         if (generating && generating.id === frame.message_id) {
-          generating.bubble.appendChild(productCards(frame.items));
+          generating.bubble.appendChild(productCards(frame.items, frame.message_id));
           scrollToEnd();
         }
         break;
@@ -400,8 +563,24 @@
             generating.bubble.setAttribute("data-reply", frame.reply);
             if (frame.reply === "handoff") setStatus("A person has been asked to join");
           }
-          finishGenerating(notes[frame.finish_reason] || "");
+          var handoffAway = frame.reply === "handoff" && frame.ask_email;
+          finishGenerating(notes[frame.finish_reason] || "", frame.finish_reason !== "error");
+          if (handoffAway) addEmailOffer(frame.ask_email);
         }
+        break;
+      case "rated":
+        showRated(frame.message_id, frame.value);
+        break;
+      case "email_saved":
+        if (emailBox) emailBox.remove();
+        emailBox = null;
+        addNotice(frame.message || "Thanks! We'll email you.");
+        break;
+      case "csat_saved":
+        addCsat({ rating: frame.rating });
+        break;
+      case "conversation_ended":
+        if (!ended) endConversation(frame.csat);
         break;
       case "agent_message":
         typing.hidden = true;
@@ -410,6 +589,7 @@
       // A person from the store joins or leaves (docs/chat-protocol.md, "A person in the conversation").
       case "agent_joined":
         agentName = frame.agent || "An agent";
+        if (emailBox) { emailBox.remove(); emailBox = null; } // someone is here now: no email needed
         setStatus("Chatting with " + agentName);
         addNotice(agentName + " joined the chat");
         break;
@@ -494,6 +674,11 @@
     }
     showError("");
     input.value = "";
+    hideSuggestions();
+    if (ended) { // writing again after the resolution: the assistant answers as before
+      ended = false;
+      setStatus("Online");
+    }
     if (agentName) { // a person answers, in their own time: no answer to wait for
       addBubble("user", text);
       return;
@@ -503,10 +688,32 @@
     setGenerating(true);
   }
 
+  // On a phone the open panel covers the screen: the page behind must not scroll under the shopper's finger.
+  function lockPageScroll(on) {
+    var html = document.documentElement;
+    if (on && PHONE && PHONE.matches && savedOverflow === null) {
+      savedOverflow = [html.style.overflow, document.body.style.overflow];
+      html.style.overflow = "hidden";
+      document.body.style.overflow = "hidden";
+    } else if (!on && savedOverflow !== null) {
+      html.style.overflow = savedOverflow[0];
+      document.body.style.overflow = savedOverflow[1];
+      savedOverflow = null;
+    }
+  }
+
+  function focusables() {
+    return Array.prototype.filter.call(
+      panel.querySelectorAll('button, a[href], input, textarea, select, [tabindex]:not([tabindex="-1"])'),
+      function (node) { return !node.disabled && !node.hidden && node.getClientRects().length > 0; }
+    );
+  }
+
   function open() {
     panel.hidden = false;
     launcher.setAttribute("aria-expanded", "true");
     launcher.hidden = true;
+    lockPageScroll(true);
     try { sessionStorage.setItem(openKey, "1"); } catch (e) { /* ignore */ }
     connect();
     input.focus();
@@ -514,6 +721,7 @@
 
   function close() {
     panel.hidden = true;
+    lockPageScroll(false);
     launcher.hidden = false;
     launcher.setAttribute("aria-expanded", "false");
     try { sessionStorage.removeItem(openKey); } catch (e) { /* ignore */ }
@@ -538,8 +746,28 @@
     if (event.key === "Escape") {
       event.preventDefault();
       close();
+      return;
+    }
+    // A dialog keeps the focus: Tab from the last control goes to the first, Shift+Tab from the first to the last.
+    if (event.key === "Tab") {
+      var items = focusables();
+      if (!items.length) return;
+      var active = root.activeElement || document.activeElement;
+      var index = items.indexOf(active);
+      if (event.shiftKey && index <= 0) {
+        event.preventDefault();
+        items[items.length - 1].focus();
+      } else if (!event.shiftKey && (index === -1 || index === items.length - 1)) {
+        event.preventDefault();
+        items[0].focus();
+      }
     }
   });
+  if (PHONE) {
+    var onPhoneChange = function () { lockPageScroll(!panel.hidden); };
+    if (PHONE.addEventListener) PHONE.addEventListener("change", onPhoneChange);
+    else if (PHONE.addListener) PHONE.addListener(onPhoneChange);
+  }
 
   function mount() {
     document.body.appendChild(host);

@@ -128,7 +128,8 @@ async def test_an_answer_cut_by_a_dead_node_is_ended_as_interrupted_on_resume(st
     history = second.ready_frame()["history"]
     assert history == [
         {"role": "user", "text": "Do you sell tents?"},
-        {"role": "assistant", "text": "", "interrupted": True, "notice": INTERRUPTED_NOTICE},
+        # Every assistant item names its message (for thumbs and card clicks after a reload).
+        {"role": "assistant", "message_id": str(answer_id), "text": "", "interrupted": True, "notice": INTERRUPTED_NOTICE},
     ]
     assert [turn.role for turn in second.turns] == ["user"]  # the cut answer adds nothing to the prompt
     ended = await database_sync_to_async(Message.objects.get)(pk=answer_id)

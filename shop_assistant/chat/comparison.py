@@ -1,0 +1,270 @@
+"""Follow-ups about the products already shown: "which of those is lighter?", "is either of them waterproof?".
+
+Searching the catalog again with such a message finds nothing (or something else): the shopper means the cards of
+the previous answer. This module recognises that kind of message, reads those products again from the catalog and
+orders them by what was asked (price from the variants, weight and waterproofing from the product's own text,
+sizes from its options), so the right product comes first and its card is shown again. The sentence is composed
+from catalog facts only: a figure in it is one the catalog row holds, word for word; when the catalog does not
+say, the reply says so instead of guessing. Blocking (database): a worker thread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from catalog.grounding import ProductFacts, card, product_facts
+from catalog.models import Product, Store, Variant
+from catalog.search import SearchHit
+
+PRICE, WEIGHT, WATERPROOF, SIZE = "price", "weight", "waterproof", "size"
+
+# The message points back at what was shown ("those", "which one", "either of them"). Not "ones": "do you have
+# cheaper ones?" asks for other products, which the search answers (composition's follow-ups).
+_REFERS = re.compile(
+    r"\b(?:those|these|them|they|which|either|neither|both|first|second|third|last|the (?:two|three))\b",
+    re.IGNORECASE,
+)
+# (attribute, ascending) for each way of asking.
+_ASKS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
+    (re.compile(r"\b(?:cheap(?:er|est)?|less expensive|least expensive|lower price|lowest price|affordable|budget)\b", re.I), PRICE, True),
+    (re.compile(r"\b(?:pricier|priciest|more expensive|most expensive|higher price|highest price|premium)\b", re.I), PRICE, False),
+    (re.compile(r"\b(?:light(?:er|est)|weighs? less|less weight|lowest weight)\b", re.I), WEIGHT, True),
+    (re.compile(r"\b(?:heav(?:ier|iest)|weighs? more|more weight)\b", re.I), WEIGHT, False),
+    (re.compile(r"\b(?:water ?proof|water-?resistant|rain ?proof|keeps? (?:me |you )?dry|for (?:the )?rain)\b", re.I), WATERPROOF, True),
+    (re.compile(r"\b(?:my size|in (?:a |an )?size|sizes?\b|fits? me)", re.I), SIZE, True),
+)
+_MAX_WORDS = 14
+
+# "Packed weight 1.6 kg", "Weighs 240 g", "A 70 g titanium mug": a mass in the product's text is its weight,
+# except in a sentence about what it carries ("holds up to 120 kg" is a load, not what the chair weighs).
+_WEIGHT_SENTENCE = re.compile(r"\bweigh", re.IGNORECASE)
+_LOAD_SENTENCE = re.compile(r"\b(?:holds?|up to|capacity|load|supports?|carr(?:y|ies)|max(?:imum)?|limit)\b", re.I)
+_WEIGHT = re.compile(r"(\d+(?:[.,]\d+)?)\s*(kg|kilograms?|g|grams?|lbs?|pounds?|oz|ounces?)\b", re.IGNORECASE)
+_GRAMS = {"kg": 1000.0, "kilogram": 1000.0, "g": 1.0, "gram": 1.0, "lb": 453.592, "pound": 453.592,
+          "oz": 28.3495, "ounce": 28.3495}  # fmt: skip
+_NOT_WATERPROOF = re.compile(r"\bnot (?:fully )?water ?proof\b", re.IGNORECASE)
+_WATERPROOF = re.compile(r"\bwater ?proof\b", re.IGNORECASE)
+_RESISTANT = re.compile(r"\bwater[- ](?:resistant|repellent)\b", re.IGNORECASE)
+_ASKED_SIZE = re.compile(r"\bsize\s+([A-Za-z0-9.]{1,4})\b|\bin (?:an? )?(XXS|XS|S|M|L|XL|XXL|\d{1,2}(?:\.5)?)\b(?!\s*\w)")
+
+
+@dataclass(frozen=True)
+class Compared:
+    """The products of the previous answer, in the order that answers the follow-up, and the sentence saying so."""
+
+    attribute: str
+    reply: str
+    cards: list[dict[str, Any]]
+    products: list[ProductFacts]
+
+
+def asked_attribute(text: str) -> tuple[str, bool] | None:
+    """(attribute, ascending) when ``text`` is a short follow-up comparing the products already shown."""
+    if len(text.split()) > _MAX_WORDS or not _REFERS.search(text):
+        return None
+    for pattern, attribute, ascending in _ASKS:
+        if pattern.search(text):
+            return attribute, ascending
+    return None
+
+
+def _shown(store: Store, cards: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], ProductFacts, Variant]]:
+    """The cards' variants read again from the catalog (prices and stock as they are now), in the cards' order;
+    a product no longer sold is left out."""
+    skus = [str(item.get("sku") or "") for item in cards if item.get("sku")]
+    variants = {
+        variant.sku: variant
+        for variant in Variant.objects.filter(store=store, sku__in=skus, product__status=Product.Status.ACTIVE)
+        .select_related("product")
+        .prefetch_related("product__images", "product__variants")
+    }
+    shown = []
+    for sku in dict.fromkeys(skus):
+        variant = variants.get(sku)
+        if variant is not None:
+            hit = SearchHit(product=variant.product, variant=variant, score=1.0)
+            shown.append((card(hit), product_facts(hit), variant))
+    return shown
+
+
+def _name(facts: ProductFacts) -> str:
+    return f"the {facts.title}" if not facts.title.lower().startswith("the ") else facts.title
+
+
+def _listing(items: Sequence[str], conjunction: str = "and") -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conjunction} {items[-1]}"
+
+
+def _money(amount: Decimal, currency: str) -> str:
+    return f"{amount.quantize(Decimal('0.01'))} {currency}"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def weight_of(facts: ProductFacts) -> tuple[float, str] | None:
+    """(grams, the weight as the catalog writes it), from a sentence of the product's text about its weight."""
+    for source in (facts.description, facts.options, " ".join(facts.tags)):
+        for sentence in re.split(r"(?<=[.!?;])\s+|\n", source):
+            if _LOAD_SENTENCE.search(sentence) and not _WEIGHT_SENTENCE.search(sentence):
+                continue
+            match = _WEIGHT.search(sentence)
+            if match:
+                unit = match.group(2).lower().rstrip("s") if match.group(2).lower() not in {"lbs"} else "lb"
+                grams = float(match.group(1).replace(",", ".")) * _GRAMS.get(unit, 1.0)
+                return grams, match.group(0)
+    return None
+
+
+def waterproofing(facts: ProductFacts) -> str:
+    """"waterproof", "water-resistant" or "" (the catalog does not say), from the product's own text and tags."""
+    text = facts.text()
+    if _NOT_WATERPROOF.search(text):
+        return ""
+    if _WATERPROOF.search(text):
+        return "waterproof"
+    if _RESISTANT.search(text):
+        return "water-resistant"
+    return ""
+
+
+def _by_price(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascending: bool) -> tuple[list[int], str]:
+    order = sorted(range(len(shown)), key=lambda i: shown[i][1].price, reverse=not ascending)
+    prices = [shown[i][1] for i in order]
+    if len({facts.price for facts in prices}) == 1:
+        first = prices[0]
+        return order, f"They cost the same: {_money(first.price, first.currency)} each."
+    best = prices[0]
+    superlative = "least expensive" if ascending else "most expensive"
+    rest = [f"{_name(facts)} ({_money(facts.price, facts.currency)})" for facts in prices[1:]]
+    return order, (
+        f"{_capital(_name(best))} is the {superlative} at {_money(best.price, best.currency)}, "
+        f"then {_listing(rest)}."
+    )
+
+
+def _by_weight(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascending: bool) -> tuple[list[int], str]:
+    weights = [weight_of(facts) for _, facts, _ in shown]
+    known = [i for i, weight in enumerate(weights) if weight is not None]
+    unknown = [i for i, weight in enumerate(weights) if weight is None]
+    word = "lighter" if ascending else "heavier"
+    if not known:
+        names = _listing([_name(shown[i][1]) for i in unknown], "or")
+        return list(range(len(shown))), (
+            f"Our catalog doesn't list the weight of {names}, so I can't tell which is {word}. "
+            "A member of our team can check: ask for a person."
+        )
+    known.sort(key=lambda i: weights[i][0], reverse=not ascending)  # type: ignore[index]
+    first = _capital(_name(shown[known[0]][1]))
+    if len(known) > 1:
+        superlative = "lightest" if ascending else "heaviest"
+        rest = [f"{_name(shown[i][1])} ({weights[i][1]})" for i in known[1:]]  # type: ignore[index]
+        sentence = f"{first} is the {superlative} at {weights[known[0]][1]}, then {_listing(rest)}."  # type: ignore[index]
+    else:
+        sentence = f"{first} weighs {weights[known[0]][1]}."  # type: ignore[index]
+    if unknown:
+        names = _listing([_name(shown[i][1]) for i in unknown], "or")
+        sentence += f" Our catalog doesn't list the weight of {names}."
+    return known + unknown, sentence
+
+
+def _by_waterproofing(shown: list[tuple[dict[str, Any], ProductFacts, Variant]]) -> tuple[list[int], str]:
+    rank = {"waterproof": 0, "water-resistant": 1, "": 2}
+    kinds = [waterproofing(facts) for _, facts, _ in shown]
+    order = sorted(range(len(shown)), key=lambda i: rank[kinds[i]])
+    sentences = []
+    for kind, verb in (("waterproof", "waterproof"), ("water-resistant", "water-resistant")):
+        names = [_name(shown[i][1]) for i in order if kinds[i] == kind]
+        if names:
+            sentences.append(f"{_capital(_listing(names))} {'is' if len(names) == 1 else 'are'} {verb}.")
+    silent = [_name(shown[i][1]) for i in order if not kinds[i]]
+    if silent and sentences:
+        sentences.append(f"Our catalog doesn't say that {_listing(silent)} {'is' if len(silent) == 1 else 'are'} waterproof.")
+    elif silent:
+        sentences.append(f"Our catalog doesn't say that {_listing(silent, 'or')} is waterproof.")
+    return order, " ".join(sentences)
+
+
+def _sizes(variant: Variant) -> dict[str, bool]:
+    """The product's sizes (an option named like "Size"), each with whether a variant in it is in stock."""
+    names = [str(name).lower() for name in (variant.product.option_names or [])]
+    index = next((i for i, name in enumerate(names) if "size" in name), None)
+    if index is None or index > 2:
+        return {}
+    sizes: dict[str, bool] = {}
+    for other in variant.product.variants.all():
+        value = getattr(other, f"option{index + 1}")
+        if value:
+            sizes[value] = sizes.get(value, False) or other.in_stock
+    return sizes
+
+
+def _by_size(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], text: str) -> tuple[list[int], str]:
+    match = _ASKED_SIZE.search(text)
+    asked = (match.group(1) or match.group(2)).upper() if match else ""
+    sizes = [_sizes(variant) for _, _, variant in shown]
+    if asked:
+        def rank(i: int) -> int:
+            found = {size.upper(): stock for size, stock in sizes[i].items()}
+            return 0 if found.get(asked) else 1 if asked in found else 2
+
+        order = sorted(range(len(shown)), key=rank)
+        groups: dict[int, list[str]] = {0: [], 1: [], 2: []}
+        for i in order:
+            groups[rank(i)].append(_name(shown[i][1]))
+        parts = []
+        for key, words in ((0, f"In stock in {asked}"), (1, f"Sold out in {asked}"), (2, f"Not sold in {asked}")):
+            if groups[key]:
+                parts.append(f"{words}: {_listing(groups[key])}.")
+        return order, " ".join(parts)
+    order = sorted(range(len(shown)), key=lambda i: not sizes[i])
+    parts = []
+    for i in order:
+        name = _name(shown[i][1])
+        if not sizes[i]:
+            parts.append(f"Our catalog lists no sizes for {name}.")
+            continue
+        listed = ", ".join(size if stock else f"{size} (sold out)" for size, stock in sizes[i].items())
+        parts.append(f"Sizes of {name}: {listed}.")
+    return order, " ".join(parts) + " Tell me your size and I'll check it."
+
+
+def _names_another_kind(store: Store, text: str, shown: list[tuple[dict[str, Any], ProductFacts, Variant]]) -> bool:
+    """"Which jackets are waterproof?" after tents were shown asks about jackets, not about those tents."""
+    from catalog.grounding import product_types
+
+    words = set(re.findall(r"[a-z]+", text.lower()))
+    mine = {word for _, facts, _ in shown for word in re.findall(r"[a-z]+", f"{facts.title} {facts.product_type}".lower())}
+    for kind in product_types(store, limit=50):
+        kind_words = set(re.findall(r"[a-z]+", kind))
+        singular = {word[:-1] for word in kind_words if word.endswith("s")}
+        named = words & (kind_words | singular)
+        if named and not (named & (mine | {word + "s" for word in mine})):
+            return True
+    return False
+
+
+def compare(store: Store, text: str, cards: Sequence[dict[str, Any]]) -> Compared | None:
+    """The previous answer's ``cards`` ordered to answer ``text``, or None when ``text`` is not such a follow-up
+    (or none of those products is sold any more)."""
+    asked = asked_attribute(text)
+    if asked is None or not cards:
+        return None
+    shown = _shown(store, cards)
+    if not shown or _names_another_kind(store, text, shown):
+        return None
+    attribute, ascending = asked
+    if attribute == PRICE:
+        order, reply = _by_price(shown, ascending)
+    elif attribute == WEIGHT:
+        order, reply = _by_weight(shown, ascending)
+    elif attribute == WATERPROOF:
+        order, reply = _by_waterproofing(shown)
+    else:
+        order, reply = _by_size(shown, text)
+    return Compared(attribute, reply, [shown[i][0] for i in order], [shown[i][1] for i in order])
