@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 Frame = dict[str, Any]
 
 # The answer frames the console mirrors (errors and `ready` are the shopper's own business).
-MIRRORED = frozenset({"start", "products", "token", "end"})
+MIRRORED = frozenset({"start", "products", "sources", "token", "end"})
 
 
 def group_name(conversation_id: uuid.UUID | str) -> str:

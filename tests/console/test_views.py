@@ -96,13 +96,19 @@ def test_labels_canned_replies_and_escaped_output(world):
     conversation = make_conversation(world.store_a)
     add_message(conversation, "user", '<script>alert("x")</script>')
     CannedReply.objects.create(store=world.store_a, shortcut="returns", text="Returns are free for 30 days.")
+    Label.objects.create(store=world.store_a, name="refund", color="#cf222e")
     client = http_client(world.users["agent"])
     base = f"/console/c/{conversation.pk}/"
+    # Labels are the store's presets: a free-text one is refused with a message that says where to add it.
+    refused = client.post(base + "label", {"name": "refunds please"})
+    assert refused.status_code == 409 and "Labels page" in refused.json()["error"]
+    assert Label.objects.count() == 1
     assert client.post(base + "label", {"name": "refund"}).json()["ok"]
     assert list(conversation.labels.values_list("name", flat=True)) == ["refund"]
     page = client.get(base).content.decode()
     assert "<script>alert" not in page and "&lt;script&gt;alert" in page
-    assert "Returns are free for 30 days." in page and "/returns" in page
+    assert "Returns are free for 30 days." in page and '"shortcut": "returns"' in page  # the "/" picker's data
+    assert 'data-color="#cf222e"' in page
     assert client.post(base + "label", {"name": "refund", "on": "0"}).json()["ok"]
     assert not conversation.labels.exists() and Label.objects.filter(store=world.store_a, name="refund").exists()
 
@@ -180,25 +186,28 @@ def test_range_export_runs_as_a_task_with_progress_and_only_allowed_stores(world
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_canned_replies_owners_edit_agents_read(world, role):
+def test_canned_replies_the_stores_agents_and_owners_add_edit_and_delete(world, role):
     client = http_client(world.users[role])
     added = client.post("/console/canned/", {"store": world.store_a.pk, "shortcut": "hours", "text": "9 to 5."})
     page = client.get("/console/canned/")
-    if role in ("owner", "superuser"):
+    if role in ALLOWED:
         assert added.status_code == 302 and CannedReply.objects.get(shortcut="hours").store == world.store_a
         assert b"9 to 5." in page.content
         duplicate = client.post("/console/canned/", {"store": world.store_a.pk, "shortcut": "hours", "text": "x"})
         assert duplicate.status_code == 400 and CannedReply.objects.count() == 1
-        assert client.post(f"/console/canned/{CannedReply.objects.get().pk}/delete").status_code == 302
+        reply = CannedReply.objects.get()
+        edited = client.post("/console/canned/", {"pk": reply.pk, "shortcut": "hours", "text": "9 to 6, {name}."})
+        assert edited.status_code == 302 and CannedReply.objects.get().text == "9 to 6, {name}."
+        assert client.post(f"/console/canned/{reply.pk}/delete").status_code == 302
         assert not CannedReply.objects.exists()
         return
     assert added.status_code == 403 and not CannedReply.objects.exists()
     reply = CannedReply.objects.create(store=world.store_a, shortcut="hi", text="Hello from us")
     page = client.get("/console/canned/")
     assert client.post(f"/console/canned/{reply.pk}/delete").status_code == 403 and CannedReply.objects.exists()
-    if role == "agent":
-        assert page.status_code == 200 and b"Hello from us" in page.content
-    elif role == "other_agent":
+    edit = client.post("/console/canned/", {"pk": reply.pk, "shortcut": "hi", "text": "Changed"})
+    assert edit.status_code == 403 and CannedReply.objects.get().text == "Hello from us"
+    if role == "other_agent":
         assert page.status_code == 200 and b"Hello from us" not in page.content
     else:
         assert page.status_code == (302 if role == "anonymous" else 403)
