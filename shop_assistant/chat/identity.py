@@ -4,7 +4,7 @@ The store's *server* signs the customer (``{"id", "name", "email"}``, serialized
 identity secret (HMAC-SHA256, hex); the widget passes the JSON string and the signature unchanged. Only a valid
 signature makes ``Conversation.customer``: anyone can edit a page's HTML, so an unsigned or altered identity is
 dropped and the chat goes on anonymously. The page URL and the cart are the shopper's own browser talking, shown
-to agents as such (never trusted as identity). docs/console.md says how a store signs.
+to agents as such (never trusted as identity). docs/console/README.md says how a store signs.
 
 The secret is derived from the site's ``SECRET_KEY`` and the store's private ``widget_key`` (never sent to a
 browser), so it needs no stored secret of its own, differs per store, and changes when either of them does.
@@ -38,7 +38,7 @@ def store_secret(store: Store) -> str:
 
 
 def sign(store: Store, customer_json: str) -> str:
-    """What the store's server computes (here for tests and the docs' example): hex HMAC-SHA256 of the exact
+    """What the store's server computes (here for tests): hex HMAC-SHA256 of the exact
     JSON text the page carries."""
     return hmac.new(store_secret(store).encode(), customer_json.encode("utf-8"), hashlib.sha256).hexdigest()
 

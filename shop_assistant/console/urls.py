@@ -18,6 +18,7 @@ urlpatterns = [
     path("c/<uuid:pk>/assign", views.assign, name="assign"),
     path("notifications/read", views.read_notifications, name="read_notifications"),
     path("labels/", views.labels_page, name="labels"),
+    path("identity/", views.identity_page, name="identity"),
     path("labels/<int:pk>/delete", views.delete_label, name="delete_label"),
     path("c/<uuid:pk>/export.<str:fmt>", views.export_conversation, name="export_conversation"),
     path("canned/", views.canned_replies, name="canned"),

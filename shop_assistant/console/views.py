@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from shop_assistant.chat import identity
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.runtime.params import parse_day, parse_id
 
@@ -89,6 +90,7 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "stores": stores_for(request.user).order_by("name"),
         "statuses": Conversation.Status.choices,
+        "is_owner": stores_for(request.user, role="owner").exists(),
         **_notifications(request.user),
     }
     template = "console/_inbox_sections.html" if request.GET.get("partial") else "console/inbox.html"
@@ -361,3 +363,12 @@ def delete_label(request: HttpRequest, pk: int) -> HttpResponse:
         return _forbidden(request)
     label.delete()
     return redirect("console:labels")
+
+
+@require_GET
+def identity_page(request: HttpRequest) -> HttpResponse:
+    """Owners only: the key each of their stores signs its customers with (docs/console/README.md), and how."""
+    stores = stores_for(request.user, role="owner").order_by("name")
+    if not stores.exists():
+        return _forbidden(request)
+    return render(request, "console/identity.html", {"stores": [(s, identity.store_secret(s)) for s in stores]})

@@ -442,7 +442,7 @@
     }
   }
 
-  // What the store's page knows, sent on every connect (docs/console.md): data-customer (the JSON its server
+  // What the store's page knows, sent on every connect (docs/console/README.md): data-customer (the JSON its server
   // signed), data-customer-signature, data-page-url (else this page), data-cart (JSON). The server keeps the
   // customer only when the signature verifies.
   function pageContext() {

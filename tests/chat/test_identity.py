@@ -25,7 +25,7 @@ def store(db) -> Store:
 
 
 def test_a_store_signs_with_hmac_sha256_of_the_exact_json_the_way_the_docs_show(store):
-    # What docs/console.md tells a store's server to run, with the secret the console shows its owners.
+    # What docs/console/README.md tells a store's server to run, with the secret the console shows its owners.
     signature = hmac.new(identity.store_secret(store).encode(), CUSTOMER.encode(), hashlib.sha256).hexdigest()
     assert identity.verified_customer(store, CUSTOMER, signature) == {
         "id": "c-42", "name": "Ada Lovelace", "email": "ada@example.com"

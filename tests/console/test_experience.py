@@ -203,3 +203,19 @@ def test_a_reply_from_a_canned_reply_is_logged_with_its_shortcut(transactional_d
     assert dana.post(base + "reply", {"text": "Anything else?", "canned": other_store.pk}).json()["ok"]
     kinds = list(Action.objects.filter(conversation=conversation).values_list("kind", "detail__shortcut"))
     assert kinds == [("take_over", None), ("canned", "hours"), ("reply", None), ("reply", None)]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_only_owners_see_their_stores_signing_key(world, role):
+    from shop_assistant.chat import identity
+
+    response = http_client(world.users[role]).get("/console/identity/")
+    secret_a, secret_b = identity.store_secret(world.store_a), identity.store_secret(world.store_b)
+    if role == "anonymous":
+        assert response.status_code == 302
+    elif role in ("owner", "superuser"):
+        html = response.content.decode()
+        assert response.status_code == 200 and secret_a in html
+        assert (secret_b in html) == (role == "superuser")
+    else:
+        assert response.status_code == 403 and secret_a.encode() not in response.content
