@@ -177,7 +177,7 @@
           .then(function (r) { return r.ok ? r.text() : null; })
           .then(function (html) {
             // Server-rendered by Django's template engine (escaped there), the same markup as the first load.
-            if (html !== null) { root.innerHTML = html; saveOrder(); selected = -1; }
+            if (html !== null) { root.innerHTML = html; paintLabels(root); saveOrder(); selected = -1; }
           });
       }, 250);
     };

@@ -89,7 +89,7 @@ def test_take_over_reply_hand_back_close_are_logged_with_who_and_when(transactio
                    ("olivia", "reopen")]
     assert all(abs(a.created_at - timezone.now()) < dt.timedelta(minutes=1) for a in Action.objects.all())
     page = dana.get(base).content.decode()
-    assert "Take over" in page and "olivia" in page  # the activity list shows who did what
+    assert "Take over" in page and "Olivia · Close" in page  # the activity list shows who did what
 
 
 def test_labels_canned_replies_and_escaped_output(world):

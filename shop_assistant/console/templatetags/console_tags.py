@@ -15,3 +15,11 @@ def http_url(value: object) -> str:
     text = str(value or "").strip()
     parts = urlsplit(text)
     return text if parts.scheme in ("http", "https") and parts.netloc else ""
+
+
+@register.filter
+def agent_name(user: object) -> str:
+    """A staff member as the console names them everywhere (live frames included): the display name."""
+    from shop_assistant.chat.events import agent_display_name
+
+    return agent_display_name(user) if user is not None else "?"
