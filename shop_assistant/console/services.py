@@ -100,10 +100,11 @@ def take_over(user: Any, conversation_id: uuid.UUID) -> Conversation:
         conversation.assigned_to = user
         conversation.save(update_fields=["status", "assigned_to"])
         if not already:
-            _log(conversation, user, Action.Kind.TAKE_OVER)
+            action = _log(conversation, user, Action.Kind.TAKE_OVER)
     if not already:
         _to_widget(conversation, "chat.agent_joined", events.agent_display_name(user))
         _notify(conversation, "assigned", agent=events.agent_display_name(user))
+        _broadcast(action)
     return conversation
 
 
@@ -118,9 +119,10 @@ def hand_back(user: Any, conversation_id: uuid.UUID) -> Conversation:
         conversation.assigned_to = None
         conversation.handoff_requested_at = None
         conversation.save(update_fields=["status", "assigned_to", "handoff_requested_at"])
-        _log(conversation, user, Action.Kind.HAND_BACK)
+        action = _log(conversation, user, Action.Kind.HAND_BACK)
     _to_widget(conversation, "chat.agent_left", events.agent_display_name(previous or user))
     _notify(conversation, "handed_back")
+    _broadcast(action)
     return conversation
 
 
@@ -133,10 +135,11 @@ def close(user: Any, conversation_id: uuid.UUID) -> Conversation:
         previous, had_agent = conversation.assigned_to, conversation.status == Status.AGENT
         conversation.status = Status.CLOSED
         conversation.save(update_fields=["status"])
-        _log(conversation, user, Action.Kind.CLOSE)
+        action = _log(conversation, user, Action.Kind.CLOSE)
     if had_agent:
         _to_widget(conversation, "chat.agent_left", events.agent_display_name(previous or user))
     _notify(conversation, "closed")
+    _broadcast(action)
     return conversation
 
 
@@ -148,8 +151,9 @@ def reopen(user: Any, conversation_id: uuid.UUID) -> Conversation:
         conversation.status = Status.BOT
         conversation.assigned_to = None
         conversation.save(update_fields=["status", "assigned_to"])
-        _log(conversation, user, Action.Kind.REOPEN)
+        action = _log(conversation, user, Action.Kind.REOPEN)
     _notify(conversation, "handed_back")
+    _broadcast(action)
     return conversation
 
 
@@ -215,6 +219,8 @@ def assign(user: Any, conversation_id: uuid.UUID, assignee_id: int) -> Conversat
         assignee = next((u for u in assignees(conversation.store_id) if u.pk == assignee_id), None)
         if assignee is None:
             raise ConsoleError("pick an agent of this store")
+        if conversation.status == Status.CLOSED:
+            raise ConsoleError("the conversation is resolved: reopen it first")
         if conversation.status == Status.AGENT and conversation.assigned_to_id == assignee.pk:
             return conversation
         previous = conversation.assigned_to if conversation.status == Status.AGENT else None

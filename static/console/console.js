@@ -423,7 +423,7 @@
         errorBox.textContent = "";
         post(location.pathname + button.getAttribute("data-action")).then(function (result) {
           if (!result.ok) { errorBox.textContent = result.error || "failed"; return; }
-          addActivity("you · " + button.textContent);
+          // The activity line comes back live, as it does to every agent watching.
           state.status = result.status;
           state.mine = result.status === "agent" && result.assigned_to === me;
           assignee.textContent = result.assigned_to ? "with " + result.assigned_to : "";

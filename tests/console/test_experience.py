@@ -220,3 +220,12 @@ def test_only_owners_see_their_stores_signing_key(world, role):
         assert (secret_b in html) == (role == "superuser")
     else:
         assert response.status_code == 403 and secret_a.encode() not in response.content
+
+
+def test_a_resolved_conversation_is_reopened_before_it_is_assigned(world):
+    conversation = make_conversation(world.store_a, "closed")
+    response = http_client(world.users["agent"]).post(f"/console/c/{conversation.pk}/assign",
+                                                      {"assignee": world.users["owner"].pk})
+    assert response.status_code == 409 and "reopen it first" in response.json()["error"]
+    conversation.refresh_from_db()
+    assert conversation.status == "closed" and conversation.assigned_to is None and not Notification.objects.exists()
