@@ -8,8 +8,9 @@ import asyncio
 import datetime as dt
 import functools
 import http.server
-import threading
 import os
+import re
+import threading
 import time
 
 import pytest
@@ -131,6 +132,15 @@ async def test_widget_and_console_handoff_take_over_reply_hand_back(
         await expect(console.locator(".msg-assistant")).to_have_count(2, timeout=timeout)
         answer = (await widget.locator(".sa-assistant .sa-text").last.text_content()).strip()
         await expect(console.locator(".msg-assistant .text").last).to_have_text(answer, timeout=timeout)
+        # The cards the shopper saw arrive live too, as cards: the catalog's titles, linked, with their prices.
+        shown = await widget.locator(".sa-assistant").last.locator(".sa-card").count()
+        live_cards = console.locator(".msg-assistant").last.locator(".card")
+        await expect(live_cards).to_have_count(shown)
+        if shown:
+            await expect(live_cards.first.locator("a")).to_have_attribute("href", re.compile(r"^https?://"))
+            await expect(live_cards.first.locator(".price")).not_to_be_empty()
+        quoted = await widget.locator(".sa-assistant").last.locator(".sa-quote").count()
+        await expect(console.locator(".msg-assistant").last.locator(".quotes blockquote")).to_have_count(quoted)
         assert errors == []
 
 

@@ -229,3 +229,8 @@ def test_a_resolved_conversation_is_reopened_before_it_is_assigned(world):
     assert response.status_code == 409 and "reopen it first" in response.json()["error"]
     conversation.refresh_from_db()
     assert conversation.status == "closed" and conversation.assigned_to is None and not Notification.objects.exists()
+
+
+def test_the_inbox_title_is_just_the_inbox_and_the_shortcut_list_is_in_the_page(world):
+    html = http_client(world.users["agent"]).get("/console/").content.decode()
+    assert "<title>Inbox" in html and html.index('id="shortcuts"') > html.index("<main")
