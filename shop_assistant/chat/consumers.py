@@ -82,7 +82,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         context = identity.PageContext.from_query(self.session.store, query)
         if context.refused:
             logger.warning("conversation %s: customer identity with a bad signature refused", self.session.conversation.id)
-        await database_sync_to_async(identity.remember)(self.session.conversation, context)
+        try:
+            await database_sync_to_async(identity.remember)(self.session.conversation, context)
+        except Exception as exc:  # noqa: BLE001 - the database is down: the shopper still chats (see writes.py)
+            logger.warning("conversation %s: page context not saved (%s: %s)", self.session.conversation.id,
+                           type(exc).__name__, exc)
 
     async def disconnect(self, code: int) -> None:
         if self.group is not None:

@@ -113,3 +113,14 @@ async def test_the_widget_socket_keeps_a_signed_customer_and_refuses_a_forged_on
     await signed.close()
     row = await database_sync_to_async(Conversation.objects.get)(pk=conversation.pk)
     assert row.customer == {"id": "c-42", "name": "Ada Lovelace", "email": "ada@example.com"}
+
+
+async def test_the_chat_opens_when_the_context_cannot_be_saved(ws, demo_store, monkeypatch):
+    from django.db import OperationalError
+
+    def down(conversation, context):
+        raise OperationalError("database is down")
+
+    monkeypatch.setattr(identity, "remember", down)
+    client = await ws("/ws/chat/?" + urlencode({"store": "demo", "page": "https://shop.example.com/"}))
+    assert client.ready["type"] == "ready"

@@ -289,7 +289,7 @@ async def test_two_agents_assign_note_label_canned_reply_context_and_export(
         await olivia.keyboard.press("r")
         reply = olivia.get_by_label("Reply")
         await expect(reply).to_be_focused()
-        await reply.type("/ret")
+        await reply.type("/ret")  # r, e and t typed in a field: no shortcut fires (e would resolve)
         picker = olivia.locator("#canned-picker")
         await expect(picker).to_be_visible()
         await expect(picker.locator("li.active")).to_contain_text("/returns")

@@ -234,3 +234,16 @@ def test_a_resolved_conversation_is_reopened_before_it_is_assigned(world):
 def test_the_inbox_title_is_just_the_inbox_and_the_shortcut_list_is_in_the_page(world):
     html = http_client(world.users["agent"]).get("/console/").content.decode()
     assert "<title>Inbox" in html and html.index('id="shortcuts"') > html.index("<main")
+
+
+def test_a_range_export_carries_the_notes_labels_and_activity_too(world):
+    conversation = make_conversation(world.store_a)
+    add_message(conversation, "user", "Hello")
+    Label.objects.create(store=world.store_a, name="refund").conversations.add(conversation)
+    Note.objects.create(conversation=conversation, author=world.users["owner"], text="Called them back")
+    client = http_client(world.users["agent"])
+    started = client.post("/console/exports/", {"format": "json", "store": world.store_a.pk}).json()
+    progress = client.get(started["progress_url"]).json()  # eager Celery: already done
+    data = json.loads(client.get(progress["download_url"]).content)["conversations"]
+    assert data[0]["labels"] == ["refund"] and data[0]["notes"][0]["text"] == "Called them back"
+    assert data[0]["notes"][0]["author"] == "Olivia"
