@@ -81,7 +81,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """The store page's signed customer, page URL and cart (identity.py); a forged identity is dropped."""
         context = identity.PageContext.from_query(self.session.store, query)
         if context.refused:
-            logger.warning("conversation %s: customer identity with a bad signature refused", self.session.conversation.id)
+            logger.warning("conversation %s: customer identity with a bad signature refused",
+                           self.session.conversation.id)
         try:
             await database_sync_to_async(identity.remember)(self.session.conversation, context)
         except Exception as exc:  # noqa: BLE001 - the database is down: the shopper still chats (see writes.py)

@@ -9,8 +9,8 @@ here, never the other way round.
 
 Events sent to a conversation's group (the shopper's consumer ignores ``conversation.frame``):
 
-- ``conversation.frame``: ``{"frame": {...}}``, a copy of a chat frame (``message`` from the shopper, ``start``, ``sources``,
-  ``products``, ``token``, ``end``); token frames carry ``t``, the wall-clock time (epoch seconds) the first
+- ``conversation.frame``: ``{"frame": {...}}``, a copy of a chat frame (``message`` from the shopper, ``start``,
+  ``products``, ``sources``, ``token``, ``end``); token frames carry ``t``, the wall-clock time (epoch seconds) the first
   token of the batch left the engine, for latency measurements;
 - ``chat.agent_joined`` / ``chat.agent_left`` / ``chat.agent_typing`` (``agent``: a display name), from the
   console to the shopper's widget;

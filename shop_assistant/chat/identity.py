@@ -148,5 +148,6 @@ def remember(conversation: Any, context: PageContext) -> list[str]:
 
     changed = context.apply(conversation)
     if changed:
-        Conversation.objects.filter(pk=conversation.pk).update(**{name: getattr(conversation, name) for name in changed})
+        values = {name: getattr(conversation, name) for name in changed}
+        Conversation.objects.filter(pk=conversation.pk).update(**values)
     return changed

@@ -6,8 +6,8 @@ it (checked against the user's stores).
 
 Client -> server: ``{"type": "watch", "conversation": id}``, ``{"type": "unwatch", "conversation": id}``,
 ``{"type": "typing", "conversation": id}`` (the shopper's widget shows the agent typing).
-Server -> client: ``watching``, ``frame`` (a chat frame: the shopper's ``message``, ``start``, ``products``, ``sources``,
-``token``, ``end``), ``agent_message``, ``shopper_typing``, ``agent_typing``, ``agent_joined``, ``agent_left``,
+Server -> client: ``watching``, ``frame`` (a chat frame: the shopper's ``message``, ``start``, ``products``,
+``sources``, ``token``, ``end``), ``agent_message``, ``shopper_typing``, ``agent_typing``, ``agent_joined``, ``agent_left``,
 ``inbox`` (kind, conversation), ``activity`` (a note, label, assignment or canned reply on a watched
 conversation, by any agent: ``kind``, ``by``, ``text``, and ``note`` / ``label`` / ``assigned_to``),
 ``notification`` (to this user only: a conversation was assigned to them; ``text``, ``url``, ``unread``),

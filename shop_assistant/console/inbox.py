@@ -77,8 +77,10 @@ def matching_messages(q: str) -> QuerySet[Message]:
 
 def visible_conversations(user: Any, filters: Filters | None = None) -> QuerySet[Conversation]:
     filters = filters or Filters()
-    qs = Conversation.objects.filter(store__in=stores_for(user)).select_related("store", "assigned_to").prefetch_related(
-        "labels"
+    qs = (
+        Conversation.objects.filter(store__in=stores_for(user))
+        .select_related("store", "assigned_to")
+        .prefetch_related("labels")
     )
     if filters.store:
         qs = qs.filter(store_id=filters.store)
