@@ -60,8 +60,9 @@ class Store(models.Model):
     presence_penalty = models.FloatField(null=True, blank=True)
     # Origins ("https://shop.example.com") allowed to embed the widget, one per line.
     widget_allowed_origins = models.TextField(blank=True)
-    # Not read anywhere: the widget names its store by slug and the websocket checks the page's origin
-    # (widget_allowed_origins), so the embed snippet carries no key.
+    # Never sent to a browser: the widget names its store by slug and the websocket checks the page's origin
+    # (widget_allowed_origins), so the embed snippet carries no key. It seeds the store's customer-signing key
+    # (shop_assistant.chat.identity.store_secret), which only the store's owners see.
     widget_key = models.CharField(max_length=64, unique=True, default=new_widget_key, editable=False)
     # Conversations older than this many days are deleted by the retention job; null: kept.
     retention_days = models.PositiveIntegerField(null=True, blank=True)

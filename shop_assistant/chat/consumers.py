@@ -7,11 +7,12 @@ import logging
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from shop_assistant.runtime import metrics
 
-from . import events
+from . import events, identity
 from .events import group_name
 from .admission import CLOSE_TOO_MANY, ConnectionGuard
 from .session import ChatSession, Frame
@@ -56,6 +57,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NO_STORE)
             return
         self.session.guard = self.guard
+        await self._remember_page(query)
         try:
             await self.channel_layer.group_add(group_name(self.session.conversation.id), self.channel_name)
             self.group = group_name(self.session.conversation.id)
@@ -74,6 +76,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         self.feed = events.ConversationFeed(self.session.conversation.id)
         await events.connection_opened(self.session, self.send_frame, new=not self.session.history)
+
+    async def _remember_page(self, query: dict[str, str]) -> None:
+        """The store page's signed customer, page URL and cart (identity.py); a forged identity is dropped."""
+        context = identity.PageContext.from_query(self.session.store, query)
+        if context.refused:
+            logger.warning("conversation %s: customer identity with a bad signature refused",
+                           self.session.conversation.id)
+        try:
+            await database_sync_to_async(identity.remember)(self.session.conversation, context)
+        except Exception as exc:  # noqa: BLE001 - the database is down: the shopper still chats (see writes.py)
+            logger.warning("conversation %s: page context not saved (%s: %s)", self.session.conversation.id,
+                           type(exc).__name__, exc)
 
     async def disconnect(self, code: int) -> None:
         if self.group is not None:

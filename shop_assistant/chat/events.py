@@ -10,7 +10,7 @@ here, never the other way round.
 Events sent to a conversation's group (the shopper's consumer ignores ``conversation.frame``):
 
 - ``conversation.frame``: ``{"frame": {...}}``, a copy of a chat frame (``message`` from the shopper, ``start``,
-  ``products``, ``token``, ``end``); token frames carry ``t``, the wall-clock time (epoch seconds) the first
+  ``products``, ``sources``, ``token``, ``end``); token frames carry ``t``, the wall-clock time (epoch seconds) the first
   token of the batch left the engine, for latency measurements;
 - ``chat.agent_joined`` / ``chat.agent_left`` / ``chat.agent_typing`` (``agent``: a display name), from the
   console to the shopper's widget;
@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 Frame = dict[str, Any]
 
 # The answer frames the console mirrors (errors and `ready` are the shopper's own business).
-MIRRORED = frozenset({"start", "products", "token", "end"})
+MIRRORED = frozenset({"start", "products", "sources", "token", "end"})
 
 
 def group_name(conversation_id: uuid.UUID | str) -> str:

@@ -86,6 +86,10 @@ class MessageRecord:
                 "resume_token_hash": draft.resume_token_hash,
                 "status": draft.status,
                 "handoff_requested_at": draft.handoff_requested_at.isoformat() if draft.handoff_requested_at else None,
+                # What the store's page said (identity.PageContext): the signed customer, the page, the cart.
+                "customer": draft.customer,
+                "page_url": draft.page_url,
+                "cart": draft.cart,
             }
         return clean_value(payload)
 
@@ -107,6 +111,9 @@ def write_message(payload: dict[str, Any]) -> Message:
                     "resume_token_hash": draft["resume_token_hash"],
                     "status": draft.get("status") or Conversation.Status.BOT,
                     "handoff_requested_at": handoff_at,
+                    "customer": draft.get("customer") or {},
+                    "page_url": draft.get("page_url") or "",
+                    "cart": draft.get("cart") or [],
                 },
             )
             if not created and handoff_at is not None:  # an earlier message of the draft created the row

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Action, CannedReply, Label, Note, StoreMembership, TranscriptExport
+from .models import Action, CannedReply, Label, Note, Notification, StoreMembership, TranscriptExport
 
 
 @admin.register(StoreMembership)
@@ -17,7 +17,7 @@ class CannedReplyAdmin(admin.ModelAdmin):
 
 @admin.register(Label)
 class LabelAdmin(admin.ModelAdmin):
-    list_display = ["store", "name"]
+    list_display = ["store", "name", "color"]
 
 
 @admin.register(Action)
@@ -27,6 +27,12 @@ class ActionAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False  # the log is a record: nobody edits it
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "user", "kind", "actor", "conversation", "read_at"]
+    list_filter = ["kind"]
 
 
 admin.site.register(Note)

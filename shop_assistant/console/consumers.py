@@ -7,8 +7,11 @@ it (checked against the user's stores).
 Client -> server: ``{"type": "watch", "conversation": id}``, ``{"type": "unwatch", "conversation": id}``,
 ``{"type": "typing", "conversation": id}`` (the shopper's widget shows the agent typing).
 Server -> client: ``watching``, ``frame`` (a chat frame: the shopper's ``message``, ``start``, ``products``,
-``token``, ``end``), ``agent_message``, ``shopper_typing``, ``agent_typing``, ``agent_joined``, ``agent_left``,
-``inbox`` (kind, conversation), ``error``.
+``sources``, ``token``, ``end``), ``agent_message``, ``shopper_typing``, ``agent_typing``, ``agent_joined``, ``agent_left``,
+``inbox`` (kind, conversation), ``activity`` (a note, label, assignment or canned reply on a watched
+conversation, by any agent: ``kind``, ``by``, ``text``, and ``note`` / ``label`` / ``assigned_to``),
+``notification`` (to this user only: a conversation was assigned to them; ``text``, ``url``, ``unread``),
+``error``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from shop_assistant.chat.events import group_name
 
 from shop_assistant.chat.events import agent_display_name, store_group
 from .roles import can_work_on, stores_for
+from .services import console_group, user_group
 
 CLOSE_FORBIDDEN = 4403
 MAX_WATCHED = 200  # a console page watches one conversation; a latency probe or a wallboard a few more
@@ -58,13 +62,14 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             return
         self.name = agent_display_name(self.user)
         self._typing = Throttle(1.0)
-        self.store_groups = [store_group(pk) for pk in store_ids]
+        # The user's own group: notifications follow them to every tab.
+        self.store_groups = [store_group(pk) for pk in store_ids] + [user_group(self.user.pk)]
         for group in self.store_groups:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.send_json({"type": "hello", "agent": self.name, "stores": store_ids})
 
     async def disconnect(self, code: int) -> None:
-        for group in self.store_groups + [group_name(c) for c in self.watched]:
+        for group in self.store_groups + [g for c in self.watched for g in (group_name(c), console_group(c))]:
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def send_json(self, frame: dict[str, Any]) -> None:
@@ -87,10 +92,12 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
                 return
             self.watched.add(conversation)
             await self.channel_layer.group_add(group_name(conversation), self.channel_name)
+            await self.channel_layer.group_add(console_group(conversation), self.channel_name)
             await self.send_json({"type": "watching", "conversation": conversation})
         elif kind == "unwatch" and conversation in self.watched:
             self.watched.discard(conversation)
             await self.channel_layer.group_discard(group_name(conversation), self.channel_name)
+            await self.channel_layer.group_discard(console_group(conversation), self.channel_name)
         elif kind == "typing" and conversation in self.watched:
             if self._typing.allow():
                 await self.channel_layer.group_send(
@@ -131,3 +138,9 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
         if event.get("conversation"):
             self.announced.add(str(event["conversation"]))
         await self.send_json({**{k: v for k, v in event.items() if k != "type"}, "type": "inbox"})
+
+    async def console_activity(self, event: dict[str, Any]) -> None:
+        await self.send_json({**{k: v for k, v in event.items() if k != "type"}, "type": "activity"})
+
+    async def console_notification(self, event: dict[str, Any]) -> None:
+        await self.send_json({**{k: v for k, v in event.items() if k != "type"}, "type": "notification"})

@@ -77,7 +77,11 @@ def matching_messages(q: str) -> QuerySet[Message]:
 
 def visible_conversations(user: Any, filters: Filters | None = None) -> QuerySet[Conversation]:
     filters = filters or Filters()
-    qs = Conversation.objects.filter(store__in=stores_for(user)).select_related("store", "assigned_to")
+    qs = (
+        Conversation.objects.filter(store__in=stores_for(user))
+        .select_related("store", "assigned_to")
+        .prefetch_related("labels")
+    )
     if filters.store:
         qs = qs.filter(store_id=filters.store)
     if filters.status:
@@ -88,8 +92,9 @@ def visible_conversations(user: Any, filters: Filters | None = None) -> QuerySet
         qs = qs.filter(created_at__date__lte=filters.date_to)
     if filters.q:
         qs = qs.filter(pk__in=matching_messages(filters.q).values("conversation_id"))
-    last = Message.objects.said().filter(conversation=OuterRef("pk")).order_by("-created_at")
-    return qs.annotate(last_text=Subquery(last.values("text")[:1]), last_role=Subquery(last.values("role")[:1]))
+    # The preview is what the shopper last asked: the assistant's reply to it says little about what they need.
+    last = Message.objects.filter(conversation=OuterRef("pk"), role=Message.Role.USER).order_by("-created_at")
+    return qs.annotate(last_text=Subquery(last.values("text")[:1]))
 
 
 @dataclass
@@ -97,6 +102,15 @@ class Item:
     conversation: Conversation
     unread: int = 0
     wait_seconds: int | None = None
+
+    @property
+    def title(self) -> str:
+        return services.conversation_title(self.conversation)
+
+    @property
+    def named(self) -> bool:
+        """Named after the shopper (else after the id's code, which the row then shows only once)."""
+        return self.title != str(self.conversation.pk)[:8]
 
     @property
     def wait(self) -> str:

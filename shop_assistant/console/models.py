@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 
 
@@ -26,8 +27,13 @@ class StoreMembership(models.Model):
 class Label(models.Model):
     """A tag agents put on conversations ("refund", "vip"); one set per store."""
 
+    # The preset colours agents tell labels apart by (Chatwoot's palette, readable with white text).
+    COLORS = ["#1f6feb", "#2da44e", "#bf8700", "#cf222e", "#8250df", "#e16f24", "#0a7ea4", "#57606a"]
+
     store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="labels")
     name = models.CharField(max_length=50)
+    color = models.CharField(max_length=7, default="#57606a",
+                             validators=[RegexValidator(r"^#[0-9a-fA-F]{6}$", "a colour is #rrggbb")])
     conversations = models.ManyToManyField("chat.Conversation", related_name="labels", blank=True)
 
     class Meta:
@@ -79,6 +85,8 @@ class Action(models.Model):
         LABEL = "label"
         UNLABEL = "unlabel"
         EXPORT = "export"
+        ASSIGN = "assign"
+        CANNED = "canned"
 
     conversation = models.ForeignKey(
         "chat.Conversation", null=True, on_delete=models.CASCADE, related_name="console_actions"
@@ -90,6 +98,24 @@ class Action(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+
+
+class Notification(models.Model):
+    """Something an agent should see in their own inbox (a conversation assigned to them), until they read it."""
+
+    class Kind(models.TextChoices):
+        ASSIGNED = "assigned"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="console_notifications")
+    conversation = models.ForeignKey("chat.Conversation", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "read_at"], name="notification_unread")]
 
 
 class ReadMark(models.Model):

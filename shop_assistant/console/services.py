@@ -18,7 +18,7 @@ from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.chat.events import group_name
 
 from shop_assistant.chat import events
-from .models import Action, Label, Note, ReadMark
+from .models import Action, CannedReply, Label, Note, Notification, ReadMark, StoreMembership
 
 Status = Conversation.Status
 
@@ -39,21 +39,72 @@ def _to_widget(conversation: Conversation, event_type: str, agent: str) -> None:
     async_to_sync(events._group_send)(group_name(conversation.id), {"type": event_type, "agent": agent})
 
 
+def console_group(conversation_id: uuid.UUID | str) -> str:
+    """The consoles watching one conversation. Not the chat's group: the shopper's connections must never hear
+    of notes, labels or who assigned whom (and would have no handler for them)."""
+    return f"console.conversation.{uuid.UUID(str(conversation_id)).hex}"
+
+
+def user_group(user_id: int) -> str:
+    """Every console tab of one staff member: their notifications."""
+    return f"console.user.{user_id}"
+
+
+def _broadcast(action: Action, **extra: Any) -> None:
+    """An action on the conversation, live to every console watching it (activity list, notes, labels)."""
+    async_to_sync(events._group_send)(
+        console_group(action.conversation_id), {"type": "console.activity", **activity_row(action), **extra}
+    )
+
+
+def describe(action: Action) -> str:
+    """One line of the activity list (and of exports): what was done, with its detail."""
+    detail = action.detail or {}
+    text = action.get_kind_display()
+    if action.kind in (Action.Kind.LABEL, Action.Kind.UNLABEL):
+        text += f" {detail.get('label', '')}"
+    elif action.kind == Action.Kind.ASSIGN:
+        text += f" to {detail.get('to', '')}"
+    elif action.kind == Action.Kind.CANNED:
+        text += f" /{detail.get('shortcut', '')}"
+    elif action.kind == Action.Kind.NOTE:
+        text += f": {str(detail.get('text', ''))[:80]}"
+    return text
+
+
+def activity_row(action: Action) -> dict[str, Any]:
+    return {
+        "conversation": str(action.conversation_id),
+        "kind": action.kind,
+        "by": agent_name(action.user),
+        "text": describe(action),
+        "at": action.created_at.isoformat(),
+    }
+
+
+def agent_name(user: Any) -> str:
+    return events.agent_display_name(user) if user is not None else "?"
+
+
 def take_over(user: Any, conversation_id: uuid.UUID) -> Conversation:
     """The agent takes the conversation: the bot stops answering, the shopper sees the agent's name."""
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
         if conversation.status == Status.AGENT and conversation.assigned_to_id not in (None, user.pk):
-            raise ConsoleError(f"{events.agent_display_name(conversation.assigned_to)} already has this conversation")
+            raise ConsoleError(
+                f"{events.agent_display_name(conversation.assigned_to)} already has this conversation. To take it "
+                "from them, pick yourself under Assign to: they are told."
+            )
         already = conversation.status == Status.AGENT and conversation.assigned_to_id == user.pk
         conversation.status = Status.AGENT
         conversation.assigned_to = user
         conversation.save(update_fields=["status", "assigned_to"])
         if not already:
-            _log(conversation, user, Action.Kind.TAKE_OVER)
+            action = _log(conversation, user, Action.Kind.TAKE_OVER)
     if not already:
         _to_widget(conversation, "chat.agent_joined", events.agent_display_name(user))
         _notify(conversation, "assigned", agent=events.agent_display_name(user))
+        _broadcast(action)
     return conversation
 
 
@@ -68,9 +119,10 @@ def hand_back(user: Any, conversation_id: uuid.UUID) -> Conversation:
         conversation.assigned_to = None
         conversation.handoff_requested_at = None
         conversation.save(update_fields=["status", "assigned_to", "handoff_requested_at"])
-        _log(conversation, user, Action.Kind.HAND_BACK)
+        action = _log(conversation, user, Action.Kind.HAND_BACK)
     _to_widget(conversation, "chat.agent_left", events.agent_display_name(previous or user))
     _notify(conversation, "handed_back")
+    _broadcast(action)
     return conversation
 
 
@@ -83,11 +135,12 @@ def close(user: Any, conversation_id: uuid.UUID) -> Conversation:
         previous, had_agent = conversation.assigned_to, conversation.status == Status.AGENT
         conversation.status = Status.CLOSED
         conversation.save(update_fields=["status"])
-        _log(conversation, user, Action.Kind.CLOSE)
+        action = _log(conversation, user, Action.Kind.CLOSE)
     if had_agent:
         _to_widget(conversation, "chat.agent_left", events.agent_display_name(previous or user))
     async_to_sync(events.conversation_closed)(conversation.id)  # the widget ends the chat and asks for a rating
     _notify(conversation, "closed")
+    _broadcast(action)
     return conversation
 
 
@@ -99,13 +152,15 @@ def reopen(user: Any, conversation_id: uuid.UUID) -> Conversation:
         conversation.status = Status.BOT
         conversation.assigned_to = None
         conversation.save(update_fields=["status", "assigned_to"])
-        _log(conversation, user, Action.Kind.REOPEN)
+        action = _log(conversation, user, Action.Kind.REOPEN)
     _notify(conversation, "handed_back")
+    _broadcast(action)
     return conversation
 
 
-def reply(user: Any, conversation_id: uuid.UUID, text: str) -> uuid.UUID:
-    """The agent writes to the shopper (every tab of theirs). Only while this agent has the conversation."""
+def reply(user: Any, conversation_id: uuid.UUID, text: str, canned: int | None = None) -> uuid.UUID:
+    """The agent writes to the shopper (every tab of theirs). Only while this agent has the conversation.
+    ``canned``: the canned reply the text started from (logged, so the store sees which ones are used)."""
     text = text.strip()
     if not text:
         raise ConsoleError("the reply is empty")
@@ -113,6 +168,9 @@ def reply(user: Any, conversation_id: uuid.UUID, text: str) -> uuid.UUID:
     if conversation.status != Status.AGENT or conversation.assigned_to_id != user.pk:
         raise ConsoleError("take the conversation over before replying")
     message_id = send_agent_message(conversation.id, text, events.agent_display_name(user))
+    template = CannedReply.objects.filter(pk=canned, store_id=conversation.store_id).first() if canned else None
+    if template is not None:
+        _broadcast(_log(conversation, user, Action.Kind.CANNED, shortcut=template.shortcut, message=str(message_id)))
     _log(conversation, user, Action.Kind.REPLY, message=str(message_id))
     return message_id
 
@@ -123,22 +181,102 @@ def add_note(user: Any, conversation_id: uuid.UUID, text: str) -> Note:
         raise ConsoleError("the note is empty")
     conversation = Conversation.objects.get(pk=conversation_id)
     note = Note.objects.create(conversation=conversation, author=user, text=text)
-    _log(conversation, user, Action.Kind.NOTE, note=note.pk)
+    action = _log(conversation, user, Action.Kind.NOTE, note=note.pk, text=text[:200])
+    _broadcast(action, note={"id": note.pk, "text": note.text, "author": agent_name(user),
+                             "created_at": note.created_at.isoformat()})
     return note
 
 
 def set_label(user: Any, conversation_id: uuid.UUID, name: str, on: bool) -> Label:
+    """Put one of the store's preset labels on the conversation (or take it off). Labels are made on the
+    Labels page, so that "refund" and "Refunds" do not both exist."""
     name = name.strip()[:50]
     if not name:
         raise ConsoleError("the label is empty")
     conversation = Conversation.objects.get(pk=conversation_id)
-    label, _ = Label.objects.get_or_create(store_id=conversation.store_id, name=name)
+    label = Label.objects.filter(store_id=conversation.store_id, name__iexact=name).first()
+    if label is None:
+        raise ConsoleError(f"{name!r} is not one of this store's labels: add it on the Labels page first")
     if on:
         label.conversations.add(conversation)
     else:
         label.conversations.remove(conversation)
-    _log(conversation, user, Action.Kind.LABEL if on else Action.Kind.UNLABEL, label=name)
+    action = _log(conversation, user, Action.Kind.LABEL if on else Action.Kind.UNLABEL, label=label.name)
+    _broadcast(action, label={"name": label.name, "color": label.color, "on": on})
     return label
+
+
+def assignees(store_id: int) -> list[Any]:
+    """The staff a conversation of the store can be assigned to: its agents and owners."""
+    memberships = StoreMembership.objects.filter(store_id=store_id, user__is_active=True).select_related("user")
+    return sorted({m.user for m in memberships}, key=lambda u: (agent_name(u).lower(), u.pk))
+
+
+def assign(user: Any, conversation_id: uuid.UUID, assignee_id: int) -> Conversation:
+    """Give the conversation to a named agent of its store (``user`` may pick themselves: that is how one takes a
+    conversation someone else has). The assignee is told in their inbox, live; the shopper sees their name."""
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().select_related("assigned_to").get(pk=conversation_id)
+        assignee = next((u for u in assignees(conversation.store_id) if u.pk == assignee_id), None)
+        if assignee is None:
+            raise ConsoleError("pick an agent of this store")
+        if conversation.status == Status.CLOSED:
+            raise ConsoleError("the conversation is resolved: reopen it first")
+        if conversation.status == Status.AGENT and conversation.assigned_to_id == assignee.pk:
+            return conversation
+        previous = conversation.assigned_to if conversation.status == Status.AGENT else None
+        conversation.status = Status.AGENT
+        conversation.assigned_to = assignee
+        conversation.save(update_fields=["status", "assigned_to"])
+        action = _log(conversation, user, Action.Kind.ASSIGN, to=agent_name(assignee), to_id=assignee.pk,
+                      previous=agent_name(previous) if previous else "")
+        notification = None
+        if assignee.pk != user.pk:
+            notification = Notification.objects.create(
+                user=assignee, conversation=conversation, kind=Notification.Kind.ASSIGNED, actor=user
+            )
+    if previous is not None:
+        _to_widget(conversation, "chat.agent_left", agent_name(previous))
+    _to_widget(conversation, "chat.agent_joined", agent_name(assignee))
+    _notify(conversation, "assigned", agent=agent_name(assignee))
+    _broadcast(action, assigned_to=agent_name(assignee))
+    if notification is not None:
+        async_to_sync(events._group_send)(user_group(assignee.pk), {"type": "console.notification",
+                                                                    **notification_row(notification)})
+    return conversation
+
+
+def notification_row(notification: Notification) -> dict[str, Any]:
+    conversation = notification.conversation
+    return {
+        "id": notification.pk,
+        "kind": notification.kind,
+        "conversation": str(conversation.pk),
+        "text": f"{agent_name(notification.actor)} assigned you {conversation_title(conversation)}",
+        "url": f"/console/c/{conversation.pk}/",
+        "at": notification.created_at.isoformat(),
+        "unread": unread_notifications(notification.user_id),
+    }
+
+
+def unread_notifications(user_id: int) -> int:
+    return Notification.objects.filter(user_id=user_id, read_at__isnull=True).count()
+
+
+def read_notifications(user: Any, conversation_id: uuid.UUID | None = None) -> int:
+    """Mark the user's notifications read (those of one conversation, or all); how many were."""
+    qs = Notification.objects.filter(user=user, read_at__isnull=True)
+    if conversation_id is not None:
+        qs = qs.filter(conversation_id=conversation_id)
+    return qs.update(read_at=timezone.now())
+
+
+def conversation_title(conversation: Conversation) -> str:
+    """How the console names a conversation: the signed customer's name or e-mail, the e-mail the shopper
+    typed, else the code of its id."""
+    customer = conversation.customer or {}
+    return (customer.get("name") or customer.get("email") or conversation.shopper_email
+            or str(conversation.pk)[:8])
 
 
 def mark_read(user: Any, conversation_id: uuid.UUID) -> None:

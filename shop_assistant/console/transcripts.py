@@ -1,4 +1,7 @@
-"""Transcripts as CSV or JSON: one conversation, or every conversation of a store in a date range."""
+"""Transcripts as CSV or JSON: one conversation, or every conversation of a store in a date range.
+
+A transcript is what was said and what the team did: the messages, the internal notes, the labels and the activity
+(take over, assignment, labels, canned replies...). CSV has one row per message, note or action (``kind``)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,10 @@ from django.db.models import QuerySet
 
 from shop_assistant.chat.models import Conversation, Message
 
-CSV_FIELDS = ["conversation", "store", "status", "message", "role", "agent", "text", "created_at"]
+from .models import Action, Label, Note
+from .services import agent_name, describe
+
+CSV_FIELDS = ["conversation", "store", "status", "labels", "kind", "message", "role", "agent", "text", "created_at"]
 BATCH = 200
 
 
@@ -28,12 +34,18 @@ def conversations_in_range(
     return qs.select_related("store").order_by("created_at", "pk")
 
 
-def _conversation_dict(conversation: Conversation, messages: list[Message]) -> dict[str, Any]:
+def _conversation_dict(conversation: Conversation, messages: list[Message], team: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(conversation.id),
         "store": conversation.store.slug,
         "status": conversation.status,
         "created_at": conversation.created_at.isoformat(),
+        "customer": conversation.customer or {},
+        "shopper_email": conversation.shopper_email,
+        "csat_rating": conversation.csat_rating,
+        "labels": team["labels"],
+        "notes": team["notes"],
+        "activity": team["activity"],
         "messages": [
             {
                 "id": str(m.id),
@@ -46,6 +58,29 @@ def _conversation_dict(conversation: Conversation, messages: list[Message]) -> d
             for m in messages
         ],
     }
+
+
+def _team_records(conversation_ids: list[Any]) -> dict[Any, dict[str, Any]]:
+    """Labels, notes and activity of a batch of conversations, in three queries."""
+    team: dict[Any, dict[str, Any]] = {pk: {"labels": [], "notes": [], "activity": []} for pk in conversation_ids}
+    through = Label.conversations.through.objects.filter(conversation_id__in=conversation_ids)
+    for conversation_id, name in through.values_list("conversation_id", "label__name").order_by("label__name"):
+        team[conversation_id]["labels"].append(name)
+    for note in Note.objects.filter(conversation_id__in=conversation_ids).select_related("author"):
+        team[note.conversation_id]["notes"].append(
+            {"author": agent_name(note.author), "text": note.text, "created_at": note.created_at.isoformat()}
+        )
+    for action in Action.objects.filter(conversation_id__in=conversation_ids).select_related("user"):
+        team[action.conversation_id]["activity"].append(
+            {"kind": action.kind, "by": agent_name(action.user), "text": describe(action),
+             "created_at": action.created_at.isoformat()}
+        )
+    return team
+
+
+def _safe_cell(text: str) -> str:
+    # A leading = + - @ makes spreadsheets run the cell as a formula: quote it as text.
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
 def render(
@@ -63,7 +98,8 @@ def render(
         by_conversation: dict[Any, list[Message]] = {c.pk: [] for c in batch}
         for message in Message.objects.said().filter(conversation_id__in=by_conversation).order_by("created_at", "id"):
             by_conversation[message.conversation_id].append(message)
-        items.extend(_conversation_dict(c, by_conversation[c.pk]) for c in batch)
+        team = _team_records(list(by_conversation))
+        items.extend(_conversation_dict(c, by_conversation[c.pk], team[c.pk]) for c in batch)
         done += len(batch)
         if progress:
             progress(done, total)
@@ -73,18 +109,17 @@ def render(
     writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
     writer.writeheader()
     for item in items:
-        for m in item["messages"]:
-            writer.writerow(
-                {
-                    "conversation": item["id"],
-                    "store": item["store"],
-                    "status": item["status"],
-                    "message": m["id"],
-                    "role": m["role"],
-                    "agent": m["agent"],
-                    # A leading = + - @ makes spreadsheets run the cell as a formula: quote it as text.
-                    "text": "'" + m["text"] if m["text"][:1] in ("=", "+", "-", "@") else m["text"],
-                    "created_at": m["created_at"],
-                }
-            )
+        base = {"conversation": item["id"], "store": item["store"], "status": item["status"],
+                "labels": ", ".join(item["labels"])}
+        rows = [
+            {"kind": "message", "message": m["id"], "role": m["role"], "agent": m["agent"], "text": m["text"],
+             "created_at": m["created_at"]}
+            for m in item["messages"]
+        ]
+        rows += [{"kind": "note", "agent": n["author"], "text": n["text"], "created_at": n["created_at"]}
+                 for n in item["notes"]]
+        rows += [{"kind": "activity", "agent": a["by"], "text": a["text"], "created_at": a["created_at"]}
+                 for a in item["activity"]]
+        for row in sorted(rows, key=lambda r: r["created_at"]):
+            writer.writerow({**base, **row, "text": _safe_cell(row["text"])})
     return out.getvalue()

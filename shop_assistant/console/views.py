@@ -16,13 +16,14 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from shop_assistant.chat import identity
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.runtime.params import parse_day, parse_id
 
-from . import inbox, services, transcripts
+from . import customers, inbox, services, transcripts
 from .access import refuse
 from shop_assistant.chat.events import agent_display_name
-from .models import Action, CannedReply, Label, Note, TranscriptExport
+from .models import Action, CannedReply, Label, Note, Notification, TranscriptExport
 from .roles import can_work_on, is_staff_member, stores_for
 from .tasks import export_transcripts
 
@@ -58,6 +59,13 @@ def conversation_view(view: View) -> View:
     return wrapper
 
 
+def _notifications(user: Any) -> dict[str, Any]:
+    """The bell of every console page: the latest notifications and how many are unread."""
+    latest = Notification.objects.filter(user=user).select_related("conversation", "actor")[:10]
+    return {"notifications": [services.notification_row(n) | {"read": n.read_at is not None} for n in latest],
+            "unread_notifications": services.unread_notifications(user.pk)}
+
+
 def _action(run: Callable[[], Any]) -> JsonResponse:
     try:
         result = run()
@@ -82,6 +90,8 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "stores": stores_for(request.user).order_by("name"),
         "statuses": Conversation.Status.choices,
+        "is_owner": stores_for(request.user, role="owner").exists(),
+        **_notifications(request.user),
     }
     template = "console/_inbox_sections.html" if request.GET.get("partial") else "console/inbox.html"
     return render(request, template, context, status=400 if filters.errors else 200)
@@ -91,16 +101,23 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
 @conversation_view
 def conversation_page(request: HttpRequest, conversation: Conversation) -> HttpResponse:
     services.mark_read(request.user, conversation.pk)
+    services.read_notifications(request.user, conversation.pk)
     context = {
         "conversation": conversation,
+        "title": services.conversation_title(conversation),
+        "customer": customers.context_for(conversation),
         "messages": Message.objects.said().filter(conversation=conversation).order_by("created_at", "id"),
         "notes": Note.objects.filter(conversation=conversation).select_related("author"),
-        "actions": Action.objects.filter(conversation=conversation).select_related("user"),
+        "actions": [(a, services.describe(a)) for a in
+                    Action.objects.filter(conversation=conversation).select_related("user")],
         "labels": Label.objects.filter(store=conversation.store),
         "my_labels": set(conversation.labels.values_list("pk", flat=True)),
-        "canned": CannedReply.objects.filter(store=conversation.store),
+        "canned": [{"id": c.pk, "shortcut": c.shortcut, "text": c.text}
+                   for c in CannedReply.objects.filter(store=conversation.store)],
+        "assignees": [(u.pk, agent_display_name(u)) for u in services.assignees(conversation.store_id)],
         "mine": conversation.status == Conversation.Status.AGENT and conversation.assigned_to_id == request.user.pk,
         "me": agent_display_name(request.user),
+        **_notifications(request.user),
     }
     return render(request, "console/conversation.html", context)
 
@@ -135,7 +152,17 @@ def reopen(request: HttpRequest, conversation: Conversation) -> JsonResponse:
 @require_POST
 @conversation_view
 def reply(request: HttpRequest, conversation: Conversation) -> JsonResponse:
-    return _action(lambda: services.reply(request.user, conversation.pk, request.POST.get("text", "")))
+    canned = parse_id(request.POST.get("canned", ""))
+    return _action(lambda: services.reply(request.user, conversation.pk, request.POST.get("text", ""), canned))
+
+
+@require_POST
+@conversation_view
+def assign(request: HttpRequest, conversation: Conversation) -> JsonResponse:
+    assignee = parse_id(request.POST.get("assignee", ""))
+    if assignee is None:
+        return JsonResponse({"ok": False, "error": "pick an agent of this store"}, status=400)
+    return _action(lambda: services.assign(request.user, conversation.pk, assignee))
 
 
 @require_POST
@@ -146,7 +173,7 @@ def add_note(request: HttpRequest, conversation: Conversation) -> JsonResponse:
     except services.ConsoleError as error:
         return JsonResponse({"ok": False, "error": str(error)}, status=409)
     return JsonResponse(
-        {"ok": True, "note": {"text": note.text, "author": agent_display_name(request.user),
+        {"ok": True, "note": {"id": note.pk, "text": note.text, "author": agent_display_name(request.user),
                               "created_at": note.created_at.isoformat()}}
     )
 
@@ -156,6 +183,13 @@ def add_note(request: HttpRequest, conversation: Conversation) -> JsonResponse:
 def label(request: HttpRequest, conversation: Conversation) -> JsonResponse:
     on = request.POST.get("on", "1") == "1"
     return _action(lambda: services.set_label(request.user, conversation.pk, request.POST.get("name", ""), on))
+
+
+@require_POST
+@staff_only
+def read_notifications(request: HttpRequest) -> JsonResponse:
+    services.read_notifications(request.user)
+    return JsonResponse({"ok": True, "unread": 0})
 
 
 @require_POST
@@ -239,30 +273,50 @@ def export_download(request: HttpRequest, pk: int) -> HttpResponse:
     return _attachment(export.content, export.format, f"transcripts-{export.pk}")
 
 
-# --- canned replies (owners edit, agents use them in the reply box) --------------------------------------------
+# --- canned replies and labels (the store's staff keep them on their own pages) --------------------------------
+
+
+def _store_item_form(request: HttpRequest, model: Any, fields: dict[str, str], role: str) -> tuple[Any, str]:
+    """Create or (with ``pk``) edit one canned reply or label of a store the user holds ``role`` in. (item, "")
+    when saved; (None, error) when it did not validate; raises PermissionError when the store is not theirs."""
+    pk = parse_id(request.POST.get("pk", ""))
+    if pk is not None:
+        item = get_object_or_404(model, pk=pk)
+        if not can_work_on(request.user, item.store_id, role=role):
+            raise PermissionError
+    else:
+        store = parse_id(request.POST.get("store"))
+        if store is None or not can_work_on(request.user, store, role=role):
+            raise PermissionError
+        item = model(store_id=store)
+    for name, value in fields.items():
+        setattr(item, name, value)
+    try:
+        item.full_clean()
+    except ValidationError as exc:
+        return None, "; ".join(exc.messages)
+    item.save()
+    return item, ""
 
 
 @staff_only
 def canned_replies(request: HttpRequest) -> HttpResponse:
+    """Every agent and owner of a store writes, edits and deletes its canned replies (as in Chatwoot)."""
     error = ""
     if request.method == "POST":
-        store = parse_id(request.POST.get("store"))
-        if store is None or not can_work_on(request.user, store, role="owner"):
-            return _forbidden(request)
-        reply = CannedReply(store_id=store, shortcut=request.POST.get("shortcut", "").strip().lower(),
-                            text=request.POST.get("text", "").strip())
+        fields = {"shortcut": request.POST.get("shortcut", "").strip().lower(),
+                  "text": request.POST.get("text", "").strip()}
         try:
-            reply.full_clean()
-        except ValidationError as exc:
-            error = "; ".join(exc.messages)
-        else:
-            reply.save()
+            _, error = _store_item_form(request, CannedReply, fields, role="agent")
+        except PermissionError:
+            return _forbidden(request)
+        if not error:
             return redirect("console:canned")
-    owned = set(stores_for(request.user, role="owner").values_list("pk", flat=True))
+    stores = stores_for(request.user).order_by("name")
     context = {
         "replies": CannedReply.objects.filter(store__in=stores_for(request.user)).select_related("store"),
-        "owned_stores": stores_for(request.user, role="owner").order_by("name"),
-        "owned": owned,
+        "stores": stores,
+        "editing": parse_id(request.GET.get("edit", "")),
         "error": error,
     }
     return render(request, "console/canned.html", context, status=400 if error else 200)
@@ -272,7 +326,49 @@ def canned_replies(request: HttpRequest) -> HttpResponse:
 @staff_only
 def delete_canned_reply(request: HttpRequest, pk: int) -> HttpResponse:
     reply = get_object_or_404(CannedReply, pk=pk)
-    if not can_work_on(request.user, reply.store_id, role="owner"):
+    if not can_work_on(request.user, reply.store_id):
         return _forbidden(request)
     reply.delete()
     return redirect("console:canned")
+
+
+@staff_only
+def labels_page(request: HttpRequest) -> HttpResponse:
+    """The store's preset labels, with their colours: owners make and change them, agents pick from them."""
+    error = ""
+    if request.method == "POST":
+        fields = {"name": request.POST.get("name", "").strip()[:50], "color": request.POST.get("color", "").strip()}
+        try:
+            _, error = _store_item_form(request, Label, fields, role="owner")
+        except PermissionError:
+            return _forbidden(request)
+        if not error:
+            return redirect("console:labels")
+    context = {
+        "labels": Label.objects.filter(store__in=stores_for(request.user)).select_related("store").order_by(
+            "store__name", "name"),
+        "owned_stores": stores_for(request.user, role="owner").order_by("name"),
+        "owned": set(stores_for(request.user, role="owner").values_list("pk", flat=True)),
+        "colors": Label.COLORS,
+        "error": error,
+    }
+    return render(request, "console/labels.html", context, status=400 if error else 200)
+
+
+@require_POST
+@staff_only
+def delete_label(request: HttpRequest, pk: int) -> HttpResponse:
+    label = get_object_or_404(Label, pk=pk)
+    if not can_work_on(request.user, label.store_id, role="owner"):
+        return _forbidden(request)
+    label.delete()
+    return redirect("console:labels")
+
+
+@require_GET
+def identity_page(request: HttpRequest) -> HttpResponse:
+    """Owners only: the key each of their stores signs its customers with (docs/console/README.md), and how."""
+    stores = stores_for(request.user, role="owner").order_by("name")
+    if not stores.exists():
+        return _forbidden(request)
+    return render(request, "console/identity.html", {"stores": [(s, identity.store_secret(s)) for s in stores]})

@@ -6,6 +6,15 @@
 (function () {
   "use strict";
 
+  // Label colours: the CSP allows no style attributes in the markup, so they are set here (CSSOM is allowed).
+  function paintLabels(scope) {
+    (scope || document).querySelectorAll("[data-color]").forEach(function (chip) {
+      var color = chip.getAttribute("data-color");
+      if (/^#[0-9a-fA-F]{6}$/.test(color)) chip.style.setProperty("--label-color", color);
+    });
+  }
+  paintLabels();
+
   var root = document.querySelector("[data-console]");
   if (!root) return;
   var mode = root.getAttribute("data-console");
@@ -101,6 +110,62 @@
   window.addEventListener("focus", clearAlerts);
   document.addEventListener("visibilitychange", clearAlerts);
 
+  // --- notifications (the bell): a conversation assigned to me, live on my own channel ---------------------
+
+  var bellCount = document.getElementById("bell-count");
+  var bellList = document.getElementById("bell-list");
+  var setBell = function (unread) {
+    if (!bellCount) return;
+    bellCount.textContent = String(unread);
+    bellCount.setAttribute("data-unread", String(unread));
+    bellCount.hidden = !unread;
+  };
+  handlers.notification = function (frame) {
+    if (!bellList) return;
+    var empty = document.getElementById("bell-empty");
+    if (empty) empty.remove();
+    var item = el("li", "unread-notification");
+    var link = el("a", null, frame.text);
+    link.href = frame.url;
+    item.appendChild(link);
+    bellList.insertBefore(item, bellList.firstChild);
+    setBell(frame.unread);
+    alertHandoff();
+  };
+  var bellRead = document.getElementById("bell-read");
+  if (bellRead) {
+    bellRead.addEventListener("submit", function (event) {
+      event.preventDefault();
+      post(bellRead.action).then(function (result) {
+        if (!result.ok) return;
+        setBell(0);
+        bellList.querySelectorAll(".unread-notification").forEach(function (li) { li.classList.remove("unread-notification"); });
+      });
+    });
+  }
+
+  // --- keyboard shortcuts (never while typing in a field) ------------------------------------------------
+
+  var shortcuts = {};
+  var dialog = document.getElementById("shortcuts");
+  var showShortcuts = function () { if (dialog && !dialog.open) dialog.showModal(); };
+  shortcuts["?"] = showShortcuts;
+  document.querySelectorAll("[data-shortcuts]").forEach(function (b) { b.addEventListener("click", showShortcuts); });
+  var typingInField = function (target) {
+    return target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
+  };
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing || typingInField(event.target)) return;
+    if (dialog && dialog.open) return;
+    var run = shortcuts[event.key];
+    if (run) { event.preventDefault(); run(event); }
+  });
+  // j/k walk the inbox's order, kept by the inbox page, from a conversation too.
+  var ORDER_KEY = "console:order";
+  var savedOrder = function () {
+    try { return JSON.parse(sessionStorage.getItem(ORDER_KEY) || "[]"); } catch (e) { return []; }
+  };
+
   if (mode === "inbox") {
     var refreshTimer = null;
     var refresh = function () {
@@ -112,10 +177,27 @@
           .then(function (r) { return r.ok ? r.text() : null; })
           .then(function (html) {
             // Server-rendered by Django's template engine (escaped there), the same markup as the first load.
-            if (html !== null) root.innerHTML = html;
+            if (html !== null) { root.innerHTML = html; paintLabels(root); saveOrder(); selected = -1; }
           });
       }, 250);
     };
+    var selected = -1;
+    var rows = function () { return Array.prototype.slice.call(root.querySelectorAll(".inbox-item")); };
+    var select = function (index) {
+      var all = rows();
+      if (!all.length) return;
+      selected = Math.max(0, Math.min(all.length - 1, index));
+      all.forEach(function (row, i) { row.classList.toggle("selected", i === selected); });
+      all[selected].querySelector("a").focus();
+    };
+    var saveOrder = function () {
+      sessionStorage.setItem(ORDER_KEY, JSON.stringify(rows().map(function (row) {
+        return row.getAttribute("data-conversation");
+      })));
+    };
+    saveOrder();
+    shortcuts.j = function () { select(selected + 1); };
+    shortcuts.k = function () { select(selected - 1); };
     handlers.hello = refresh; // after a reconnect, catch up on what was missed
     handlers.inbox = function (frame) {
       if (frame.kind === "handoff") alertHandoff();
@@ -170,6 +252,8 @@
     var errorBox = document.getElementById("action-error");
     var replyForm = document.getElementById("reply-form");
     var replyText = document.getElementById("reply-text");
+    var activityList = document.getElementById("activity");
+    var notesList = document.getElementById("notes");
     var answers = {};
     var typingTimer = null;
     var labels = { bot: "Bot", handoff: "Handoff", agent: "Agent", closed: "Closed" };
@@ -185,16 +269,61 @@
       return node;
     };
 
+    var httpUrl = function (raw) {
+      try {
+        var url = new URL(String(raw || ""), location.href);
+        if ((url.protocol === "http:" || url.protocol === "https:") && /^https?:\/\//i.test(raw)) return url.href;
+      } catch (e) { /* not a URL */ }
+      return null;
+    };
+
+    // The cards the shopper saw: title (a link to the product), price from the catalog, image.
+    var cards = function (items) {
+      var list = el("ul", "cards");
+      (items || []).forEach(function (item) {
+        var card = el("li", "card");
+        var image = httpUrl(item.image);
+        if (image) {
+          var img = el("img");
+          img.src = image;
+          img.alt = "";
+          card.appendChild(img);
+        }
+        var body = el("span", "card-body");
+        var link = httpUrl(item.url);
+        var title = el(link ? "a" : "span", null, item.title || item.sku || "");
+        if (link) { title.href = link; title.target = "_blank"; title.rel = "noopener noreferrer"; }
+        body.appendChild(title);
+        if (item.price) body.appendChild(el("span", "price", item.price + " " + (item.currency || "")));
+        card.appendChild(body);
+        list.appendChild(card);
+      });
+      return list;
+    };
+
+    // The policy quotes the shopper saw under the answer.
+    var quotes = function (items) {
+      var box = el("div", "quotes");
+      (items || []).forEach(function (item) {
+        var quote = el("blockquote");
+        quote.appendChild(el("cite", null, item.title || ""));
+        quote.appendChild(document.createTextNode(item.text || ""));
+        box.appendChild(quote);
+      });
+      return box;
+    };
+
     var render = function () {
       statusBadge.textContent = labels[state.status] || state.status;
       root.setAttribute("data-status", state.status);
+      root.setAttribute("data-mine", state.mine ? "1" : "0");
       root.querySelector("[data-action=take]").disabled = state.mine;
       root.querySelector("[data-action=hand-back]").disabled = state.status !== "agent";
       root.querySelector("[data-action=close]").disabled = state.status === "closed";
       root.querySelector("[data-action=reopen]").disabled = state.status !== "closed";
       replyText.disabled = !state.mine;
       replyForm.querySelector("button").disabled = !state.mine;
-      replyText.placeholder = state.mine ? "Reply to the shopper (Enter sends)" : "Take over to reply…";
+      replyText.placeholder = state.mine ? "Reply to the shopper (Enter sends, / for canned replies)" : "Take over to reply…";
     };
 
     var showTyping = function (text) {
@@ -207,6 +336,19 @@
     var system = function (text) {
       log.appendChild(el("p", "system", text));
       scroll();
+    };
+
+    var addActivity = function (text) {
+      activityList.appendChild(el("li", null, new Date().toLocaleTimeString() + " · " + text));
+    };
+
+    var addNote = function (note) {
+      if (note.id && notesList.querySelector('[data-note="' + note.id + '"]')) return; // mine, already shown
+      var item = el("li");
+      if (note.id) item.setAttribute("data-note", String(note.id));
+      item.appendChild(el("strong", null, note.author));
+      item.appendChild(el("div", null, note.text));
+      notesList.appendChild(item);
     };
 
     handlers.hello = function () { send({ type: "watch", conversation: conversation }); };
@@ -222,11 +364,9 @@
         node.setAttribute("data-message-id", frame.message_id);
         answers[frame.message_id] = node;
       } else if (frame.type === "products" && answers[frame.message_id]) {
-        var list = el("ul", "cards");
-        (frame.items || []).forEach(function (item) {
-          list.appendChild(el("li", null, (item.title || item.sku || "") + " · " + (item.price || "") + " " + (item.currency || "")));
-        });
-        answers[frame.message_id].appendChild(list);
+        answers[frame.message_id].appendChild(cards(frame.items));
+      } else if (frame.type === "sources" && answers[frame.message_id]) {
+        answers[frame.message_id].appendChild(quotes(frame.items));
       } else if (frame.type === "token" && answers[frame.message_id]) {
         answers[frame.message_id].querySelector(".text").appendChild(document.createTextNode(frame.text));
         scroll();
@@ -260,14 +400,30 @@
       else if (frame.kind === "handed_back" && state.status === "closed") { state.status = "bot"; render(); }
       else if (frame.kind === "message") post(location.pathname + "read");
     };
+    // What any agent (this one in another tab included) did to this conversation, live.
+    handlers.activity = function (frame) {
+      if (frame.conversation !== conversation) return;
+      addActivity(frame.by + " · " + frame.text);
+      if (frame.note) addNote(frame.note);
+      if (frame.label) {
+        root.querySelectorAll("#labels input[data-label]").forEach(function (box) {
+          if (box.getAttribute("data-label") === frame.label.name) box.checked = frame.label.on;
+        });
+      }
+      if (frame.assigned_to) {
+        state.status = "agent";
+        state.mine = frame.assigned_to === me;
+        assignee.textContent = "with " + frame.assigned_to;
+        render();
+      }
+    };
 
     root.querySelectorAll("[data-action]").forEach(function (button) {
       button.addEventListener("click", function () {
         errorBox.textContent = "";
         post(location.pathname + button.getAttribute("data-action")).then(function (result) {
           if (!result.ok) { errorBox.textContent = result.error || "failed"; return; }
-          var activity = document.getElementById("activity");
-          activity.appendChild(el("li", null, new Date().toLocaleTimeString() + " · you · " + button.textContent));
+          // The activity line comes back live, as it does to every agent watching.
           state.status = result.status;
           state.mine = result.status === "agent" && result.assigned_to === me;
           assignee.textContent = result.assigned_to ? "with " + result.assigned_to : "";
@@ -277,27 +433,97 @@
       });
     });
 
+    var assignForm = document.getElementById("assign-form");
+    assignForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      errorBox.textContent = "";
+      post(assignForm.action, { assignee: assignForm.querySelector("select").value }).then(function (result) {
+        if (!result.ok) { errorBox.textContent = result.error || "failed"; return; }
+        state.status = result.status;
+        state.mine = result.status === "agent" && result.assigned_to === me;
+        assignee.textContent = result.assigned_to ? "with " + result.assigned_to : "";
+        render();
+      });
+    });
+
+    // --- the reply box and its "/" picker of canned replies ------------------------------------------------
+
+    var cannedData = document.getElementById("canned-data");
+    var canned = cannedData ? JSON.parse(cannedData.textContent) : [];
+    var picker = document.getElementById("canned-picker");
+    var pick = { items: [], index: 0, used: null };
+    var customerName = root.getAttribute("data-customer-name") || "";
+    var customerEmail = root.getAttribute("data-customer-email") || "";
+    var fill = function (text) {
+      // {name}-style placeholders from what the console knows of the customer; unknown ones stay for the agent.
+      var values = { name: customerName, first_name: customerName.split(" ")[0], email: customerEmail };
+      return text.replace(/\{(name|first_name|email)\}/g, function (all, key) { return values[key] || all; });
+    };
+    var closePicker = function () { picker.hidden = true; pick.items = []; };
+    var drawPicker = function () {
+      while (picker.firstChild) picker.removeChild(picker.firstChild);
+      pick.items.forEach(function (item, i) {
+        var option = el("li", i === pick.index ? "active" : null);
+        option.setAttribute("role", "option");
+        option.setAttribute("aria-selected", i === pick.index ? "true" : "false");
+        option.appendChild(el("strong", null, "/" + item.shortcut));
+        option.appendChild(el("span", null, " " + item.text));
+        option.addEventListener("mousedown", function (event) { event.preventDefault(); choose(i); });
+        picker.appendChild(option);
+      });
+      picker.hidden = !pick.items.length;
+    };
+    var choose = function (i) {
+      var item = pick.items[i];
+      if (!item) return;
+      replyText.value = fill(item.text);
+      pick.used = item.id;
+      closePicker();
+      replyText.focus();
+    };
+    var updatePicker = function () {
+      var match = /^\/([-\w]*)$/.exec(replyText.value);
+      if (!match) { closePicker(); return; }
+      var query = match[1].toLowerCase();
+      pick.items = canned.filter(function (c) { return c.shortcut.indexOf(query) === 0; })
+        .concat(canned.filter(function (c) { return query && c.shortcut.indexOf(query) > 0; }));
+      pick.index = 0;
+      drawPicker();
+    };
+
     var sendReply = function () {
       var text = replyText.value.trim();
       if (!text) return;
-      post(replyForm.action, { text: text }).then(function (result) {
+      var data = { text: text };
+      if (pick.used) data.canned = String(pick.used);
+      post(replyForm.action, data).then(function (result) {
         if (!result.ok) { errorBox.textContent = result.error || "failed"; return; }
         replyText.value = "";
+        pick.used = null;
       });
     };
     replyForm.addEventListener("submit", function (event) { event.preventDefault(); sendReply(); });
     replyText.addEventListener("keydown", function (event) {
+      if (!picker.hidden && pick.items.length) {
+        if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+          event.preventDefault();
+          var step = event.key === "ArrowDown" ? 1 : -1;
+          pick.index = (pick.index + step + pick.items.length) % pick.items.length;
+          drawPicker();
+          return;
+        }
+        if (event.key === "Enter" || event.key === "Tab") { event.preventDefault(); choose(pick.index); return; }
+        if (event.key === "Escape") { event.preventDefault(); closePicker(); return; }
+      }
+      if (event.key === "Escape") { replyText.blur(); return; }
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); sendReply(); }
     });
-    replyText.addEventListener("input", function () { send({ type: "typing", conversation: conversation }); });
-    var canned = document.getElementById("canned");
-    if (canned) {
-      canned.addEventListener("change", function () {
-        if (canned.value) replyText.value = canned.value;
-        canned.value = "";
-        replyText.focus();
-      });
-    }
+    replyText.addEventListener("input", function () {
+      if (!replyText.value) pick.used = null;
+      updatePicker();
+      send({ type: "typing", conversation: conversation });
+    });
+    replyText.addEventListener("blur", function () { setTimeout(closePicker, 150); });
 
     var noteForm = document.getElementById("note-form");
     noteForm.addEventListener("submit", function (event) {
@@ -305,40 +531,34 @@
       var box = noteForm.querySelector("textarea");
       post(noteForm.action, { text: box.value }).then(function (result) {
         if (!result.ok) { errorBox.textContent = result.error || "failed"; return; }
-        var item = el("li");
-        item.appendChild(el("strong", null, result.note.author));
-        item.appendChild(el("div", null, result.note.text));
-        document.getElementById("notes").appendChild(item);
+        addNote(result.note);
         box.value = "";
       });
     });
 
     var labelForm = document.getElementById("label-form");
-    var setLabel = function (name, on) { return post(labelForm.action, { name: name, on: on ? "1" : "0" }); };
-    labelForm.addEventListener("submit", function (event) {
-      event.preventDefault();
-      var input = labelForm.querySelector("input[name=name]");
-      var name = input.value.trim();
-      if (!name) return;
-      setLabel(name, true).then(function (result) {
-        if (!result.ok) return;
-        var item = el("li");
-        var label = el("label");
-        var box = el("input");
-        box.type = "checkbox";
-        box.checked = true;
-        box.setAttribute("data-label", name);
-        label.appendChild(box);
-        label.appendChild(document.createTextNode(" " + name));
-        item.appendChild(label);
-        document.getElementById("labels").appendChild(item);
-        input.value = "";
-      });
-    });
     document.getElementById("labels").addEventListener("change", function (event) {
       var name = event.target.getAttribute("data-label");
-      if (name) setLabel(name, event.target.checked);
+      if (!name) return;
+      post(labelForm.action, { name: name, on: event.target.checked ? "1" : "0" }).then(function (result) {
+        if (!result.ok) { errorBox.textContent = result.error || "failed"; event.target.checked = !event.target.checked; }
+      });
     });
+
+    // Shortcuts of this page.
+    var go = function (step) {
+      var order = savedOrder();
+      var at = order.indexOf(conversation);
+      var next = order[at + step];
+      if (at >= 0 && next) location.href = "/console/c/" + next + "/";
+    };
+    shortcuts.j = function () { go(1); };
+    shortcuts.k = function () { go(-1); };
+    shortcuts.r = function () { if (!replyText.disabled) replyText.focus(); };
+    shortcuts.n = function () { noteForm.querySelector("textarea").focus(); };
+    shortcuts.t = function () { root.querySelector("[data-action=take]").click(); };
+    shortcuts.e = function () { root.querySelector("[data-action=close]").click(); };
+    shortcuts.u = function () { location.href = "/console/"; };
 
     render();
     scroll();

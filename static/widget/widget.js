@@ -622,11 +622,25 @@
     }
   }
 
+  // What the store's page knows, sent on every connect (docs/console/README.md): data-customer (the JSON its server
+  // signed), data-customer-signature, data-page-url (else this page), data-cart (JSON). The server keeps the
+  // customer only when the signature verifies.
+  function pageContext() {
+    var params = new URLSearchParams();
+    var customer = script.getAttribute("data-customer");
+    var signature = script.getAttribute("data-customer-signature");
+    if (customer && signature) { params.set("customer", customer); params.set("customer_sig", signature); }
+    params.set("page", script.getAttribute("data-page-url") || location.href);
+    var cart = script.getAttribute("data-cart");
+    if (cart) params.set("cart", cart);
+    return "&" + params.toString();
+  }
+
   function connect() {
     if (stopped || (ws && ws.readyState <= 1)) return;
     clearTimeout(reconnectTimer);
     var saved = loadSaved();
-    var url = wsBase + "?store=" + encodeURIComponent(store) + (saved.token ? "&resume=" + encodeURIComponent(saved.token) : "");
+    var url = wsBase + "?store=" + encodeURIComponent(store) + (saved.token ? "&resume=" + encodeURIComponent(saved.token) : "") + pageContext();
     setStatus(attempts ? "Reconnecting\u2026" : "Connecting\u2026");
     var socket = new WebSocket(url);
     ws = socket;

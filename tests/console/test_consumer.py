@@ -186,3 +186,50 @@ async def test_taking_over_stops_the_answer_being_written(chat_engine, chat_sett
         frames.append(await shopper.receive())
     assert {"type": "agent_joined", "agent": "Dana"} in frames
     assert frames[-1]["finish_reason"] == "abort" and frames[-1]["usage"]["completion_tokens"] < 200
+
+
+async def test_notes_labels_and_assignments_reach_every_console_watching_live(asgi_app, ws):
+    """Agent A's note, label and assignment appear at once in agent B's open conversation; B's bell rings; the
+    shopper's socket hears none of it, and another store's console hears nothing."""
+    from shop_assistant.chat.conversations import new_conversation
+    from shop_assistant.console.models import Label
+
+    world = await database_sync_to_async(build_world)()
+    conversation, token = await database_sync_to_async(new_conversation)(world.store_a)
+    await database_sync_to_async(Label.objects.create)(store=world.store_a, name="vip", color="#8250df")
+    dana, olivia = world.users["agent"], world.users["owner"]
+    watcher = await console_for(asgi_app, olivia)
+    outsider = await console_for(asgi_app, world.users["other_agent"])
+    assert (await watcher.connect())["type"] == "hello" and (await outsider.connect())["type"] == "hello"
+    await watcher.send({"type": "watch", "conversation": str(conversation.pk)})
+    await watcher.receive_until(lambda f: f["type"] == "watching")
+    shopper = await ws(f"/ws/chat/?store=alpha&resume={token}")
+
+    await database_sync_to_async(services.take_over)(dana, conversation.pk)
+    taken, _ = await watcher.receive_until(lambda f: f["type"] == "activity")
+    assert taken["kind"] == "take_over" and taken["by"] == "Dana"
+
+    await database_sync_to_async(services.add_note)(dana, conversation.pk, "Asked twice already")
+    note, _ = await watcher.receive_until(lambda f: f["type"] == "activity")
+    assert note["kind"] == "note" and note["by"] == "Dana" and note["note"]["text"] == "Asked twice already"
+    await database_sync_to_async(services.set_label)(dana, conversation.pk, "vip", True)
+    label, _ = await watcher.receive_until(lambda f: f["type"] == "activity")
+    assert label["label"] == {"name": "vip", "color": "#8250df", "on": True} and label["text"] == "Label vip"
+
+    await database_sync_to_async(services.assign)(dana, conversation.pk, olivia.pk)
+    bell, frames = await watcher.receive_until(lambda f: f["type"] == "notification")
+    assigned = next(f for f in frames if f["type"] == "activity")
+    assert assigned["kind"] == "assign" and assigned["assigned_to"] == "Olivia"
+    assert bell["unread"] == 1 and bell["url"] == f"/console/c/{conversation.pk}/"
+    assert bell["text"] == f"Dana assigned you {str(conversation.pk)[:8]}"
+    # The shopper sees only that Dana left and Olivia joined; nothing of notes, labels or the bell.
+    seen = [await shopper.receive()]
+    while seen[-1] != {"type": "agent_joined", "agent": "Olivia"}:
+        seen.append(await shopper.receive())
+    # (its connection may have told it Dana is there twice: once on opening, racing the take-over, once live)
+    assert {f["type"] for f in seen} == {"agent_joined", "agent_left"}
+    assert seen[-2:] == [{"type": "agent_left", "agent": "Dana"}, {"type": "agent_joined", "agent": "Olivia"}]
+    assert await shopper.comm.receive_nothing(timeout=0.3)
+    assert await outsider.comm.receive_nothing(timeout=0.3)
+    await watcher.close()
+    await outsider.close()

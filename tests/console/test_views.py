@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from shop_assistant.chat.models import Conversation
-from shop_assistant.console.models import Action, CannedReply, Label, Note, TranscriptExport
+from shop_assistant.console.models import Action, CannedReply, Label, Note, Notification, TranscriptExport
 
 from .conftest import ALLOWED, ROLES, add_message, http_client, make_conversation
 
@@ -89,20 +89,26 @@ def test_take_over_reply_hand_back_close_are_logged_with_who_and_when(transactio
                    ("olivia", "reopen")]
     assert all(abs(a.created_at - timezone.now()) < dt.timedelta(minutes=1) for a in Action.objects.all())
     page = dana.get(base).content.decode()
-    assert "Take over" in page and "olivia" in page  # the activity list shows who did what
+    assert "Take over" in page and "Olivia · Close" in page  # the activity list shows who did what
 
 
 def test_labels_canned_replies_and_escaped_output(world):
     conversation = make_conversation(world.store_a)
     add_message(conversation, "user", '<script>alert("x")</script>')
     CannedReply.objects.create(store=world.store_a, shortcut="returns", text="Returns are free for 30 days.")
+    Label.objects.create(store=world.store_a, name="refund", color="#cf222e")
     client = http_client(world.users["agent"])
     base = f"/console/c/{conversation.pk}/"
+    # Labels are the store's presets: a free-text one is refused with a message that says where to add it.
+    refused = client.post(base + "label", {"name": "refunds please"})
+    assert refused.status_code == 409 and "Labels page" in refused.json()["error"]
+    assert Label.objects.count() == 1
     assert client.post(base + "label", {"name": "refund"}).json()["ok"]
     assert list(conversation.labels.values_list("name", flat=True)) == ["refund"]
     page = client.get(base).content.decode()
     assert "<script>alert" not in page and "&lt;script&gt;alert" in page
-    assert "Returns are free for 30 days." in page and "/returns" in page
+    assert "Returns are free for 30 days." in page and '"shortcut": "returns"' in page  # the "/" picker's data
+    assert 'data-color="#cf222e"' in page
     assert client.post(base + "label", {"name": "refund", "on": "0"}).json()["ok"]
     assert not conversation.labels.exists() and Label.objects.filter(store=world.store_a, name="refund").exists()
 
@@ -180,25 +186,28 @@ def test_range_export_runs_as_a_task_with_progress_and_only_allowed_stores(world
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_canned_replies_owners_edit_agents_read(world, role):
+def test_canned_replies_the_stores_agents_and_owners_add_edit_and_delete(world, role):
     client = http_client(world.users[role])
     added = client.post("/console/canned/", {"store": world.store_a.pk, "shortcut": "hours", "text": "9 to 5."})
     page = client.get("/console/canned/")
-    if role in ("owner", "superuser"):
+    if role in ALLOWED:
         assert added.status_code == 302 and CannedReply.objects.get(shortcut="hours").store == world.store_a
         assert b"9 to 5." in page.content
         duplicate = client.post("/console/canned/", {"store": world.store_a.pk, "shortcut": "hours", "text": "x"})
         assert duplicate.status_code == 400 and CannedReply.objects.count() == 1
-        assert client.post(f"/console/canned/{CannedReply.objects.get().pk}/delete").status_code == 302
+        reply = CannedReply.objects.get()
+        edited = client.post("/console/canned/", {"pk": reply.pk, "shortcut": "hours", "text": "9 to 6, {name}."})
+        assert edited.status_code == 302 and CannedReply.objects.get().text == "9 to 6, {name}."
+        assert client.post(f"/console/canned/{reply.pk}/delete").status_code == 302
         assert not CannedReply.objects.exists()
         return
     assert added.status_code == 403 and not CannedReply.objects.exists()
     reply = CannedReply.objects.create(store=world.store_a, shortcut="hi", text="Hello from us")
     page = client.get("/console/canned/")
     assert client.post(f"/console/canned/{reply.pk}/delete").status_code == 403 and CannedReply.objects.exists()
-    if role == "agent":
-        assert page.status_code == 200 and b"Hello from us" in page.content
-    elif role == "other_agent":
+    edit = client.post("/console/canned/", {"pk": reply.pk, "shortcut": "hi", "text": "Changed"})
+    assert edit.status_code == 403 and CannedReply.objects.get().text == "Hello from us"
+    if role == "other_agent":
         assert page.status_code == 200 and b"Hello from us" not in page.content
     else:
         assert page.status_code == (302 if role == "anonymous" else 403)
@@ -265,3 +274,240 @@ def test_an_answer_in_progress_is_not_shown_as_a_blank_message(world):
     pending.save()
     exported = json.loads(client.get(base + "export.json").content)["conversations"][0]["messages"]
     assert [m["role"] for m in exported] == ["user", "assistant"]
+
+
+# --- the agent's experience, as in Chatwoot: who the shopper is (signed or typed), the page and the cart, earlier
+# conversations, cards, quotes, ratings, preset labels, assignment with notifications, canned replies in use, the
+# activity list and exports with the team's notes, labels and actions. Every role rule along the way. ---------
+
+ADA = {"id": "c-42", "name": "Ada Lovelace", "email": "ada@example.com"}
+
+
+def test_the_sidebar_shows_the_signed_customer_page_cart_and_earlier_conversations(world):
+    conversation = make_conversation(world.store_a, customer=ADA, page_url="https://shop.example.com/p/boots",
+                                     cart=[{"title": "Trail boots", "quantity": 2, "price": "89.90",
+                                            "currency": "EUR"}])
+    add_message(conversation, "user", "Do these run small?")
+    earlier = make_conversation(world.store_a, status="closed", customer={"id": "c-42"}, csat_rating=5)
+    by_email = make_conversation(world.store_a, shopper_email="ADA@example.com")
+    stranger = make_conversation(world.store_a, customer={"id": "c-7", "email": "bob@example.com"})
+    elsewhere = make_conversation(world.store_b, customer=ADA)  # another store: never shown
+    page = http_client(world.users["agent"]).get(f"/console/c/{conversation.pk}/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "Ada Lovelace" in html and 'id="customer-email">ada@example.com <span class="verified"' in html
+    assert 'href="https://shop.example.com/p/boots"' in html and "2 × Trail boots · 89.90 EUR" in html
+    earlier_ids = {c.pk for c in page.context["customer"].earlier}
+    assert earlier_ids == {earlier.pk, by_email.pk}
+    assert f"/console/c/{earlier.pk}/" in html and str(stranger.pk) not in html and str(elsewhere.pk) not in html
+    assert page.context["title"] == "Ada Lovelace"
+
+
+def test_an_email_the_shopper_typed_is_marked_unverified(world):
+    conversation = make_conversation(world.store_a, shopper_email="typed@example.com")
+    html = http_client(world.users["agent"]).get(f"/console/c/{conversation.pk}/").content.decode()
+    assert 'typed@example.com <span class="unverified"' in html and 'class="verified"' not in html
+
+
+def test_inbox_rows_are_named_by_the_customer_preview_the_shoppers_last_words_and_show_the_rating(world):
+    named = make_conversation(world.store_a, customer={"id": "c-1", "name": "Ada Lovelace"}, csat_rating=4)
+    Label.objects.create(store=world.store_a, name="vip", color="#8250df").conversations.add(named)
+    add_message(named, "user", "Where is order 1234?")
+    add_message(named, "assistant", "Orders ship within two days.", finish_reason="stop")
+    typed = make_conversation(world.store_a, shopper_email="typed@example.com")
+    add_message(typed, "user", "Hello?")
+    anonymous = make_conversation(world.store_a)
+    add_message(anonymous, "user", "Hi")
+    html = http_client(world.users["agent"]).get("/console/?partial=1").content.decode()
+    row = html[html.index(f'data-conversation="{named.pk}"'):]
+    row = row[: row.index("</li>")]
+    assert "Ada Lovelace" in row and "★ 4/5" in row and 'data-color="#8250df">vip<' in row
+    assert "Shopper: Where is order 1234?" in row and "two days" not in row
+    assert "typed@example.com" in html
+    anonymous_row = html[html.index(f'data-conversation="{anonymous.pk}"'):]
+    assert str(anonymous.pk)[:8] in anonymous_row[: anonymous_row.index("</li>")]
+
+
+def test_answers_show_their_cards_quotes_and_thumbs(world):
+    conversation = make_conversation(world.store_a, csat_rating=2, csat_comment="Too slow")
+    add_message(conversation, "user", "Rain jackets?")
+    add_message(
+        conversation, "assistant", "We have two.", finish_reason="stop", rating=-1,
+        products=[{"sku": "J1", "title": "Storm jacket", "price": "120.00", "currency": "EUR",
+                   "url": "https://shop.example.com/p/j1", "image": "https://cdn.example.com/j1.jpg"},
+                  {"sku": "J2", "title": "Evil jacket", "price": "1.00", "currency": "EUR",
+                   "url": "javascript:alert(1)", "image": "javascript:alert(2)"}],
+        quotes=[{"title": "Returns policy", "text": "Returns are free within 30 days."}],
+    )
+    html = http_client(world.users["agent"]).get(f"/console/c/{conversation.pk}/").content.decode()
+    assert '<a href="https://shop.example.com/p/j1"' in html and 'src="https://cdn.example.com/j1.jpg"' in html
+    assert "120.00 EUR" in html and "Evil jacket" in html and "javascript:" not in html
+    assert "<cite>Returns policy</cite>Returns are free within 30 days." in html
+    assert "rated not helpful" in html and "Rated ★ 2/5" in html and "Too slow" in html
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_owners_manage_the_stores_labels_agents_pick_them(world, role):
+    client = http_client(world.users[role])
+    added = client.post("/console/labels/", {"store": world.store_a.pk, "name": "vip", "color": "#8250df"})
+    if role in ("owner", "superuser"):
+        assert added.status_code == 302
+        label = Label.objects.get(name="vip")
+        assert label.store == world.store_a and label.color == "#8250df"
+        bad = client.post("/console/labels/", {"store": world.store_a.pk, "name": "x", "color": "red;x"})
+        assert bad.status_code == 400 and not Label.objects.filter(name="x").exists()
+        assert client.post("/console/labels/", {"pk": label.pk, "name": "vip", "color": "#2da44e"}).status_code == 302
+        assert Label.objects.get().color == "#2da44e"
+        assert client.post(f"/console/labels/{label.pk}/delete").status_code == 302 and not Label.objects.exists()
+        return
+    assert added.status_code == 403 and not Label.objects.exists()
+    label = Label.objects.create(store=world.store_a, name="refund", color="#cf222e")
+    assert client.post("/console/labels/", {"pk": label.pk, "name": "x", "color": "#000000"}).status_code == 403
+    assert client.post(f"/console/labels/{label.pk}/delete").status_code == 403
+    assert Label.objects.get().name == "refund"
+    page = client.get("/console/labels/")
+    if role == "agent":  # reads them, with no form to change them
+        assert page.status_code == 200 and b"refund" in page.content and b"Add one" not in page.content
+        conversation = make_conversation(world.store_a)
+        assert client.post(f"/console/c/{conversation.pk}/label", {"name": "refund"}).json()["ok"]
+        assert Action.objects.get(kind="label").detail["label"] == "refund"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_assigning_to_a_named_agent_of_the_store_notifies_them(world, role):
+    conversation = make_conversation(world.store_a, "handoff")
+    owner = world.users["owner"]
+    response = http_client(world.users[role]).post(f"/console/c/{conversation.pk}/assign", {"assignee": owner.pk})
+    conversation.refresh_from_db()
+    if role not in ALLOWED:
+        assert response.status_code == 403  # an action, even logged out: no login redirect
+        assert conversation.assigned_to is None
+        assert not Notification.objects.exists()
+        return
+    assert response.json() == {"ok": True, "status": "agent", "assigned_to": "Olivia"}
+    assert conversation.assigned_to == owner and conversation.status == "agent"
+    action = Action.objects.get(kind="assign")
+    assert action.user == world.users[role] and action.detail["to"] == "Olivia"
+    if role == "owner":  # assigning it to oneself tells nobody
+        assert not Notification.objects.exists()
+        return
+    notification = Notification.objects.get()
+    assert notification.user == owner and notification.actor == world.users[role] and notification.read_at is None
+    olivia = http_client(owner)
+    assert 'data-unread="1"' in olivia.get("/console/").content.decode()
+    olivia.get(f"/console/c/{conversation.pk}/")  # opening it reads the notification
+    assert Notification.objects.get().read_at is not None
+
+
+def test_assignment_is_only_to_the_stores_staff_and_taking_someones_conversation_says_how(world):
+    conversation = make_conversation(world.store_a, "handoff")
+    dana, olivia = http_client(world.users["agent"]), http_client(world.users["owner"])
+    base = f"/console/c/{conversation.pk}/"
+    stranger = dana.post(base + "assign", {"assignee": world.users["other_agent"].pk})
+    assert stranger.status_code == 409 and "agent of this store" in stranger.json()["error"]
+    assert dana.post(base + "assign", {"assignee": "x"}).status_code == 400
+    assert dana.post(base + "take").json()["status"] == "agent"
+    refused = olivia.post(base + "take")
+    assert refused.status_code == 409 and "Dana already has this conversation" in refused.json()["error"]
+    assert "Assign to" in refused.json()["error"]
+    # Explicitly reassigning it is how one takes it over; Dana is told.
+    assert olivia.post(base + "assign", {"assignee": world.users["owner"].pk}).json()["assigned_to"] == "Olivia"
+    assert Notification.objects.count() == 0  # she took it herself
+    assert olivia.post(base + "assign", {"assignee": world.users["agent"].pk}).json()["assigned_to"] == "Dana"
+    assert Notification.objects.get().user == world.users["agent"]
+
+
+def test_read_notifications_needs_a_staff_member(world):
+    conversation = make_conversation(world.store_a)
+    Notification.objects.create(user=world.users["agent"], conversation=conversation, kind="assigned",
+                                actor=world.users["owner"])
+    assert http_client(None).post("/console/notifications/read").status_code == 403
+    assert http_client(world.users["plain"]).post("/console/notifications/read").status_code == 403
+    assert Notification.objects.get().read_at is None
+    assert http_client(world.users["agent"]).post("/console/notifications/read").json() == {"ok": True, "unread": 0}
+    assert Notification.objects.get().read_at is not None
+
+
+def test_notes_labels_canned_replies_and_assignments_are_in_the_activity_list_and_the_exports(world):
+    conversation = make_conversation(world.store_a)
+    add_message(conversation, "user", "Refund please")
+    Label.objects.create(store=world.store_a, name="refund", color="#cf222e")
+    template = CannedReply.objects.create(store=world.store_a, shortcut="refund", text="Refunds take 5 days.")
+    dana = http_client(world.users["agent"])
+    base = f"/console/c/{conversation.pk}/"
+    assert dana.post(base + "note", {"text": "=Check the order first"}).json()["ok"]
+    assert dana.post(base + "label", {"name": "refund"}).json()["ok"]
+    assert dana.post(base + "assign", {"assignee": world.users["agent"].pk}).json()["ok"]
+    Action.objects.create(conversation=conversation, user=world.users["agent"], kind="canned",
+                          detail={"shortcut": template.shortcut})
+    html = dana.get(base).content.decode()
+    activity = html[html.index('id="activity"'):]
+    for line in ("Note: =Check the order first", "Label refund", "Assign to Dana", "Canned /refund"):
+        assert line in activity, line
+
+    data = json.loads(dana.get(base + "export.json").content)["conversations"][0]
+    assert data["labels"] == ["refund"]
+    assert [(n["author"], n["text"]) for n in data["notes"]] == [("Dana", "=Check the order first")]
+    assert [a["kind"] for a in data["activity"]] == ["note", "label", "assign", "canned"]
+    rows = list(csv.DictReader(io.StringIO(dana.get(base + "export.csv").content.decode())))
+    assert {r["kind"] for r in rows} == {"message", "note", "activity"}
+    note = next(r for r in rows if r["kind"] == "note")
+    assert note["text"] == "'=Check the order first" and note["agent"] == "Dana" and note["labels"] == "refund"
+    assert any(r["kind"] == "activity" and r["text"] == "Label refund" for r in rows)
+    assert Note.objects.count() == 1
+
+
+def test_a_reply_from_a_canned_reply_is_logged_with_its_shortcut(transactional_db, world):
+    conversation = make_conversation(world.store_a)
+    template = CannedReply.objects.create(store=world.store_a, shortcut="hours", text="We answer 9 to 5.")
+    other_store = CannedReply.objects.create(store=world.store_b, shortcut="secret", text="x")
+    dana = http_client(world.users["agent"])
+    base = f"/console/c/{conversation.pk}/"
+    assert dana.post(base + "take").json()["ok"]
+    assert dana.post(base + "reply", {"text": "We answer 9 to 5.", "canned": template.pk}).json()["ok"]
+    assert dana.post(base + "reply", {"text": "Anything else?", "canned": other_store.pk}).json()["ok"]
+    kinds = list(Action.objects.filter(conversation=conversation).values_list("kind", "detail__shortcut"))
+    assert kinds == [("take_over", None), ("canned", "hours"), ("reply", None), ("reply", None)]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_only_owners_see_their_stores_signing_key(world, role):
+    from shop_assistant.chat import identity
+
+    response = http_client(world.users[role]).get("/console/identity/")
+    secret_a, secret_b = identity.store_secret(world.store_a), identity.store_secret(world.store_b)
+    if role == "anonymous":
+        assert response.status_code == 302
+    elif role in ("owner", "superuser"):
+        html = response.content.decode()
+        assert response.status_code == 200 and secret_a in html
+        assert (secret_b in html) == (role == "superuser")
+    else:
+        assert response.status_code == 403 and secret_a.encode() not in response.content
+
+
+def test_a_resolved_conversation_is_reopened_before_it_is_assigned(world):
+    conversation = make_conversation(world.store_a, "closed")
+    response = http_client(world.users["agent"]).post(f"/console/c/{conversation.pk}/assign",
+                                                      {"assignee": world.users["owner"].pk})
+    assert response.status_code == 409 and "reopen it first" in response.json()["error"]
+    conversation.refresh_from_db()
+    assert conversation.status == "closed" and conversation.assigned_to is None and not Notification.objects.exists()
+
+
+def test_the_inbox_title_is_just_the_inbox_and_the_shortcut_list_is_in_the_page(world):
+    html = http_client(world.users["agent"]).get("/console/").content.decode()
+    assert "<title>Inbox" in html and html.index('id="shortcuts"') > html.index("<main")
+
+
+def test_a_range_export_carries_the_notes_labels_and_activity_too(world):
+    conversation = make_conversation(world.store_a)
+    add_message(conversation, "user", "Hello")
+    Label.objects.create(store=world.store_a, name="refund").conversations.add(conversation)
+    Note.objects.create(conversation=conversation, author=world.users["owner"], text="Called them back")
+    client = http_client(world.users["agent"])
+    started = client.post("/console/exports/", {"format": "json", "store": world.store_a.pk}).json()
+    progress = client.get(started["progress_url"]).json()  # eager Celery: already done
+    data = json.loads(client.get(progress["download_url"]).content)["conversations"]
+    assert data[0]["labels"] == ["refund"] and data[0]["notes"][0]["text"] == "Called them back"
+    assert data[0]["notes"][0]["author"] == "Olivia"
