@@ -59,7 +59,9 @@ def test_an_import_records_a_new_or_changed_policy_as_a_published_version_when_i
     assert [v for v, *_ in history(doc)] == [1, 2]
 
 
-def test_nothing_is_recorded_before_the_commit_nor_when_the_change_rolls_back(store, django_capture_on_commit_callbacks):
+def test_nothing_is_recorded_before_the_commit_nor_when_the_change_rolls_back(
+    store, django_capture_on_commit_callbacks
+):
     doc = StoreDocument.objects.create(store=store, kind="returns", title="Returns", body=RETURNS)
     documents.record_outside_change(doc)
     with django_capture_on_commit_callbacks(execute=True):
