@@ -13,6 +13,10 @@ class StudioConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_save
 
-        from .receivers import give_new_store_the_default_prompt
+        from .receivers import give_new_store_the_default_prompt, record_a_document_written_outside_the_studio
 
         post_save.connect(give_new_store_the_default_prompt, sender="catalog.Store", dispatch_uid="studio-default-prompt")
+        post_save.connect(
+            record_a_document_written_outside_the_studio, sender="catalog.StoreDocument",
+            dispatch_uid="studio-document-versions",
+        )

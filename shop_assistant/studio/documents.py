@@ -49,31 +49,46 @@ def published_version(document: StoreDocument) -> DocumentVersion | None:
     return DocumentVersion.objects.filter(document=document, status=DocumentVersion.Status.PUBLISHED).first()
 
 
-def _in_step(document: StoreDocument, published: DocumentVersion | None) -> bool:
+def in_step(document: StoreDocument, published: DocumentVersion | None) -> bool:
+    """Whether the document's text (what shoppers are quoted) is its published version's: False only when an
+    import, the admin or a queryset update changed it and the change is not recorded yet."""
     if published is None:
         return not document.body.strip()
     return (published.title, published.body) == (document.title, document.body)
 
 
-def ensure_history(document: StoreDocument) -> DocumentVersion | None:
-    """The published version, recording the document's text as a new published version first when it changed
-    outside the studio: a document made before versions (v1, "as it was"), or one an import or the admin
-    rewrote since (the text shoppers are quoted is always the document's)."""
-    published = published_version(document)
-    if _in_step(document, published):
+OUTSIDE_NOTE = "changed outside the studio (import or admin)"
+FIRST_OUTSIDE_NOTE = "written outside the studio (import or admin)"
+
+
+def record_outside_change(document: StoreDocument) -> DocumentVersion | None:
+    """Record the document's text as a new published version when it changed outside the studio (an import, the
+    admin), and return the published version. Called when such a change is saved (``receivers``, once the
+    change is committed) and before the studio writes a document, never from a page that only reads: the
+    studio's own publish writes the text and its version together, so then there is nothing to record."""
+
+    def unrecorded() -> tuple[StoreDocument | None, DocumentVersion | None, bool]:
+        # The row as it is now, not ``document`` (which may predate the change).
+        current = StoreDocument.objects.filter(pk=document.pk).first()
+        if current is None:  # deleted since
+            return None, None, False
+        published = published_version(current)
+        return current, published, not in_step(current, published)
+
+    current, published, changed = unrecorded()
+    if not changed:
         return published
 
     def work() -> DocumentVersion | None:
-        current = StoreDocument.objects.get(pk=document.pk)
-        published = published_version(current)
-        if _in_step(current, published):
+        current, published, changed = unrecorded()  # again, under the store's lock
+        if current is None or not changed:
             return published
         if published is not None:
             DocumentVersion.objects.filter(pk=published.pk).update(status=DocumentVersion.Status.ARCHIVED)
         return DocumentVersion.objects.create(
             document=current, version=_next_version(current.pk), title=current.title, body=current.body,
             status=DocumentVersion.Status.PUBLISHED, published_at=timezone.now(),
-            note="changed outside the studio (import or admin)" if published is not None else "as it was",
+            note=OUTSIDE_NOTE if published is not None else FIRST_OUTSIDE_NOTE,
         )
 
     return _in_store_transaction(document.store_id, work)
@@ -106,8 +121,11 @@ def create_document(store: Store, kind: str, title: str, user=None) -> DocumentV
 
 
 def create_draft(document: StoreDocument, source: DocumentVersion | None = None, user=None) -> DocumentVersion:
-    """A draft from ``source`` (default: the published version, or the document's text)."""
-    source = source or ensure_history(document)
+    """A draft from ``source`` (default: the published version, or the document's text). A text changed behind
+    the studio's back (a queryset update, which sends no signal) is recorded first, so the draft starts from what
+    shoppers are quoted now."""
+    recorded = record_outside_change(document)
+    source = source or recorded
     title, body = (source.title, source.body) if source else (document.title, document.body)
 
     def work() -> DocumentVersion:
@@ -170,6 +188,9 @@ def publish(version: DocumentVersion, user=None, expected_published: int | None 
     """Publish a draft; ``expected_published`` as in ``services.publish`` (a conflict is refused)."""
     check = expected_published is not _UNSET
     expected = expected_published if check else None
+    # An unrecorded outside change is kept in the history before it is replaced, in its own transaction: with
+    # ``expected_published`` the publish is then refused as a conflict, and the record stays.
+    record_outside_change(version.document)
     return _in_store_transaction(
         version.document.store_id,
         lambda: _publish_locked(version.pk, user, expected, check=check),  # type: ignore[arg-type]
@@ -179,6 +200,7 @@ def publish(version: DocumentVersion, user=None, expected_published: int | None 
 def rollback(target: DocumentVersion, user=None, expected_published: int | None | object = _UNSET) -> DocumentVersion:
     """Publish an earlier version's text again, as a new version."""
     check = expected_published is not _UNSET
+    record_outside_change(target.document)  # as in ``publish``
 
     def work() -> DocumentVersion:
         source = DocumentVersion.objects.get(pk=target.pk)

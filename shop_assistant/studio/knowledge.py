@@ -36,11 +36,13 @@ def _document_url(store: Store, document: StoreDocument) -> str:
 @require_GET
 @owners_only
 def knowledge(request: HttpRequest, store: Store) -> HttpResponse:
+    # Reads only: a text changed outside the studio was recorded when it was saved (``receivers``); one changed
+    # behind its back (a queryset update) is shown as not recorded, and the studio's next write records it.
     rows = []
     for document in StoreDocument.objects.filter(store=store).order_by("kind", "title"):
-        published = documents.ensure_history(document)
+        published = documents.published_version(document)
         drafts = DocumentVersion.objects.filter(document=document, status=DocumentVersion.Status.DRAFT).count()
-        rows.append((document, published, drafts))
+        rows.append((document, published, drafts, not documents.in_step(document, published)))
     return render(request, "studio/knowledge.html", {"store": store, "rows": rows, "kinds": StoreDocument.Kind.choices})
 
 
@@ -61,7 +63,7 @@ def new_document(request: HttpRequest, store: Store) -> HttpResponse:
 @owners_only
 def document(request: HttpRequest, store: Store, document_id: int) -> HttpResponse:
     doc = _document(store, document_id)
-    published = documents.ensure_history(doc)
+    published = documents.published_version(doc)  # reads only, as the list
     versions = list(DocumentVersion.objects.filter(document=doc).select_related("created_by", "published_by"))
     return render(
         request,
@@ -70,9 +72,11 @@ def document(request: HttpRequest, store: Store, document_id: int) -> HttpRespon
             "store": store,
             "document": doc,
             "published": published,
+            "unrecorded": not documents.in_step(doc, published),
             "drafts": [v for v in versions if v.status == DocumentVersion.Status.DRAFT],
             "history": [v for v in versions if v.status != DocumentVersion.Status.DRAFT],
-            "checks": documents.sentence_checks(doc) if published else [],
+            # The sentences of the text shoppers are quoted now: the document's, recorded or not.
+            "checks": documents.sentence_checks(doc) if doc.body.strip() else [],
             "prompt_lines": documents.prompt_policy_lines(doc),
         },
     )

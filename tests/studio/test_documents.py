@@ -29,9 +29,9 @@ def test_publish_changes_the_body_and_the_next_quote_and_rolls_back_as_a_new_ver
 ):
     embedded = []
     monkeypatch.setattr("catalog.tasks.embed_store_documents.delay", embedded.append)
-    v1 = documents.ensure_history(returns)
+    v1 = documents.record_outside_change(returns)
     assert (v1.version, v1.status, v1.body) == (1, Status.PUBLISHED, RETURNS)
-    assert documents.ensure_history(returns) == v1  # once
+    assert documents.record_outside_change(returns) == v1  # once
     assert "30 days" in quote(store, "How many days do I have to return something?")
 
     draft = documents.create_draft(returns, user=owner)
@@ -61,7 +61,7 @@ def test_publish_changes_the_body_and_the_next_quote_and_rolls_back_as_a_new_ver
 
 
 def test_publishing_over_someone_elses_publish_is_refused(store, returns, owner):
-    v1 = documents.ensure_history(returns)
+    v1 = documents.record_outside_change(returns)
     mine, theirs = documents.create_draft(returns), documents.create_draft(returns)
     documents.update_draft(theirs, returns.title, "Their text.")
     documents.publish(theirs, expected_published=v1.pk)
@@ -117,12 +117,26 @@ def test_the_prompts_policy_lines_on_the_documents_topic_are_shown_beside_it(sto
     assert documents.prompt_policy_lines(returns) == ["Unused items within 45 days."]
 
 
-def test_a_text_changed_by_an_import_or_the_admin_becomes_a_published_version(store, returns):
-    v1 = documents.ensure_history(returns)
+def test_a_text_changed_outside_the_studio_is_recorded_once_as_a_published_version(store, returns):
+    assert documents.published_version(returns) is None and not documents.in_step(returns, None)
+    v1 = documents.record_outside_change(returns)
+    assert (v1.version, v1.status, v1.note) == (1, Status.PUBLISHED, documents.FIRST_OUTSIDE_NOTE)
     StoreDocument.objects.filter(pk=returns.pk).update(body="Rewritten by a feed import.")
-    returns.refresh_from_db()
-    current = documents.ensure_history(returns)
+    # ``returns`` is the object from before the change: the row as it is now is what counts.
+    assert documents.in_step(returns, v1)
+    current = documents.record_outside_change(returns)
     assert (current.version, current.status, current.body) == (2, Status.PUBLISHED, "Rewritten by a feed import.")
-    assert "outside the studio" in current.note
+    assert current.note == documents.OUTSIDE_NOTE
     assert DocumentVersion.objects.get(pk=v1.pk).status == Status.ARCHIVED
-    assert documents.ensure_history(returns) == current  # in step now: nothing more recorded
+    assert documents.record_outside_change(returns) == current  # in step now: nothing more recorded
+    returns.refresh_from_db()
+    assert documents.in_step(returns, current)
+
+
+def test_an_empty_document_and_a_deleted_one_have_nothing_to_record(store):
+    draft = documents.create_document(store, "faq", "FAQ")
+    assert documents.record_outside_change(draft.document) is None
+    assert list(DocumentVersion.objects.filter(document=draft.document).values_list("status")) == [(Status.DRAFT,)]
+    gone = StoreDocument.objects.create(store=store, kind="other", title="Gone", body="text")
+    StoreDocument.objects.filter(pk=gone.pk).delete()
+    assert documents.record_outside_change(gone) is None

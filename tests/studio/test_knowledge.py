@@ -17,7 +17,7 @@ RETURNS = "Unused items can be returned within 30 days of delivery. Refunds go b
 @pytest.fixture
 def versions(store):
     doc = StoreDocument.objects.create(store=store, kind="returns", title="Returns and refunds", body=RETURNS)
-    v1 = documents.ensure_history(doc)
+    v1 = documents.record_outside_change(doc)
     draft = documents.create_draft(doc)
     return doc, v1, draft
 
@@ -130,3 +130,66 @@ def test_a_new_document_starts_as_a_draft(store, owner):
     draft = DocumentVersion.objects.get(document=doc)
     assert response["Location"] == f"/studio/corner/knowledge/{doc.pk}/drafts/{draft.pk}/"
     assert "not yet" in client.get("/studio/corner/knowledge/").content.decode()
+
+
+def version_rows(store: Store) -> list[tuple]:
+    return list(
+        DocumentVersion.objects.filter(document__store=store).order_by("pk")
+        .values_list("pk", "document_id", "version", "title", "body", "status", "note", "published_at")
+    )
+
+
+def test_reading_the_pages_writes_nothing_even_when_a_text_changed_behind_the_studios_back(store, versions, owner):
+    doc, v1, draft = versions
+    # Changed with a queryset update (no signal), and a document made before versions (none at all).
+    StoreDocument.objects.filter(pk=doc.pk).update(body="Returns within 14 days only. Refunds as store credit.")
+    older = StoreDocument.objects.create(store=store, kind="shipping", title="Shipping", body="We ship in 2 days.")
+    client = Client()
+    client.force_login(owner)
+    before = version_rows(store)
+    documents_before = list(StoreDocument.objects.filter(store=store).order_by("pk").values())
+
+    listing = client.get("/studio/corner/knowledge/").content.decode()
+    page = client.get(f"/studio/corner/knowledge/{doc.pk}/").content.decode()
+    older_page = client.get(f"/studio/corner/knowledge/{older.pk}/").content.decode()
+    client.get(f"/studio/corner/knowledge/{doc.pk}/versions/{v1.pk}/")
+    client.get(f"/studio/corner/knowledge/{doc.pk}/drafts/{draft.pk}/")
+
+    assert version_rows(store) == before
+    assert list(StoreDocument.objects.filter(store=store).order_by("pk").values()) == documents_before
+    assert listing.count("changed outside the studio, not yet recorded") == 2
+    # The text shoppers are quoted now, read-only, above the last published version, whose text is not theirs.
+    assert "Changed outside the studio, not yet recorded" in page and "it replaced v1" in page
+    unrecorded = page.split('class="unrecorded"')[1].split("</div>")[0]
+    assert "Returns within 14 days only." in unrecorded and "<textarea" not in unrecorded
+    assert "Last published in the studio: v1" in page and "within 30 days" in page
+    sentences = page.split('id="sentences"')[1].split("History")[0]
+    assert "Returns within 14 days only." in sentences and "within 30 days of delivery." not in sentences
+    assert "We ship in 2 days." in older_page and "quotes nothing" not in older_page
+    assert "No version recorded yet." in older_page
+    assert "New draft from the text shoppers are quoted" in older_page
+
+
+def test_pages_in_step_say_nothing_about_outside_changes(store, versions, owner):
+    doc, v1, draft = versions
+    client = Client()
+    client.force_login(owner)
+    assert "not yet recorded" not in client.get("/studio/corner/knowledge/").content.decode()
+    page = client.get(f"/studio/corner/knowledge/{doc.pk}/").content.decode()
+    assert "not yet recorded" not in page.lower() and "Published: v1" in page
+
+
+def test_a_new_draft_records_the_unrecorded_text_first(store, versions, owner):
+    doc, v1, draft = versions
+    StoreDocument.objects.filter(pk=doc.pk).update(body="Returns within 14 days only.")
+    client = Client()
+    client.force_login(owner)
+    response = client.post(f"/studio/corner/knowledge/{doc.pk}/drafts/new")
+    new = DocumentVersion.objects.filter(document=doc).order_by("-version").first()
+    assert response["Location"] == f"/studio/corner/knowledge/{doc.pk}/drafts/{new.pk}/"
+    recorded = documents.published_version(doc)
+    assert (recorded.version, recorded.body, recorded.note) == (3, "Returns within 14 days only.",
+                                                                documents.OUTSIDE_NOTE)
+    assert (new.version, new.body, new.status) == (4, "Returns within 14 days only.", "draft")
+    page = client.get(f"/studio/corner/knowledge/{doc.pk}/").content.decode()
+    assert "not yet recorded" not in page.lower() and "Published: v3" in page
