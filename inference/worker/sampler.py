@@ -203,6 +203,16 @@ def random_sample(
     return tokens.clamp_(max=probs.shape[-1] - 1)
 
 
+def _each_row(op, x: torch.Tensor) -> torch.Tensor:
+    """``op(x, dim=-1)`` computed row by row on the CPU: torch's CPU reductions split a long row differently
+    depending on how many rows there are (a 2-row logsumexp of 49,152 logits can differ in the last bit from the
+    1-row one), and a shopper's answer must not depend on who else is in the batch. CUDA's kernels reduce each row
+    on its own already."""
+    if x.device.type != "cpu" or x.shape[0] <= 1:
+        return op(x, dim=-1)
+    return torch.cat([op(x[i : i + 1], dim=-1) for i in range(x.shape[0])])
+
+
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, rows: list[int], out: torch.Tensor) -> None:
     """``out[r] = log_softmax(logits[r])[tokens[r]]`` for each row ``r`` of ``rows``."""
     if not rows:
@@ -210,7 +220,7 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, rows: list[int], 
     index = torch.tensor(rows, dtype=torch.long, device=logits.device)
     picked = logits.index_select(0, index)
     chosen = picked.gather(1, tokens.index_select(0, index).unsqueeze(1)).squeeze(1)
-    out[index] = chosen - torch.logsumexp(picked, dim=-1)
+    out[index] = chosen - _each_row(torch.logsumexp, picked)
 
 
 def sample_with_logprobs(
@@ -231,7 +241,7 @@ def sample_with_logprobs(
     if md.min_p is not None:
         logits = apply_min_p(logits, md.min_p)
     logits = apply_top_k_top_p(logits, md.top_k, md.top_p)
-    random_tokens = random_sample(torch.softmax(logits, dim=-1), md.generators, default_generator)
+    random_tokens = random_sample(_each_row(torch.softmax, logits), md.generators, default_generator)
     token_logprobs(logits, random_tokens, md.random_logprob_rows, logprobs)
     return torch.where(md.greedy, greedy_tokens, random_tokens), logprobs
 

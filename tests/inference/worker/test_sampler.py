@@ -188,3 +188,19 @@ def test_sampler_reports_logprobs_only_for_the_rows_that_need_them() -> None:
     assert out.token_ids == logits.argmax(-1).tolist()
     assert out.logprobs[0] == pytest.approx(torch.log_softmax(logits[0], -1).max().item())
     assert out.logprobs[1] is None
+
+
+def test_a_rows_logprob_does_not_depend_on_the_other_rows() -> None:
+    """Bit for bit, over a real vocabulary's width: torch's CPU log-sum-exp of a 49,152-wide row can differ in
+    the last bit between a 1-row and a 2-row call (seen on a Zen 5 EPYC), and a shopper's logprobs must not
+    depend on who shares the step (batch invariance, tests/inference/test_engine.py end to end)."""
+    from inference.worker.sampler import token_logprobs
+
+    torch.manual_seed(0)
+    for _ in range(200):
+        logits = torch.randn(2, 49152) * 5
+        tokens = logits.argmax(dim=-1)
+        alone, batched = torch.empty(1), torch.empty(2)
+        token_logprobs(logits[:1].clone(), tokens[:1], [0], alone)
+        token_logprobs(logits.clone(), tokens, [0, 1], batched)
+        assert torch.equal(alone, batched[:1])
