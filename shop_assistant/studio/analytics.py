@@ -17,7 +17,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import Count, Q, Sum
 
 from catalog.models import Store
 from shop_assistant.chat.composition import NO_MATCH_FALLBACK
@@ -186,7 +186,6 @@ def store_report(store: Store, span: Range) -> Report:
     rows = conversations.annotate(
         answers=Count("messages", filter=Q(messages__role=Message.Role.ASSISTANT) & ~Q(messages__finish_reason="")),
         agent_replies=Count("messages", filter=Q(messages__role=Message.Role.AGENT)),
-        first_agent_at=Min("messages__created_at", filter=Q(messages__role=Message.Role.AGENT)),
     ).values("id", "created_at", "handoff_requested_at", "answers", "agent_replies", "csat_rating")
     for row in rows:
         day = by_day.get(row["created_at"].astimezone(dt.UTC).date())

@@ -39,12 +39,15 @@ def bar_chart(
             if value:
                 texts.append((f"{x + bar_w / 2:.1f}", f"{y - 3:.1f}", _fmt(value)))
         texts.append((f"{x0 + group_w * 0.4:.1f}", f"{height - bottom + 14:.1f}", label))
+    entries, x = [], left
+    for i, (name, _) in enumerate(series):
+        entries.append((x, height - 12, PALETTE[i % len(PALETTE)], x + 14, height - 3, name))
+        x += 14 + 6 * len(name) + 18  # about 6 units a character at the legend's 11-unit font
     legend = format_html_join(
         "",
         '<rect x="{}" y="{}" width="10" height="10" fill="{}"></rect><text x="{}" y="{}" class="legend">{}</text>',
-        ((left + i * 150, height - 12, PALETTE[i % len(PALETTE)], left + i * 150 + 14, height - 3, name)
-         for i, (name, _) in enumerate(series)),
-    )  # fmt: skip
+        entries,
+    )
     return format_html(
         '<svg class="chart" role="img" viewBox="0 0 {w} {h}" width="100%" aria-label="{title}">'
         "<title>{title}</title>"

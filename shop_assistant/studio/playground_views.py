@@ -50,7 +50,7 @@ def score(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     """Score a version now (the published one too, if it has no score yet)."""
     version = get_object_or_404(PromptVersion, store=store, pk=version_id)
     if version.score_state != scoring.RUNNING:
-        tasks.score_version.delay(version.pk)
+        tasks.start_scoring(version.pk, force=True)
     version.refresh_from_db()
     if version.score_state == scoring.DONE:
         messages.success(request, f"v{version.version} scored {version.score:g} / 100.")

@@ -102,10 +102,19 @@ def needs_score(version: PromptVersion | None) -> bool:
     return version is not None and version.score_current is None and version.score_state != RUNNING
 
 
-def score_for_publish(version_id: int) -> None:
-    """Score a draft, and the published version too if it has no score yet (an older version): the history
-    shows them side by side and the draft's is compared with it."""
-    version = score_version(version_id)
+def mark_running(version_id: int) -> None:
+    """Before the task is queued: a page loaded before a worker picks it up already shows the scoring under way
+    (and publishing waits for it)."""
+    _progress(version_id, score_state=RUNNING, score_done=0)
+
+
+def score_for_publish(version_id: int, force: bool = False) -> None:
+    """Score a version (a draft: only if its text has no score yet, unless ``force``), and the published version
+    too if it has no score yet (an older version): the history shows them side by side and a draft's score is
+    compared with it."""
+    version = PromptVersion.objects.get(pk=version_id)
+    if force or version.score_current is None:
+        version = score_version(version_id)
     published = PromptVersion.objects.filter(store_id=version.store_id, status=PromptVersion.Status.PUBLISHED).first()
     if needs_score(published):
         score_version(published.pk)

@@ -198,7 +198,7 @@ def _scored_for_publish(request: HttpRequest, store: Store, version: PromptVersi
     if not settings.STUDIO_SCORE_BEFORE_PUBLISH:
         return True
     if scoring.needs_score(version) or scoring.needs_score(services.published_prompt(store)):
-        tasks.score_version.delay(version.pk)  # eager in the embedded default: scored when this returns
+        tasks.start_scoring(version.pk)  # eager in the embedded default: scored when this returns
         version.refresh_from_db()
     if version.score_state == scoring.RUNNING:
         messages.info(request, f"Scoring v{version.version} before publishing; publish again when its score is in.")

@@ -147,3 +147,28 @@ def test_rollback_is_confirmed_on_a_page_first(store, versions, owner):
     # The published version cannot be "rolled back to".
     current = services.published_prompt(store)
     assert client.get(f"/studio/corner/versions/{current.pk}/rollback/confirm")["Location"] == "/studio/corner/"
+
+
+def test_publishing_waits_for_a_score_a_worker_is_still_computing(store, versions, owner, scoring_on):
+    archived, published, draft = versions
+    scored(published, 90.0)
+    PromptVersion.objects.filter(pk=draft.pk).update(score_state=scoring.RUNNING, score_done=1, score_total=5)
+    client = Client()
+    client.force_login(owner)
+    response = client.post(f"/studio/corner/versions/{draft.pk}/publish", {"expected_published": str(published.pk)},
+                           follow=True)  # fmt: skip
+    assert services.published_prompt(store) == published
+    assert f"Scoring v{draft.version} before publishing" in response.content.decode()
+
+
+def test_a_draft_scoring_worse_is_held_back_until_the_owner_publishes_anyway(store, versions, owner, scoring_on):
+    archived, published, draft = versions
+    scored(published, 90.0)
+    scored(draft, 75.0, failed="loops")
+    client = Client()
+    client.force_login(owner)
+    held = client.post(f"/studio/corner/versions/{draft.pk}/publish", {"expected_published": str(published.pk)})
+    assert held["Location"] == f"/studio/corner/drafts/{draft.pk}/" and services.published_prompt(store) == published
+    client.post(f"/studio/corner/versions/{draft.pk}/publish",
+                {"expected_published": str(published.pk), "publish_worse": "1"})  # fmt: skip
+    assert services.published_prompt(store).pk == draft.pk
