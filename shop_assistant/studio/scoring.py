@@ -10,6 +10,7 @@ else the ones about asking for a person, which fit every store).
 from __future__ import annotations
 
 import logging
+from itertools import zip_longest
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -41,7 +42,13 @@ def questions_for(store: Store) -> list[answers.Question]:
     if not fitting:
         fitting = [q for q in every if q.expect.get("handoff")]
     asked = {q.text.strip().lower() for q in result}
-    extra = [q for q in fitting if q.text.strip().lower() not in asked][:MAX_FROM_SET]
+    # One question of each kind in turn (a product, a policy fact, a no-match, a handoff), so that a small set
+    # still exercises every rule the evaluation has.
+    kinds: dict[str, list[answers.Question]] = {}
+    for q in fitting:
+        if q.text.strip().lower() not in asked:
+            kinds.setdefault(next(iter(q.expect), ""), []).append(q)
+    extra = [q for round_ in zip_longest(*kinds.values()) for q in round_ if q is not None][:MAX_FROM_SET]
     return result + [answers.Question(store.slug, q.text, dict(q.expect)) for q in extra]
 
 

@@ -165,6 +165,8 @@ def version_detail(request: HttpRequest, store: Store, version_id: int) -> HttpR
             "store": store,
             "version": version,
             "previous": previous,
+            "published": (published := services.published_prompt(store)),
+            "worse": scoring.worse_than_published(version, published),
             "budget": budget.prompt_budget(version.full_text()),
             "diff": budget.line_diff(previous.full_text() if previous else "", version.full_text()),
         },

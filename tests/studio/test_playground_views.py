@@ -172,3 +172,15 @@ def test_a_draft_scoring_worse_is_held_back_until_the_owner_publishes_anyway(sto
     client.post(f"/studio/corner/versions/{draft.pk}/publish",
                 {"expected_published": str(published.pk), "publish_worse": "1"})  # fmt: skip
     assert services.published_prompt(store).pk == draft.pk
+
+
+def test_a_version_page_shows_its_score_and_rolls_back_only_through_the_confirmation(store, versions, owner):
+    archived, published, draft = versions
+    scored(archived, 70.0)
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/studio/corner/versions/{archived.pk}/").content.decode()
+    assert '<strong class="score" data-score>70.0</strong>' in page
+    assert f'href="/studio/corner/versions/{archived.pk}/rollback/confirm"' in page
+    assert f'action="/studio/corner/versions/{archived.pk}/rollback"' not in page
+    assert "Publish anyway" not in page  # only a draft is published, and only from its own page

@@ -33,8 +33,11 @@ def test_the_demo_store_is_asked_its_own_evaluation_questions(demo_store):
     assert len(texts) == len(set(texts)) <= len(DEFAULT_SAMPLE_QUESTIONS) + scoring.MAX_FROM_SET
     # A sample question the set knows is asked with the set's expectation.
     assert next(q for q in questions if q.text == "Can I talk to a person?").expect == {"handoff": True}
-    subset = {q.text for q in answers.load_questions(subset=True) if q.store == "demo"}
-    assert set(texts[len(DEFAULT_SAMPLE_QUESTIONS):]) <= subset
+    subset = {q.text: q.expect for q in answers.load_questions(subset=True) if q.store == "demo"}
+    extra = texts[len(DEFAULT_SAMPLE_QUESTIONS):]
+    assert set(extra) <= set(subset) and len(extra) == scoring.MAX_FROM_SET
+    # One of each kind the set has, so a small set still exercises every rule.
+    assert {next(iter(subset[text])) for text in extra} >= {"product", "fact", "no_match"}
 
 
 def test_score_is_stored_on_publish_and_a_worse_draft_is_held_back(demo_store, chat_engine, chat_settings, scoring_on):
