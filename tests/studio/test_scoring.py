@@ -74,3 +74,17 @@ def test_score_is_stored_on_publish_and_a_worse_draft_is_held_back(demo_store, c
     # Publishing anyway is the owner's call.
     client.post(f"/studio/demo/versions/{long.pk}/publish", {"expected_published": str(same.pk), "publish_worse": "1"})
     assert services.published_prompt(demo_store).pk == long.pk
+
+
+def test_the_owner_scores_any_version_on_demand(demo_store, chat_engine, chat_settings):
+    owner = make_user("owner-oona", demo_store, "owner")
+    client = Client()
+    client.force_login(owner)
+    published = services.published_prompt(demo_store)
+    response = client.post(f"/studio/demo/versions/{published.pk}/score", follow=True)
+    published.refresh_from_db()
+    assert published.score_current is not None and published.score_state == scoring.DONE
+    assert f"v{published.version} scored {published.score:g} / 100." in response.content.decode()
+    assert client.get(f"/studio/demo/versions/{published.pk}/score.json").json() == {
+        "state": "done", "done": published.score_total, "total": published.score_total, "score": published.score,
+    }
