@@ -70,18 +70,24 @@ def score_status(request: HttpRequest, store: Store, version_id: int) -> JsonRes
     )  # fmt: skip
 
 
+def _shown(row: dict | None) -> tuple[str, list[str]]:
+    """An answer and the checks it failed; an answer that never came shows why (it failed every check)."""
+    if row is None:
+        return "", []
+    if row.get("error"):
+        return row["error"], ["answered"]
+    return row["answer"], [name for name, ok in row["checks"].items() if not ok]
+
+
 def _checks_table(a: PromptVersion, b: PromptVersion) -> list[dict]:
-    """Per question, the checks each version failed (questions asked of both, in a's order)."""
+    """Per question, each version's answer and the checks it failed (in a's order, then b's own questions)."""
+    ours = {row["question"]: row for row in a.score_report.get("questions", [])}
     theirs = {row["question"]: row for row in b.score_report.get("questions", [])}
     rows = []
-    for row in a.score_report.get("questions", []):
-        other = theirs.get(row["question"])
-        rows.append({
-            "question": row["question"],
-            "a_answer": row["answer"], "a_failed": [n for n, ok in row["checks"].items() if not ok],
-            "b_answer": other["answer"] if other else "",
-            "b_failed": [n for n, ok in other["checks"].items() if not ok] if other else [],
-        })  # fmt: skip
+    for question in [*ours, *(q for q in theirs if q not in ours)]:
+        (a_answer, a_failed), (b_answer, b_failed) = _shown(ours.get(question)), _shown(theirs.get(question))
+        rows.append({"question": question, "a_answer": a_answer, "a_failed": a_failed,
+                     "b_answer": b_answer, "b_failed": b_failed})  # fmt: skip
     return rows
 
 

@@ -103,6 +103,12 @@ def test_history_shows_scores_and_compare_shows_diff_scores_and_failed_checks(st
     assert "loops 1 &gt; 0" in page and "failed: no_loop" in page
     assert '<span class="d-add">+ Be brief and kind.</span>' in page and '<span class="d-del">- Be brief.</span>' in page
     assert client.get(f"/studio/corner/compare/?a={published.pk}&b=999999").status_code == 400
+    # An answer that never came shows why instead of every check it failed.
+    PromptVersion.objects.filter(pk=draft.pk).update(score_report={**draft.score_report, "questions": [
+        {**draft.score_report["questions"][0], "answer": "", "error": "prompt_too_long: 1100 tokens",
+         "checks": {"answered": False, "no_loop": False}}]})  # fmt: skip
+    page = client.get(f"/studio/corner/compare/?a={published.pk}&b={draft.pk}").content.decode()
+    assert "prompt_too_long: 1100 tokens" in page and "failed: answered<" in page and "no_loop" not in page
     # The draft page says the draft scores worse and offers to publish anyway.
     draft_page = client.get(f"/studio/corner/drafts/{draft.pk}/").content.decode()
     assert "This draft scores worse than the published version." in draft_page
