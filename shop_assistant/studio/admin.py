@@ -25,6 +25,7 @@ LIFECYCLE_FIELDS = (
     "score_state",
     "score_done",
     "score_total",
+    "score_started_at",
     "scored_at",
 )
 

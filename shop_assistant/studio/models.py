@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
+
+# A score still "running" after this long was lost (its worker died): it no longer blocks publishing.
+SCORE_STALE_AFTER = dt.timedelta(minutes=15)
 
 
 class PromptVersion(models.Model):
@@ -41,6 +46,7 @@ class PromptVersion(models.Model):
     score_state = models.CharField(max_length=10, blank=True)  # "", "running", "done", "failed"
     score_done = models.PositiveSmallIntegerField(default=0)
     score_total = models.PositiveSmallIntegerField(default=0)
+    score_started_at = models.DateTimeField(null=True, blank=True)
     scored_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -57,6 +63,12 @@ class PromptVersion(models.Model):
 
     def text_hash(self) -> str:
         return hashlib.sha256(f"{self.system_prompt}\x00{self.policies}".encode()).hexdigest()
+
+    @property
+    def score_running(self) -> bool:
+        """A scoring is under way (queued or answering), and not so old that its worker must have died."""
+        started = self.score_started_at
+        return self.score_state == "running" and started is not None and timezone.now() - started < SCORE_STALE_AFTER
 
     @property
     def score_current(self) -> float | None:

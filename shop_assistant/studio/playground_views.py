@@ -49,7 +49,7 @@ def _back(request: HttpRequest, store: Store, version: PromptVersion) -> str:
 def score(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     """Score a version now (the published one too, if it has no score yet)."""
     version = get_object_or_404(PromptVersion, store=store, pk=version_id)
-    if version.score_state != scoring.RUNNING:
+    if not version.score_running:
         tasks.start_scoring(version.pk, force=True)
     version.refresh_from_db()
     if version.score_state == scoring.DONE:

@@ -78,7 +78,8 @@ def score_version(version_id: int) -> PromptVersion:
     store = version.store
     questions = questions_for(store)
     text_hash = version.text_hash()
-    _progress(version_id, score_state=RUNNING, score_done=0, score_total=len(questions))
+    _progress(version_id, score_state=RUNNING, score_done=0, score_total=len(questions),
+              score_started_at=timezone.now())  # fmt: skip
     outcomes: list[answers.Outcome] = []
     try:
         for i, question in enumerate(questions, 1):
@@ -106,13 +107,13 @@ def score_version(version_id: int) -> PromptVersion:
 
 
 def needs_score(version: PromptVersion | None) -> bool:
-    return version is not None and version.score_current is None and version.score_state != RUNNING
+    return version is not None and version.score_current is None and not version.score_running
 
 
 def mark_running(version_id: int) -> None:
     """Before the task is queued: a page loaded before a worker picks it up already shows the scoring under way
     (and publishing waits for it)."""
-    _progress(version_id, score_state=RUNNING, score_done=0)
+    _progress(version_id, score_state=RUNNING, score_done=0, score_started_at=timezone.now())
 
 
 def score_for_publish(version_id: int, force: bool = False) -> None:

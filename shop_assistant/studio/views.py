@@ -202,7 +202,7 @@ def _scored_for_publish(request: HttpRequest, store: Store, version: PromptVersi
     if scoring.needs_score(version) or scoring.needs_score(services.published_prompt(store)):
         tasks.start_scoring(version.pk)  # eager in the embedded default: scored when this returns
         version.refresh_from_db()
-    if version.score_state == scoring.RUNNING:
+    if version.score_running:
         messages.info(request, f"Scoring v{version.version} before publishing; publish again when its score is in.")
         return False
     published = services.published_prompt(store)

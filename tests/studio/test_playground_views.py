@@ -3,8 +3,11 @@ confirmation: who may use them, and what an owner sees. Scoring with the live en
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from catalog.models import Store
 from shop_assistant.studio import scoring, services
@@ -127,7 +130,8 @@ def test_an_edited_draft_shows_no_stale_score(store, versions, owner):
 
 def test_score_progress_is_reported_while_a_worker_scores(store, versions, owner):
     draft = versions[2]
-    PromptVersion.objects.filter(pk=draft.pk).update(score_state=scoring.RUNNING, score_done=2, score_total=7)
+    PromptVersion.objects.filter(pk=draft.pk).update(score_state=scoring.RUNNING, score_done=2, score_total=7,
+                                                     score_started_at=timezone.now())  # fmt: skip
     client = Client()
     client.force_login(owner)
     assert client.get(f"/studio/corner/versions/{draft.pk}/score.json").json() == {
@@ -158,7 +162,8 @@ def test_rollback_is_confirmed_on_a_page_first(store, versions, owner):
 def test_publishing_waits_for_a_score_a_worker_is_still_computing(store, versions, owner, scoring_on):
     archived, published, draft = versions
     scored(published, 90.0)
-    PromptVersion.objects.filter(pk=draft.pk).update(score_state=scoring.RUNNING, score_done=1, score_total=5)
+    PromptVersion.objects.filter(pk=draft.pk).update(score_state=scoring.RUNNING, score_done=1, score_total=5,
+                                                     score_started_at=timezone.now())  # fmt: skip
     client = Client()
     client.force_login(owner)
     response = client.post(f"/studio/corner/versions/{draft.pk}/publish", {"expected_published": str(published.pk)},
@@ -190,3 +195,17 @@ def test_a_version_page_shows_its_score_and_rolls_back_only_through_the_confirma
     assert f'href="/studio/corner/versions/{archived.pk}/rollback/confirm"' in page
     assert f'action="/studio/corner/versions/{archived.pk}/rollback"' not in page
     assert "Publish anyway" not in page  # only a draft is published, and only from its own page
+
+
+def test_a_score_whose_worker_died_no_longer_blocks_publishing(store, versions, owner, scoring_on):
+    archived, published, draft = versions
+    scored(published, 90.0)
+    scored(draft, 95.0)
+    # Marked running long ago and never finished: treated as lost, so the draft is scored again.
+    PromptVersion.objects.filter(pk=draft.pk).update(score_state=scoring.RUNNING,
+                                                     score_started_at=timezone.now() - dt.timedelta(hours=1))
+    draft.refresh_from_db()
+    assert not draft.score_running and scoring.needs_score(draft)
+    client = Client()
+    client.force_login(owner)
+    assert "Score this draft now" in client.get(f"/studio/corner/drafts/{draft.pk}/").content.decode()
