@@ -152,7 +152,7 @@ APP_IMPORTS: dict[str, set[str]] = {
     "demo": {"console", "studio"},  # the demo store's staff; its sample questions (studio.models)
     "evaluation": {"chat", "demo", "studio"},  # asks the chat about the demo store
     "ops": {"api", "chat"},  # the 503 body is the API's ApiError; health checks the chat's spool
-    "studio": {"chat", "console"},  # the preview runs the chat's pipeline; staff roles
+    "studio": {"chat", "console", "evaluation"},  # the preview runs the chat's pipeline; staff roles; scores use the evaluation's rules
 }
 # Project modules an app may use (the others wire the apps together, so an app importing them would be a cycle).
 APP_PROJECT_IMPORTS = {"shop_assistant.celery"}

@@ -186,8 +186,29 @@ async def ask(question: Question) -> Outcome:
     await asyncio.wait_for(done.wait(), timeout=600)
     await session.wait_idle()  # the answer is recorded (and a handoff saved) before we look
     outcome.seconds = round(time.perf_counter() - started, 2)
+    outcome.first_token_ms = round(first_text[0] * 1000, 1) if first_text else None
+    allowed = read_frames(outcome, frames)
+
+    def given_to_model() -> list[str]:
+        conversation = Conversation.objects.get(pk=session.conversation.pk)
+        prompt = published_prompt(conversation.store)
+        facts = Message.objects.filter(conversation=conversation, role="user").values_list("model_text", flat=True)
+        return [conversation, prompt.full_text() if prompt else "", *facts]
+
+    conversation, *given = await database_sync_to_async(given_to_model)()
+    outcome.unsupported_figures = unsupported_figures(outcome.answer, allowed + given)
+    _judge(question, outcome, conversation)
+    if not outcome.error:
+        await database_sync_to_async(_judge_words)(question, outcome, frames)
+    await session.close()
+    return outcome
+
+
+def read_frames(outcome: Outcome, frames: list[dict[str, Any]]) -> list[str]:
+    """Fill ``outcome`` with what the frames put on the shopper's screen; returns the texts whose figures the
+    answer may state (the question, the cards' prices, the quotes)."""
     parts = []
-    allowed = [question.text]
+    allowed = [outcome.question]
     for frame in frames:
         kind = frame["type"]
         if kind == "token":
@@ -206,35 +227,61 @@ async def ask(question: Question) -> Outcome:
             outcome.error = f"{frame['code']}: {frame['message']}"
     # What stays on screen: the `end` frame's text is the answer as kept.
     outcome.answer = next((f["text"] for f in frames if f["type"] == "end" and "text" in f), "".join(parts))
-    outcome.first_token_ms = round(first_text[0] * 1000, 1) if first_text else None
+    return allowed
 
-    def given_to_model() -> list[str]:
-        conversation = Conversation.objects.get(pk=session.conversation.pk)
-        prompt = published_prompt(conversation.store)
-        facts = Message.objects.filter(conversation=conversation, role="user").values_list("model_text", flat=True)
-        return [conversation, prompt.full_text() if prompt else "", *facts]
 
-    conversation, *given = await database_sync_to_async(given_to_model)()
-    outcome.unsupported_figures = unsupported_figures(outcome.answer, allowed + given)
-    _judge(question, outcome, conversation)
+def judge_version_answer(question: Question, frames: list[dict[str, Any]], version: Any, facts: str) -> Outcome:
+    """An answer given under one prompt version without a conversation (the studio's scoring of a draft), judged
+    by the same rules as ``ask``'s. ``facts``: the user turn as the model saw it. Blocking (database, tokenizer).
+
+    Nothing is recorded, so a handoff counts as handled when the answer was the handoff reply."""
+    outcome = Outcome(store=question.store, question=question.text)
+    allowed = read_frames(outcome, frames)
+    outcome.unsupported_figures = unsupported_figures(outcome.answer, [*allowed, version.full_text(), facts])
+    _judge(question, outcome, None)
     if not outcome.error:
-        await database_sync_to_async(_judge_words)(question, outcome, frames)
-    await session.close()
+        _judge_words(question, outcome, frames, version=version)
     return outcome
 
 
-def _judge_words(question: Question, outcome: Outcome, frames: list[dict[str, Any]]) -> None:
+def checks(outcome: Outcome) -> dict[str, bool]:
+    """The evaluation's rules for one answer, each passed or not (the thresholds of ``failures`` that apply to a
+    single answer; an answer that failed to come passes none). Expectations a question does not have are left out."""
+    results = {
+        "answered": not outcome.error,
+        "no_loop": not outcome.loop,
+        "no_human_claim": not outcome.human_claim,
+        "no_unsupported_figures": not outcome.unsupported_figures,
+        "no_unsupported_shown": not outcome.unsupported_shown,
+        "no_checker_flags": not outcome.checker_flags,
+        "no_disowning": not outcome.disowning,
+        "no_narrating": not outcome.narrating,
+        "no_contradicting": not outcome.contradicting,
+        "not_cut": not outcome.cut,
+        "not_empty": not outcome.empty,
+        "short": outcome.words <= 150,  # ``summarize``'s over_150_words
+    }
+    for name in ("product_in_cards", "fact_on_screen", "no_match_handled", "handoff_recorded"):
+        value = getattr(outcome, name)
+        if value is not None:
+            results[name] = bool(value)
+    if outcome.error:
+        return {name: False for name in results}
+    return results
+
+
+def _judge_words(question: Question, outcome: Outcome, frames: list[dict[str, Any]], version: Any = None) -> None:
     """The words on screen, by the evaluation's own rules (``words``) and by the chat's checker."""
     from catalog.grounding import product_types
     from catalog.models import Store, StoreDocument, Variant
     from shop_assistant.studio.services import published_prompt
 
     store = Store.objects.get(slug=question.store)
+    prompt = version or published_prompt(store)
     cards = next((f["items"] for f in frames if f["type"] == "products"), [])
     variants = Variant.objects.filter(store=store, sku__in=[card["sku"] for card in cards]).select_related("product")
     products = [_catalog_row(variant) for variant in variants]
     documents = list(StoreDocument.objects.filter(store=store).values_list("body", flat=True))
-    prompt = published_prompt(store)
     evidence = "\n".join(
         [question.text, store.name, " ".join(product_types(store)), prompt.full_text() if prompt else "",
          *(f"{c['title']} {c['price']} {c['currency']}" for c in cards), *outcome.sources, *products, *documents]
@@ -248,7 +295,7 @@ def _judge_words(question: Question, outcome: Outcome, frames: list[dict[str, An
     outcome.cut = judgement.cut
     outcome.empty = judgement.empty
     if not outcome.reply:
-        outcome.checker_flags = checker_flags(store, question.text, outcome.answer)
+        outcome.checker_flags = checker_flags(store, question.text, outcome.answer, version)
 
 
 def _catalog_row(variant: Any) -> str:
@@ -263,7 +310,7 @@ def _catalog_row(variant: Any) -> str:
                      product.product_type, product.vendor, " ".join(variant.option_values)))  # fmt: skip
 
 
-def checker_flags(store: Any, text: str, answer: str) -> list[str]:
+def checker_flags(store: Any, text: str, answer: str, version: Any = None) -> list[str]:
     """The model's sentences on screen that the chat's own checker rejects (none, unless something bypassed it).
 
     The opening and the evidence come from planning the question again (the same data gives the same ones)."""
@@ -271,7 +318,7 @@ def checker_flags(store: Any, text: str, answer: str) -> list[str]:
     from shop_assistant.runtime import engine_service
     from shop_assistant.chat.sentences import SentenceSplitter
 
-    plan = pipeline.plan(engine_service.get_engine(), store, [], text)
+    plan = pipeline.plan(engine_service.get_engine(), store, [], text, version=version)
     if plan.opening is None or plan.evidence is None or not answer.startswith(plan.opening.text):
         return [answer] if plan.opening is not None else []
     splitter = SentenceSplitter()
@@ -301,7 +348,11 @@ def _judge(question: Question, outcome: Outcome, conversation: Any) -> None:
         says_so = outcome.reply == "no_match" or bool(_NO_MATCH_WORDS.search(text))
         outcome.no_match_handled = not outcome.cards and says_so
     if expect.get("handoff"):
-        outcome.handoff_recorded = conversation.status == "handoff" and conversation.handoff_requested_at is not None
+        if conversation is None:  # nothing recorded (a studio score): the answer must be the handoff reply
+            outcome.handoff_recorded = outcome.reply == "handoff"
+        else:
+            recorded = conversation.handoff_requested_at is not None
+            outcome.handoff_recorded = conversation.status == "handoff" and recorded
 
 
 def _rate(values: list[bool | None]) -> float | None:

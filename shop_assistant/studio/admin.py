@@ -18,6 +18,15 @@ LIFECYCLE_FIELDS = (
     "restored_from",
     "prewarmed_tokens",
     "prewarmed_at",
+    # The score is the scoring's to write (studio.scoring), never an admin's.
+    "score",
+    "score_report",
+    "score_text_hash",
+    "score_state",
+    "score_done",
+    "score_total",
+    "score_started_at",
+    "scored_at",
 )
 
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
+
+# A score still "running" after this long was lost (its worker died): it no longer blocks publishing.
+SCORE_STALE_AFTER = dt.timedelta(minutes=15)
 
 
 class PromptVersion(models.Model):
@@ -30,6 +37,17 @@ class PromptVersion(models.Model):
     # What the last pre-warm after publishing left in the engine's prefix cache (diagnostics for the studio).
     prewarmed_tokens = models.PositiveIntegerField(null=True, blank=True)
     prewarmed_at = models.DateTimeField(null=True, blank=True)
+    # The version's score on the store's evaluation questions (``scoring``): the share of the evaluation's checks
+    # its answers passed, in percent, and the evaluation's report. ``score_text_hash`` says which text was scored,
+    # so a draft edited since shows no stale score.
+    score = models.FloatField(null=True, blank=True)
+    score_report = models.JSONField(default=dict, blank=True)
+    score_text_hash = models.CharField(max_length=64, blank=True)
+    score_state = models.CharField(max_length=10, blank=True)  # "", "running", "done", "failed"
+    score_done = models.PositiveSmallIntegerField(default=0)
+    score_total = models.PositiveSmallIntegerField(default=0)
+    score_started_at = models.DateTimeField(null=True, blank=True)
+    scored_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["store", "-version"]
@@ -42,6 +60,22 @@ class PromptVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.store} v{self.version} ({self.status})"
+
+    def text_hash(self) -> str:
+        return hashlib.sha256(f"{self.system_prompt}\x00{self.policies}".encode()).hexdigest()
+
+    @property
+    def score_running(self) -> bool:
+        """A scoring is under way (queued or answering), and not so old that its worker must have died."""
+        started = self.score_started_at
+        return self.score_state == "running" and started is not None and timezone.now() - started < SCORE_STALE_AFTER
+
+    @property
+    def score_current(self) -> float | None:
+        """The score of the text as it is now (None: never scored, or edited since)."""
+        if self.score_state == "done" and self.score_text_hash == self.text_hash():
+            return self.score
+        return None
 
     def full_text(self) -> str:
         """The exact system message: the same bytes for every session, so its KV blocks are shared."""

@@ -8,6 +8,7 @@ ones shoppers share; the published version runs under the store's salt, exactly 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -31,11 +32,15 @@ def cache_salt_for(store: Store, version: PromptVersion) -> str:
     return f"{store.cache_salt}:draft:{version.pk}"
 
 
-async def preview_events(store: Store, version: PromptVersion, question: str) -> AsyncIterator[Event]:
+async def preview_events(
+    store: Store, version: PromptVersion, question: str, max_tokens: int | None = None
+) -> AsyncIterator[Event]:
     """``products``?, ``sources``?, ``token``*, ``end`` (or ``error``) for one question under one version.
 
     The shopper's pipeline (composition, fixed replies, decoding, loop detector) with this version's text and salt,
-    as a first message: what a new shopper would see if this version were published. Nothing is recorded."""
+    as a first message: what a new shopper would see if this version were published. Nothing is recorded.
+    ``max_tokens`` caps the answer's budget (the scoring's short answers); the ``end`` frame's ``facts`` is the
+    user turn as the model saw it (what the evaluation allows the answer's figures to come from)."""
     try:
         engine = await engine_service.aget_engine()
         prepared = await database_sync_to_async(pipeline.plan, thread_sensitive=False)(
@@ -48,6 +53,8 @@ async def preview_events(store: Store, version: PromptVersion, question: str) ->
         yield {"type": "error", "code": "engine_unavailable", "message": str(exc)}
         return
 
+    if max_tokens is not None and prepared.max_tokens > max_tokens:
+        prepared = dataclasses.replace(prepared, max_tokens=max_tokens)
     composition = prepared.composition
     if composition.cards:
         yield {"type": "products", "items": composition.cards}
@@ -77,5 +84,5 @@ async def preview_events(store: Store, version: PromptVersion, question: str) ->
     end = {"type": "end", "finish_reason": result.finish_reason or "error", "usage": result.usage, "text": result.text,
            "model_text": prepared.model_text, "model_sentences": result.model_sentences,
            # What the checker kept off the shopper's screen, and why: the owner sees it, the shopper never does.
-           "dropped": result.dropped}  # fmt: skip
+           "dropped": result.dropped, "facts": prepared.user_content}  # fmt: skip
     yield {**end, "first_token_ms": first_token_ms}

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import catalog_views, knowledge, views
+from . import analytics_views, catalog_views, knowledge, playground_views, views
 
 app_name = "studio"
 
@@ -43,4 +43,13 @@ urlpatterns = [
          name="document_rollback"),
     path("<slug:slug>/knowledge/<int:document_id>/versions/<int:version_id>/discard", knowledge.document_discard,
          name="document_discard"),
+    # Insight: analytics, the playground, scores and comparisons of versions.
+    path("<slug:slug>/analytics/", analytics_views.analytics_page, name="analytics"),
+    path("<slug:slug>/analytics/<str:table>.csv", analytics_views.analytics_csv, name="analytics_csv"),
+    path("<slug:slug>/playground/", playground_views.playground, name="playground"),
+    path("<slug:slug>/versions/<int:version_id>/score", playground_views.score, name="score"),
+    path("<slug:slug>/versions/<int:version_id>/score.json", playground_views.score_status, name="score_status"),
+    path("<slug:slug>/compare/", playground_views.compare, name="compare"),
+    path("<slug:slug>/versions/<int:version_id>/rollback/confirm", playground_views.confirm_rollback,
+         name="confirm_rollback"),
 ]

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from functools import wraps
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
@@ -22,7 +23,7 @@ from shop_assistant.console.access import refuse
 from shop_assistant.console.roles import Role, can_work_on, stores_for
 from shop_assistant.runtime.params import parse_id
 
-from . import budget, services
+from . import budget, scoring, services, tasks
 from .forms import DEFAULT_SAMPLE_QUESTIONS, DraftForm, SampleQuestionsForm, StoreSettingsForm
 from .models import PromptVersion, SampleQuestion
 from .prewarm import node_status
@@ -149,6 +150,7 @@ def draft(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
             "node_status": node_status(published) if published else None,
             "diff": budget.line_diff(published.full_text() if published else "", version.full_text()),
             "questions": sample_questions(store),
+            "worse": scoring.worse_than_published(version, published),
         },
     )
 
@@ -165,6 +167,8 @@ def version_detail(request: HttpRequest, store: Store, version_id: int) -> HttpR
             "store": store,
             "version": version,
             "previous": previous,
+            "published": (published := services.published_prompt(store)),
+            "worse": scoring.worse_than_published(version, published),
             "budget": budget.prompt_budget(version.full_text()),
             "diff": budget.line_diff(previous.full_text() if previous else "", version.full_text()),
         },
@@ -180,6 +184,8 @@ def _expected_published(request: HttpRequest) -> int | None:
 @owners_only
 def publish(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     version = get_object_or_404(PromptVersion, store=store, pk=version_id)
+    if version.status == PromptVersion.Status.DRAFT and not _scored_for_publish(request, store, version):
+        return redirect("studio:draft", slug=store.slug, version_id=version.pk)
     try:
         published = services.publish(version, user=request.user, expected_published=_expected_published(request))
     except services.PromptError as exc:
@@ -187,6 +193,28 @@ def publish(request: HttpRequest, store: Store, version_id: int) -> HttpResponse
         return redirect("studio:draft", slug=store.slug, version_id=version.pk)
     messages.success(request, f"Published v{published.version}; shoppers get it from their next message.")
     return redirect("studio:store", slug=store.slug)
+
+
+def _scored_for_publish(request: HttpRequest, store: Store, version: PromptVersion) -> bool:
+    """Score the draft (and an unscored published version) before publishing; False, with a message for the
+    owner, while the score is not in yet or when the draft scores worse and the owner has not confirmed."""
+    if not settings.STUDIO_SCORE_BEFORE_PUBLISH:
+        return True
+    if scoring.needs_score(version) or scoring.needs_score(services.published_prompt(store)):
+        tasks.start_scoring(version.pk)  # eager in the embedded default: scored when this returns
+        version.refresh_from_db()
+    if version.score_running:
+        messages.info(request, f"Scoring v{version.version} before publishing; publish again when its score is in.")
+        return False
+    published = services.published_prompt(store)
+    if scoring.worse_than_published(version, published) and not request.POST.get("publish_worse"):
+        messages.warning(
+            request,
+            f"v{version.version} scores {version.score:g} / 100, worse than the published "
+            f"v{published.version} ({published.score:g}). Check the failed checks, or publish anyway.",
+        )
+        return False
+    return True
 
 
 @require_POST

@@ -94,9 +94,22 @@
     });
   }
 
+  function renderQuotes(list, items) {
+    if (!list) return;
+    list.textContent = "";
+    (items || []).forEach(function (item) {
+      var li = el("li", "quote");
+      if (item.title) li.appendChild(el("strong", "", item.title + ": "));
+      li.appendChild(el("span", "", item.text));
+      list.appendChild(li);
+    });
+  }
+
   function handle(cell, event) {
     if (event.type === "products") {
       renderCards(cell.querySelector(".cards"), event.items);
+    } else if (event.type === "sources") {
+      renderQuotes(cell.querySelector(".quotes"), event.items);
     } else if (event.type === "token") {
       cell.querySelector(".text").textContent += event.text;
     } else if (event.type === "end") {
@@ -107,7 +120,7 @@
       cell.querySelector(".stats").textContent =
         u.prompt_tokens + " prompt tokens, " + u.cached_tokens + " cached · " + u.completion_tokens +
         " generated · first token " + (event.first_token_ms === null ? "—" : event.first_token_ms + " ms") +
-        " · " + event.finish_reason + modelText;
+        " · " + event.finish_reason + (event.reply ? " (" + event.reply + " reply)" : "") + modelText;
       // What the checker kept off the shopper's screen, and why: for the owner's eyes only.
       var dropped = cell.querySelector(".dropped");
       dropped.textContent = "";
@@ -134,6 +147,7 @@
     cell.querySelector(".text").textContent = "";
     cell.querySelector(".cards").textContent = "";
     cell.querySelector(".dropped").textContent = "";
+    if (cell.querySelector(".quotes")) cell.querySelector(".quotes").textContent = "";
     cell.querySelector(".stats").textContent = "…";
     if (!version) {
       handle(cell, { type: "error", message: "nothing published" });
@@ -176,6 +190,40 @@
       });
       Promise.all(runs).then(function () { runButton.disabled = false; });
     });
+  }
+
+  // --- playground: any question, any two versions ---------------------------------------------------------
+  var playground = document.getElementById("playground");
+  var playgroundForm = document.getElementById("playground-form");
+  if (playground && playgroundForm) {
+    playgroundForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var question = playgroundForm.elements.question.value.trim();
+      if (!question) return;
+      var button = document.getElementById("run-playground");
+      button.disabled = true;
+      var runs = ["left", "right"].map(function (side) {
+        var select = playgroundForm.elements[side];
+        playground.querySelector('[data-head="' + side + '"]').textContent = select.options[select.selectedIndex].text;
+        return runOne(playground.dataset.url, playground.querySelector('[data-side="' + side + '"]'), select.value, question);
+      });
+      Promise.all(runs).then(function () { button.disabled = false; });
+    });
+  }
+
+  // --- a score in progress (a Celery worker scores): follow it, then show the result ----------------------
+  var scoreBox = document.getElementById("score");
+  if (scoreBox && scoreBox.dataset.state === "running") {
+    var poll = function () {
+      fetch(scoreBox.dataset.statusUrl, { credentials: "same-origin" }).then(function (r) { return r.json(); })
+        .then(function (data) {
+          if (data.state !== "running") { window.location.reload(); return; }
+          scoreBox.querySelector("[data-score-done]").textContent = data.done;
+          scoreBox.querySelector("[data-score-total]").textContent = data.total;
+          setTimeout(poll, 1500);
+        }).catch(function () { setTimeout(poll, 5000); });
+    };
+    setTimeout(poll, 1500);
   }
 
   // --- copy the embed snippet ----------------------------------------------------------------------------

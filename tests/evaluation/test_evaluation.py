@@ -142,3 +142,17 @@ def test_the_command_writes_a_report(transactional_db, tmp_path, settings, chat_
     assert report["summary"]["no_match_handled"] == 1.0 and report["summary"]["handoff_recorded"] == 1.0
     assert [q["reply"] for q in report["questions"]] == ["no_match", "handoff"]
     assert report["failures"] == []
+
+
+def test_checks_per_answer_follow_the_summary_rules():
+    """``checks``: one answer's pass/fail per rule (the studio's score); an answer that failed passes nothing."""
+    from shop_assistant.evaluation.answers import checks
+
+    clean = Outcome(store="demo", question="q", answer="Yes, we do.", words=3, product_in_cards=True)
+    assert set(checks(clean)) >= {"answered", "no_loop", "not_cut", "short", "product_in_cards"}
+    assert all(checks(clean).values()) and "fact_on_screen" not in checks(clean)
+    looping = Outcome(store="demo", question="q", answer="x", words=200, loop=True, no_match_handled=False)
+    failed = {name for name, ok in checks(looping).items() if not ok}
+    assert failed == {"no_loop", "short", "no_match_handled"}
+    broken = Outcome(store="demo", question="q", error="prompt_too_long: too long")
+    assert not any(checks(broken).values())

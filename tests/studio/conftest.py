@@ -42,3 +42,16 @@ def owner(store):
 @pytest.fixture
 def agent(store):
     return make_user("adam", store, "agent")
+
+
+@pytest.fixture(autouse=True)
+def no_scoring_before_publish(settings):
+    """Publishing scores the draft with the live engine first; tests without the engine publish directly (the
+    scoring tests turn it back on with ``scoring_on``)."""
+    settings.STUDIO_SCORE_BEFORE_PUBLISH = False
+
+
+@pytest.fixture
+def scoring_on(settings):
+    settings.STUDIO_SCORE_BEFORE_PUBLISH = True
+    return settings

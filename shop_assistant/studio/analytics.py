@@ -1,0 +1,348 @@
+"""A store's analytics over a date range: what the assistant handled, what went to people, what shoppers thought
+and what they asked for that the store does not sell. Read-only: every figure is a query over the chat's rows.
+
+The range is a set of whole UTC days; a conversation belongs to it by when it started, and every other figure
+(messages, ratings, clicks, handoffs) is taken from the conversations started in the range, so the figures on one
+page always describe the same conversations.
+
+First-token time is not stored: the chat reports it live in each answer's ``end`` frame (``timing``) and to the
+metrics endpoint, but no row keeps it, so the page says so and shows the prompt-cache figures that are stored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Q, Sum
+
+from catalog.models import Store
+from shop_assistant.chat.composition import NO_MATCH_FALLBACK
+from shop_assistant.chat.models import CardClick, Conversation, Message
+
+DEFAULT_DAYS = 7
+MAX_DAYS = 366
+TOP_NO_MATCH = 20
+# The start of the built-in no-match replies (``composition.no_match_reply``): "Sorry, we don't carry kayaks. ..."
+_BUILT_IN_NO_MATCH = re.compile(r"^Sorry, we don['’]t carry\b")
+_NOT_WORD = re.compile(r"[^\w$€£%]+")
+# Words that change nothing about what was asked for: "do you have kayaks?" and "kayaks" are one request.
+_FILLER = frozenset(
+    "a an the do does you your have has sell carry stock any some i im want need looking for please is are "
+    "there can get me of to buy".split()
+)
+
+
+@dataclass(frozen=True)
+class Range:
+    start: dt.date
+    end: dt.date  # inclusive
+
+    @property
+    def days(self) -> list[dt.date]:
+        return [self.start + dt.timedelta(days=i) for i in range((self.end - self.start).days + 1)]
+
+    @property
+    def since(self) -> dt.datetime:
+        return dt.datetime.combine(self.start, dt.time.min, tzinfo=dt.UTC)
+
+    @property
+    def until(self) -> dt.datetime:
+        return dt.datetime.combine(self.end + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC)
+
+
+def parse_range(start: str | None, end: str | None, today: dt.date | None = None) -> Range:
+    """The range the query string asks for; the last ``DEFAULT_DAYS`` days when a date is missing or unreadable.
+    Reversed dates are swapped and a range is capped at ``MAX_DAYS``."""
+    today = today or dt.datetime.now(dt.UTC).date()
+
+    def read(raw: str | None) -> dt.date | None:
+        try:
+            return dt.date.fromisoformat(raw) if raw else None
+        except ValueError:
+            return None
+
+    last = read(end) or today
+    first = read(start) or last - dt.timedelta(days=DEFAULT_DAYS - 1)
+    if first > last:
+        first, last = last, first
+    if (last - first).days >= MAX_DAYS:
+        first = last - dt.timedelta(days=MAX_DAYS - 1)
+    return Range(first, last)
+
+
+@dataclass
+class NoMatchGroup:
+    """Questions that got the no-match reply, grouped by their normalised words."""
+
+    key: str
+    text: str  # the most frequent wording
+    count: int
+    conversations: list[str] = field(default_factory=list)  # conversation ids, newest first
+
+
+@dataclass
+class Day:
+    day: dt.date
+    conversations: int = 0
+    deflected: int = 0
+    handoffs: int = 0
+
+
+@dataclass
+class Report:
+    range: Range
+    conversations: int = 0
+    messages: int = 0
+    shopper_messages: int = 0
+    answers: int = 0
+    agent_messages: int = 0
+    deflected: int = 0
+    handoffs: int = 0
+    handoffs_replied: int = 0
+    first_human_reply_seconds: list[float] = field(default_factory=list)
+    csat: dict[int, int] = field(default_factory=lambda: {score: 0 for score in range(1, 6)})
+    thumbs_up: int = 0
+    thumbs_down: int = 0
+    cards_shown: int = 0
+    answers_with_cards: int = 0
+    card_clicks: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    days: list[Day] = field(default_factory=list)
+    no_match: list[NoMatchGroup] = field(default_factory=list)
+    no_match_answers: int = 0
+
+    @property
+    def deflection_rate(self) -> float | None:
+        return _share(self.deflected, self.conversations)
+
+    @property
+    def handoff_rate(self) -> float | None:
+        return _share(self.handoffs, self.conversations)
+
+    @property
+    def median_first_human_reply(self) -> float | None:
+        return statistics.median(self.first_human_reply_seconds) if self.first_human_reply_seconds else None
+
+    @property
+    def csat_responses(self) -> int:
+        return sum(self.csat.values())
+
+    @property
+    def csat_average(self) -> float | None:
+        total = self.csat_responses
+        return round(sum(score * n for score, n in self.csat.items()) / total, 2) if total else None
+
+    @property
+    def csat_satisfied(self) -> float | None:
+        """The share of 4 and 5 ratings, as help desks report CSAT."""
+        return _share(self.csat[4] + self.csat[5], self.csat_responses)
+
+    @property
+    def thumbs_up_rate(self) -> float | None:
+        return _share(self.thumbs_up, self.thumbs_up + self.thumbs_down)
+
+    @property
+    def click_through(self) -> float | None:
+        return _share(self.card_clicks, self.cards_shown)
+
+    @property
+    def cache_share(self) -> float | None:
+        return _share(self.cached_tokens, self.prompt_tokens)
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def normalise_question(text: str) -> str:
+    """The words of a request, lower-cased, without punctuation or filler, with a plural's "s" dropped: a simple
+    grouping ("Do you sell kayaks?" and "kayak" are one request), not a semantic one."""
+    plain = text.lower().replace("'", "").replace("’", "")  # "I'm" and "im", "don't" and "dont" alike
+    words = [word for word in _NOT_WORD.sub(" ", plain).split() if word not in _FILLER]
+    return " ".join(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+                    for word in words)  # fmt: skip
+
+
+def is_no_match_reply(store: Store, text: str) -> bool:
+    """Whether a fixed reply is the store's no-match reply (its own, or one the chat built from the catalog)."""
+    text = text.strip()
+    own = store.no_match_reply.strip()
+    if own:
+        return text == own
+    return bool(_BUILT_IN_NO_MATCH.match(text)) or text.startswith(NO_MATCH_FALLBACK)
+
+
+def store_report(store: Store, span: Range) -> Report:
+    report = Report(range=span, days=[Day(day) for day in span.days])
+    by_day = {day.day: day for day in report.days}
+    conversations = Conversation.objects.filter(store=store, created_at__gte=span.since, created_at__lt=span.until)
+    messages = Message.objects.said().filter(conversation__in=conversations)
+
+    rows = conversations.annotate(
+        answers=Count("messages", filter=Q(messages__role=Message.Role.ASSISTANT) & ~Q(messages__finish_reason="")),
+        agent_replies=Count("messages", filter=Q(messages__role=Message.Role.AGENT)),
+    ).values("id", "created_at", "handoff_requested_at", "answers", "agent_replies", "csat_rating")
+    for row in rows:
+        day = by_day.get(row["created_at"].astimezone(dt.UTC).date())
+        report.conversations += 1
+        if day:
+            day.conversations += 1
+        # Answered without a person: the assistant answered, nobody asked for a person and no agent wrote.
+        if row["answers"] and row["handoff_requested_at"] is None and not row["agent_replies"]:
+            report.deflected += 1
+            if day:
+                day.deflected += 1
+        if row["handoff_requested_at"] is not None:
+            report.handoffs += 1
+            if day:
+                day.handoffs += 1
+        if row["csat_rating"] in report.csat:
+            report.csat[row["csat_rating"]] += 1
+
+    # Time to first human reply: from the handoff request to the first agent message written after it.
+    handoffs = conversations.filter(handoff_requested_at__isnull=False).values_list("id", "handoff_requested_at")
+    requested = dict(handoffs)
+    first_reply: dict = {}
+    for conversation_id, at in messages.filter(
+        conversation_id__in=requested, role=Message.Role.AGENT
+    ).values_list("conversation_id", "created_at"):
+        if at >= requested[conversation_id] and (conversation_id not in first_reply or at < first_reply[conversation_id]):
+            first_reply[conversation_id] = at
+    report.handoffs_replied = len(first_reply)
+    report.first_human_reply_seconds = sorted(
+        (at - requested[conversation_id]).total_seconds() for conversation_id, at in first_reply.items()
+    )
+
+    counts = dict(messages.values_list("role").annotate(n=Count("id")).values_list("role", "n"))
+    report.shopper_messages = counts.get(Message.Role.USER, 0)
+    report.answers = counts.get(Message.Role.ASSISTANT, 0)
+    report.agent_messages = counts.get(Message.Role.AGENT, 0)
+    report.messages = sum(counts.values())
+
+    answers = messages.filter(role=Message.Role.ASSISTANT)
+    report.thumbs_up = answers.filter(rating=1).count()
+    report.thumbs_down = answers.filter(rating=-1).count()
+    for products in answers.exclude(products=[]).values_list("products", flat=True):
+        if products:
+            report.cards_shown += len(products)
+            report.answers_with_cards += 1
+    report.card_clicks = CardClick.objects.filter(conversation__in=conversations).count()
+    tokens = answers.filter(prompt_tokens__gt=0).aggregate(prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens"))
+    report.prompt_tokens = tokens["prompt"] or 0
+    report.cached_tokens = tokens["cached"] or 0
+
+    report.no_match, report.no_match_answers = _no_match_groups(store, messages)
+    return report
+
+
+def _no_match_groups(store: Store, messages) -> tuple[list[NoMatchGroup], int]:
+    """The shoppers' messages the no-match reply answered, grouped; the largest groups first."""
+    fixed = [
+        (conversation_id, at)
+        for conversation_id, at, text in messages.filter(
+            role=Message.Role.ASSISTANT, finish_reason=Message.FinishReason.FIXED
+        ).values_list("conversation_id", "created_at", "text")
+        if is_no_match_reply(store, text)
+    ]
+    if not fixed:
+        return [], 0
+    asked: dict = defaultdict(list)  # conversation -> [(at, text)] of the shopper's messages
+    for conversation_id, at, text in messages.filter(
+        conversation_id__in={c for c, _ in fixed}, role=Message.Role.USER
+    ).values_list("conversation_id", "created_at", "text"):
+        asked[conversation_id].append((at, text))
+    groups: dict[str, dict] = {}
+    for conversation_id, answered_at in fixed:
+        before = [item for item in asked[conversation_id] if item[0] <= answered_at]
+        if not before:
+            continue
+        at, question = max(before, key=lambda item: item[0])  # the message this reply answered
+        key = normalise_question(question) or question.strip().lower()
+        group = groups.setdefault(key, {"wordings": Counter(), "conversations": {}})
+        group["wordings"][question.strip()] += 1
+        group["conversations"][str(conversation_id)] = max(at, group["conversations"].get(str(conversation_id), at))
+    result = [
+        NoMatchGroup(
+            key=key,
+            # The most frequent wording; a tie goes to the first in alphabetical order, so the page is stable.
+            text=min(group["wordings"].items(), key=lambda item: (-item[1], item[0]))[0],
+            count=sum(group["wordings"].values()),
+            conversations=[c for c, _ in sorted(group["conversations"].items(), key=lambda i: i[1], reverse=True)],
+        )
+        for key, group in groups.items()
+    ]
+    result.sort(key=lambda g: (-g.count, g.text.lower()))
+    return result[:TOP_NO_MATCH], len(fixed)
+
+
+# --- tables (the page and its CSV exports show the same rows) ----------------------------------------------
+
+
+def _percent(value: float | None) -> str:
+    return "" if value is None else f"{value * 100:.1f}%"
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def headline(report: Report) -> dict[str, str]:
+    """The page's key figures, formatted as the summary table and its CSV write them."""
+    return {
+        "deflection": _percent(report.deflection_rate),
+        "first_human_reply": _number(report.median_first_human_reply, 0),
+        "csat_average": _number(report.csat_average, 2),
+        "csat_satisfied": _percent(report.csat_satisfied),
+        "click_through": _percent(report.click_through),
+        "cache_share": _percent(report.cache_share),
+    }
+
+
+def summary_rows(report: Report) -> list[tuple[str, str]]:
+    return [
+        ("Conversations", str(report.conversations)),
+        ("Messages", str(report.messages)),
+        ("Shopper messages", str(report.shopper_messages)),
+        ("Assistant answers", str(report.answers)),
+        ("Agent messages", str(report.agent_messages)),
+        ("Answered without a person", str(report.deflected)),
+        ("Deflection rate", _percent(report.deflection_rate)),
+        ("Handoffs", str(report.handoffs)),
+        ("Handoffs with a human reply", str(report.handoffs_replied)),
+        ("Median time to first human reply (s)", _number(report.median_first_human_reply, 0)),
+        ("CSAT responses", str(report.csat_responses)),
+        ("CSAT average (1-5)", _number(report.csat_average, 2)),
+        ("CSAT satisfied (4-5)", _percent(report.csat_satisfied)),
+        ("Thumbs up", str(report.thumbs_up)),
+        ("Thumbs down", str(report.thumbs_down)),
+        ("Product cards shown", str(report.cards_shown)),
+        ("Answers with cards", str(report.answers_with_cards)),
+        ("Card clicks", str(report.card_clicks)),
+        ("Card click-through", _percent(report.click_through)),
+        ("Prompt tokens", str(report.prompt_tokens)),
+        ("Cached prompt tokens", str(report.cached_tokens)),
+        ("Prefix-cache share", _percent(report.cache_share)),
+        ("No-match replies", str(report.no_match_answers)),
+    ]
+
+
+DAILY_HEADER = ("Day", "Conversations", "Answered without a person", "Handoffs")
+CSAT_HEADER = ("Rating", "Responses")
+NO_MATCH_HEADER = ("Question", "Times asked", "Conversations")
+
+
+def daily_rows(report: Report) -> list[tuple[str, int, int, int]]:
+    return [(d.day.isoformat(), d.conversations, d.deflected, d.handoffs) for d in report.days]
+
+
+def csat_rows(report: Report) -> list[tuple[int, int]]:
+    return [(score, report.csat[score]) for score in range(1, 6)]
+
+
+def no_match_rows(report: Report) -> list[tuple[str, int, str]]:
+    return [(g.text, g.count, " ".join(g.conversations)) for g in report.no_match]

@@ -1,0 +1,73 @@
+"""The analytics over a seeded week: every figure against what the seed put there."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from shop_assistant.studio import analytics
+
+from .seed import MONDAY, SUNDAY, seed_week
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def week(store):
+    return seed_week(store)
+
+
+def test_the_seeded_week_in_figures(week):
+    report = analytics.store_report(week.store, analytics.Range(MONDAY, SUNDAY))
+    assert report.conversations == 7  # not the Monday after, not the other store's
+    assert (report.messages, report.shopper_messages, report.answers, report.agent_messages) == (22, 10, 9, 3)
+    assert report.deflected == 4 and round(report.deflection_rate, 4) == round(4 / 7, 4)
+    assert (report.handoffs, report.handoffs_replied) == (3, 2)
+    assert report.first_human_reply_seconds == [120.0, 600.0] and report.median_first_human_reply == 360.0
+    assert report.csat == {1: 0, 2: 1, 3: 1, 4: 1, 5: 1}
+    assert (report.csat_responses, report.csat_average, report.csat_satisfied) == (4, 3.5, 0.5)
+    assert (report.thumbs_up, report.thumbs_down) == (1, 1)
+    assert (report.cards_shown, report.answers_with_cards, report.card_clicks) == (3, 2, 2)
+    assert (report.prompt_tokens, report.cached_tokens, report.cache_share) == (400, 150, 0.375)
+    daily = [(d.day.weekday(), d.conversations, d.deflected, d.handoffs) for d in report.days]
+    assert daily == [(0, 2, 2, 0), (1, 2, 1, 1), (2, 0, 0, 0), (3, 2, 0, 2), (4, 0, 0, 0), (5, 0, 0, 0), (6, 1, 1, 0)]
+    assert report.no_match_answers == 4
+    kayak, laptop = report.no_match
+    c = week.conversations
+    assert (kayak.text, kayak.count) == ("Do you have a kayak?", 3)
+    assert kayak.conversations == [str(c["kayak-again"].pk), str(c["kayaks"].pk)]  # newest first
+    assert (laptop.text, laptop.count, laptop.conversations) == ("Do you sell laptops?", 1, [str(c["laptops"].pk)])
+
+
+def test_a_single_day_and_an_empty_range(week):
+    tuesday = analytics.store_report(week.store, analytics.Range(MONDAY + dt.timedelta(days=1), MONDAY + dt.timedelta(days=1)))
+    assert (tuesday.conversations, tuesday.handoffs, tuesday.deflected, tuesday.no_match_answers) == (2, 1, 1, 2)
+    empty = analytics.store_report(week.store, analytics.Range(dt.date(2020, 1, 1), dt.date(2020, 1, 2)))
+    assert empty.conversations == 0 and empty.deflection_rate is None and empty.cache_share is None
+    assert empty.median_first_human_reply is None and empty.no_match == []
+
+
+def test_the_store_own_no_match_reply_is_recognised(week):
+    store = week.store
+    store.no_match_reply = "We only sell outdoor gear."
+    assert analytics.is_no_match_reply(store, "We only sell outdoor gear.")
+    assert not analytics.is_no_match_reply(store, "Sorry, we don't carry kayaks.")
+    store.no_match_reply = ""
+    assert analytics.is_no_match_reply(store, "Sorry, I couldn't find that in our catalog. Try other words.")
+    assert not analytics.is_no_match_reply(store, "A member of our team will be with you shortly.")
+
+
+def test_normalised_questions_group_simple_variants():
+    assert analytics.normalise_question("Do you sell KAYAKS?!") == analytics.normalise_question("kayak")
+    assert analytics.normalise_question("I'm looking for a glass vase") == "glass vase"
+    assert analytics.normalise_question("red dress") != analytics.normalise_question("blue dress")
+
+
+def test_parse_range_defaults_swaps_and_caps():
+    today = dt.date(2026, 11, 8)
+    assert analytics.parse_range(None, None, today) == analytics.Range(dt.date(2026, 11, 2), today)
+    assert analytics.parse_range("2026-11-08", "2026-11-02", today) == analytics.Range(MONDAY, SUNDAY)
+    assert analytics.parse_range("nonsense", "2026-11-08", today).start == MONDAY
+    capped = analytics.parse_range("2000-01-01", "2026-11-08", today)
+    assert (capped.end - capped.start).days == analytics.MAX_DAYS - 1

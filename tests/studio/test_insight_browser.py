@@ -1,0 +1,118 @@
+"""The studio's insight in real headless Chromium against daphne: an owner opens the analytics of a seeded week,
+asks the playground a question under a draft and the published version, publishes a draft whose score is shown
+next to the published one, and is held back (with a warning) from publishing a draft that scores worse."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from channels.db import database_sync_to_async
+
+from tests.chat.conftest import FRAME_TIMEOUT
+from tests.chat.test_widget import browser, page  # noqa: F401  (the real Chromium fixtures)
+from tests.conftest import REPO_ROOT
+
+from .conftest import PASSWORD, make_user
+from .seed import seed_week
+
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
+
+SCREENSHOTS = REPO_ROOT / "docs" / "studio"
+SCORING_TIMEOUT = 600_000  # ms: publishing scores the draft (and the published version) with the live model
+
+
+async def log_in(page, base: str, username: str) -> None:
+    from playwright.async_api import expect
+
+    await page.goto(f"{base}/healthz")  # let the model finish loading first (the studio counts tokens with it)
+    for _ in range(FRAME_TIMEOUT * 2):
+        if '"ready"' in await page.content():
+            break
+        await page.wait_for_timeout(500)
+        await page.reload()
+    await page.goto(f"{base}/studio/")
+    await page.get_by_label("Username").fill(username)
+    await page.get_by_label("Password").fill(PASSWORD)
+    await page.get_by_role("button", name="Log in").click()
+    await expect(page).to_have_url(f"{base}/studio/demo/")
+
+
+async def test_owner_reads_analytics_asks_the_playground_and_publishes_a_scored_draft(daphne_server, demo_store, page):
+    from playwright.async_api import expect
+
+    timeout = FRAME_TIMEOUT * 1000
+    await database_sync_to_async(make_user)("owner-ida", demo_store, "owner")
+    week = await database_sync_to_async(seed_week)(demo_store)
+    base = daphne_server.http
+    await log_in(page, base, "owner-ida")
+    await page.set_viewport_size({"width": 1280, "height": 900})
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    # Analytics over the seeded week, from the studio's navigation.
+    await page.get_by_role("link", name="Analytics").click()
+    await page.get_by_label("From").fill("2026-11-02")
+    await page.get_by_label("To").fill("2026-11-08")
+    await page.get_by_role("button", name="Show").click()
+    await expect(page.locator('[data-kpi="conversations"] .kpi-value')).to_have_text("7")
+    await expect(page.locator('[data-kpi="deflection"] .kpi-value')).to_have_text("57.1%")
+    await expect(page.locator('[data-kpi="handoffs"] .kpi-label')).to_contain_text("median first human reply 360 s")
+    await expect(page.locator('[data-kpi="cache"] .kpi-value')).to_have_text("37.5%")
+    await expect(page.locator("svg.chart")).to_have_count(2)
+    kayak = page.locator("#no-match tr", has_text="Do you have a kayak?")
+    await expect(kayak.locator("td").nth(1)).to_have_text("3")
+    await expect(kayak.get_by_role("link")).to_have_count(2)
+    assert await kayak.get_by_role("link").first.get_attribute("href") == f"/console/c/{week.conversations['kayak-again'].pk}/"
+    async with page.expect_download() as download:
+        await page.locator("#no-match").get_by_role("link", name="Export CSV").click()
+    assert (await download.value).suggested_filename == "demo-no_match-2026-11-02-2026-11-08.csv"
+    await page.screenshot(path=str(SCREENSHOTS / "analytics-week.png"), full_page=True)
+
+    # A draft with the published text and a new note, then the playground: any question, draft against published.
+    await page.get_by_role("link", name="Prompt").click()
+    await page.get_by_role("button", name="New draft from the published version").click()
+    await expect(page.get_by_role("heading", name="Draft v2")).to_be_visible()
+    await page.get_by_label("Note").fill("same words, a note for the history")
+    await page.get_by_role("button", name="Save draft").click()
+    await expect(page.get_by_text("Draft v2 saved.")).to_be_visible()
+    await page.get_by_role("link", name="Playground").click()
+    await page.get_by_label("Question").fill("What is your return policy?")
+    await page.get_by_role("button", name="Ask").click()
+    await expect(page.locator("#playground td.answer.done")).to_have_count(2, timeout=timeout)
+    await expect(page.locator("#playground td.answer.failed")).to_have_count(0)
+    for side in ("left", "right"):
+        cell = page.locator(f'#playground [data-side="{side}"]')
+        assert (await cell.locator(".text").text_content()).strip()
+        await expect(cell.locator(".quote").first).to_contain_text("30 days")  # the policy quoted, as in the widget
+    await expect(page.locator('[data-head="left"]')).to_have_text("v2 (draft)")
+    await page.screenshot(path=str(SCREENSHOTS / "playground-policy.png"), full_page=True)
+    await page.get_by_label("Question").fill("I need a tent for two people.")
+    await page.get_by_role("button", name="Ask").click()
+    await expect(page.locator("#playground td.answer.done")).to_have_count(2, timeout=timeout)
+    await expect(page.locator('#playground [data-side="left"] .card-item').first).to_be_visible()
+    await page.screenshot(path=str(SCREENSHOTS / "playground-cards.png"), full_page=True)
+
+    # Publish: the draft is scored first (and the published version, which had no score), then published.
+    await page.goto(f"{base}/studio/demo/")
+    await page.get_by_role("link", name="Draft v2").click()
+    await page.get_by_role("button", name="Save and publish").click()
+    await expect(page).to_have_url(f"{base}/studio/demo/", timeout=SCORING_TIMEOUT)
+    await expect(page.get_by_role("heading", name=re.compile(r"Published: v2"))).to_be_visible()
+    await expect(page.locator('[data-score-of="v2"]')).to_have_text(re.compile(r"^\d+\.\d$"))
+    await expect(page.locator('[data-score-of="v1"]')).to_have_text(re.compile(r"^\d+\.\d"))
+    await page.screenshot(path=str(SCREENSHOTS / "score-history.png"), full_page=True)
+
+    # A draft far longer than the model's context fails every model answer: held back, with the warning.
+    await page.get_by_role("button", name="New draft from the published version").click()
+    await page.get_by_label("System prompt").fill("Always be helpful and polite to every shopper. " * 400)
+    await page.get_by_role("button", name="Save and publish").click()
+    await expect(page.get_by_text("This draft scores worse than the published version.")).to_be_visible(
+        timeout=SCORING_TIMEOUT
+    )
+    await expect(page.get_by_role("heading", name="Draft v3")).to_be_visible()
+    await page.locator("#score").scroll_into_view_if_needed()
+    await page.screenshot(path=str(SCREENSHOTS / "score-worse.png"))
+    await page.get_by_role("link", name="Compare").click()
+    await expect(page.locator(".diff .d-add").first).to_contain_text("Always be helpful")
+    await page.screenshot(path=str(SCREENSHOTS / "score-compare.png"))
+    assert page.errors == []
