@@ -109,6 +109,9 @@ class Message(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # How long the shopper waited for an answer's first words: from the question reaching the server to the first
+    # `token` frame going out (planning, queueing and the engine's first token together), for the store's analytics.
+    first_token_ms = models.PositiveIntegerField(null=True, blank=True)
     # The policy quotes shown under an answer ([{"title": ..., "text": ...}]), replayed with the history.
     quotes = models.JSONField(default=list, blank=True)
     # The shopper's thumbs on an assistant answer: 1 up, -1 down, null not rated.

@@ -171,6 +171,7 @@ class Answer:
     text: str  # the shopper's message it answers
     received_at: datetime  # the message's time in the log
     received: float = field(default_factory=time.perf_counter)  # the same moment, for the `prepare_ms` timing
+    first_token: float | None = None  # when its first `token` frame went out (perf_counter)
     id: str = field(default_factory=lambda: str(uuid.uuid4()))  # the `message_id` of its frames and engine request
     plan: Plan | None = None  # what is known before the model's first token (cards, quotes, the checker's evidence)
     result: Generated = field(default_factory=Generated)  # the text so far, finish reason, usage and timings
@@ -508,6 +509,11 @@ class ChatSession:
         """The one place answer text goes out (the console may hook in here to mirror it)."""
         await self.send({"type": "token", "message_id": message_id, "text": text})
 
+    async def _answer_token(self, answer: Answer, text: str) -> None:
+        await self._emit_token(answer.id, text)
+        if answer.first_token is None:
+            answer.first_token = time.perf_counter()
+
     async def _run(self, answer: Answer) -> None:
         try:
             await self._generate(answer)
@@ -627,7 +633,7 @@ class ChatSession:
             result.parts.append(prepared.composition.reply)
             result.finish_reason = pipeline.FINISH_FIXED
             await answer.logged()
-            await self._emit_token(answer.id, prepared.composition.reply)
+            await self._answer_token(answer, prepared.composition.reply)
             return
         if answer.stop_requested:  # stop arrived while retrieval ran: never start the request
             result.finish_reason = "abort"
@@ -642,7 +648,7 @@ class ChatSession:
             async with contextlib.aclosing(pieces):
                 async for piece in pieces:
                     await answer.logged()  # done long before the first token, in practice
-                    await self._emit_token(answer.id, piece)
+                    await self._answer_token(answer, piece)
         except asyncio.CancelledError:
             result.finish_reason = "abort"
             raise
@@ -675,6 +681,7 @@ class ChatSession:
             quotes=prepared.composition.quotes,
             finish_reason=finish,
             usage=result.usage,
+            first_token_ms=None if answer.first_token is None else round((answer.first_token - answer.received) * 1000),
         )
         user_saved = await asyncio.shield(user_logged)
         answer_saved = await asyncio.shield(self._record(record))

@@ -49,6 +49,7 @@ class MessageRecord:
     agent: str = ""
     finish_reason: str = ""
     usage: dict[str, int] | None = None
+    first_token_ms: int | None = None  # an answer's: see Message.first_token_ms
     created_at: datetime = field(default_factory=timezone.now)
     # A shopper's message being answered: the answer's row is created with it, empty and pending (no finish
     # reason), so that an answer cut by a node's death is seen as such from any node.
@@ -69,6 +70,7 @@ class MessageRecord:
             "prompt_tokens": usage.get("prompt_tokens"),
             "completion_tokens": usage.get("completion_tokens"),
             "cached_tokens": usage.get("cached_tokens"),
+            "first_token_ms": self.first_token_ms,
             "created_at": self.created_at.isoformat(),
         }
         if self.answer_id is not None:
@@ -134,6 +136,7 @@ def write_message(payload: dict[str, Any]) -> Message:
                 "prompt_tokens": payload.get("prompt_tokens"),
                 "completion_tokens": payload.get("completion_tokens"),
                 "cached_tokens": payload.get("cached_tokens"),
+                "first_token_ms": payload.get("first_token_ms"),
                 "created_at": created_at,
             },
         )

@@ -112,6 +112,7 @@ class Report:
     card_clicks: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    first_token_ms: list[int] = field(default_factory=list)  # per answer that recorded it (Message.first_token_ms)
     days: list[Day] = field(default_factory=list)
     no_match: list[NoMatchGroup] = field(default_factory=list)
     no_match_answers: int = 0
@@ -149,6 +150,10 @@ class Report:
     @property
     def click_through(self) -> float | None:
         return _share(self.card_clicks, self.cards_shown)
+
+    @property
+    def median_first_token_ms(self) -> float | None:
+        return statistics.median(self.first_token_ms) if self.first_token_ms else None
 
     @property
     def cache_share(self) -> float | None:
@@ -235,6 +240,7 @@ def store_report(store: Store, span: Range) -> Report:
     tokens = answers.filter(prompt_tokens__gt=0).aggregate(prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens"))
     report.prompt_tokens = tokens["prompt"] or 0
     report.cached_tokens = tokens["cached"] or 0
+    report.first_token_ms = sorted(answers.filter(first_token_ms__isnull=False).values_list("first_token_ms", flat=True))
 
     report.no_match, report.no_match_answers = _no_match_groups(store, messages)
     return report
@@ -300,6 +306,7 @@ def headline(report: Report) -> dict[str, str]:
         "csat_satisfied": _percent(report.csat_satisfied),
         "click_through": _percent(report.click_through),
         "cache_share": _percent(report.cache_share),
+        "first_token": _number(report.median_first_token_ms, 0),
     }
 
 
@@ -327,6 +334,7 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
         ("Prompt tokens", str(report.prompt_tokens)),
         ("Cached prompt tokens", str(report.cached_tokens)),
         ("Prefix-cache share", _percent(report.cache_share)),
+        ("Median first-token time (ms)", _number(report.median_first_token_ms, 0)),
         ("No-match replies", str(report.no_match_answers)),
     ]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from decimal import Decimal
 
 import pytest
@@ -27,7 +28,9 @@ async def test_protocol_end_to_end(ws, demo_store):
     greeting = "Hi! I'm Demo Outfitters' shopping assistant. Ask me about our products, sizes, shipping or returns."
     assert ready["store"] == {"slug": "demo", "name": demo_store.name, "greeting": greeting}  # no greeting set: the default
 
+    asked = time.perf_counter()
     answer = await client.ask("Hello! What can you help me with?")
+    waited_ms = (time.perf_counter() - asked) * 1000
     assert answer.tokens and answer.text.strip()
     end = answer.end
     assert end["finish_reason"] in ANSWERED
@@ -44,6 +47,9 @@ async def test_protocol_end_to_end(ws, demo_store):
     assert str(rows[1].id) == answer.start["message_id"]
     assert rows[1].finish_reason == end["finish_reason"]
     assert rows[1].prompt_tokens == usage["prompt_tokens"] and rows[1].completion_tokens == usage["completion_tokens"]
+    # How long the shopper waited for the first words (the studio's analytics): the engine's part and more, and
+    # no more than the whole answer took as this client saw it.
+    assert int(end["timing"]["engine_ttft_ms"]) <= rows[1].first_token_ms <= waited_ms
     assert "Catalog results" in rows[0].model_text  # what the model saw, kept for byte-identical replay
 
 

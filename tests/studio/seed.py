@@ -50,7 +50,8 @@ def seed_week(store: Store) -> Week:
     c["jackets"] = _conversation(store, at(0), csat_rating=5)
     _message(c["jackets"], "user", "Do you have rain jackets?", at(0, seconds=1))
     answer = _message(c["jackets"], "assistant", "We have two rain jackets.", at(0, seconds=3), finish_reason="stop",
-                      products=[_card("RJ-1"), _card("RJ-2")], rating=1, prompt_tokens=100, cached_tokens=64)
+                      products=[_card("RJ-1"), _card("RJ-2")], rating=1, prompt_tokens=100, cached_tokens=64,
+                      first_token_ms=300)
     CardClick.objects.create(conversation=c["jackets"], message=answer)
     c["kayaks"] = _conversation(store, at(0, 15))
     _message(c["kayaks"], "user", "Do you sell kayaks?", at(0, 15, 1))
@@ -74,7 +75,8 @@ def seed_week(store: Store) -> Week:
     c["order"] = _conversation(store, at(3), handoff_requested_at=at(3, seconds=60), status="agent", csat_rating=2)
     _message(c["order"], "user", "Where is my tent order?", at(3, seconds=1))
     tent = _message(c["order"], "assistant", "Here is our tent.", at(3, seconds=2), finish_reason="stop",
-                    products=[_card("T-1")], rating=-1, prompt_tokens=200, cached_tokens=0)
+                    products=[_card("T-1")], rating=-1, prompt_tokens=200, cached_tokens=0,
+                    first_token_ms=900)
     CardClick.objects.create(conversation=c["order"], message=tent)
     _message(c["order"], "agent", "Let me check your order.", at(3, seconds=660), agent="ann")
     c["waiting"] = _conversation(store, at(3, 16), handoff_requested_at=at(3, 16, 5), status="handoff")
@@ -87,7 +89,7 @@ def seed_week(store: Store) -> Week:
              at(6, seconds=2), finish_reason="fixed")
     _message(c["laptops"], "user", "hello", at(6, seconds=20))
     _message(c["laptops"], "assistant", "Hello! How can I help?", at(6, seconds=21), finish_reason="stop",
-             prompt_tokens=100, cached_tokens=86)
+             prompt_tokens=100, cached_tokens=86, first_token_ms=500)
     _message(c["laptops"], "user", "thanks", at(6, seconds=40))
     _message(c["laptops"], "assistant", "", at(6, seconds=41))  # in progress: not a message of the report
     # Outside the report: the Monday after, and another store's conversation inside the week.

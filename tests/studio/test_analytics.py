@@ -30,6 +30,7 @@ def test_the_seeded_week_in_figures(week):
     assert (report.thumbs_up, report.thumbs_down) == (1, 1)
     assert (report.cards_shown, report.answers_with_cards, report.card_clicks) == (3, 2, 2)
     assert (report.prompt_tokens, report.cached_tokens, report.cache_share) == (400, 150, 0.375)
+    assert report.first_token_ms == [300, 500, 900] and report.median_first_token_ms == 500
     daily = [(d.day.weekday(), d.conversations, d.deflected, d.handoffs) for d in report.days]
     assert daily == [(0, 2, 2, 0), (1, 2, 1, 1), (2, 0, 0, 0), (3, 2, 0, 2), (4, 0, 0, 0), (5, 0, 0, 0), (6, 1, 1, 0)]
     assert report.no_match_answers == 4
@@ -46,6 +47,7 @@ def test_a_single_day_and_an_empty_range(week):
     empty = analytics.store_report(week.store, analytics.Range(dt.date(2020, 1, 1), dt.date(2020, 1, 2)))
     assert empty.conversations == 0 and empty.deflection_rate is None and empty.cache_share is None
     assert empty.median_first_human_reply is None and empty.no_match == []
+    assert empty.median_first_token_ms is None
 
 
 def test_the_store_own_no_match_reply_is_recognised(week):

@@ -56,7 +56,7 @@ def test_the_page_shows_every_figure_of_the_week(week, client):
     assert kpi(page, "thumbs") == "1 / 1 | thumbs up / down"
     assert kpi(page, "cards") == "2 / 3 | card clicks / cards shown (66.7%)"
     assert kpi(page, "cache") == "37.5% | prompt tokens from the prefix cache"
-    assert "Median first-token time: not recorded" in page
+    assert '<strong data-figure="first-token">500 ms</strong> over 3 answers' in page
     # Charts are inline SVG drawn on the server: one bar per day and series, each with its value as a tooltip.
     assert page.count("<svg") == 2
     assert "Mon 02 · Conversations: 2</title>" in page and "Thu 05 · Handoffs: 2</title>" in page
@@ -79,6 +79,7 @@ def test_csv_exports_hold_the_same_rows(week, client):
     assert figures["Conversations"] == "7" and figures["Deflection rate"] == "57.1%"
     assert figures["Median time to first human reply (s)"] == "360" and figures["CSAT average (1-5)"] == "3.50"
     assert figures["Prefix-cache share"] == "37.5%" and figures["Thumbs down"] == "1"
+    assert figures["Median first-token time (ms)"] == "500"
     daily = read_csv(client.get(f"/studio/corner/analytics/daily.csv?{WEEK}"))
     assert daily[0] == ["Day", "Conversations", "Answered without a person", "Handoffs"]
     assert daily[1:] == [["2026-11-02", "2", "2", "0"], ["2026-11-03", "2", "1", "1"], ["2026-11-04", "0", "0", "0"],
