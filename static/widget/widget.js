@@ -135,14 +135,12 @@
     return node;
   }
 
+  // The catalog's amount and currency code ("69.00 USD"), as the answer's own sentences, the storefront and the
+  // console write them: a card that says "$69.00" under a sentence that says "69.00 USD" reads as two prices.
   function formatPrice(price, currency) {
     var amount = Number(price);
     if (price === null || price === undefined || price === "" || !isFinite(amount)) return "";
-    try {
-      return new Intl.NumberFormat(undefined, { style: "currency", currency: currency || "USD" }).format(amount);
-    } catch (e) {
-      return String(price) + (currency ? " " + currency : "");
-    }
+    return amount.toFixed(2) + (currency ? " " + currency : "");
   }
 
   function cardImage(src) {

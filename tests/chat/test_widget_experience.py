@@ -94,7 +94,8 @@ async def test_greeting_suggestions_and_a_follow_up_comparing_the_cards(daphne_s
     await expect(reply.locator(".sa-text")).to_contain_text("The Daytripper 22L Daypack is the least expensive at 69.00 USD")
     again = [text.strip() for text in await reply.locator(".sa-card-title").all_text_contents()]
     assert again[0].startswith("Daytripper 22L Daypack") and sorted(again) == sorted(titles)
-    await expect(reply.locator(".sa-card-price").first).to_contain_text("69")
+    # The card's price reads as the sentence above it writes it.
+    await expect(reply.locator(".sa-card-price").first).to_have_text("69.00 USD")
 
     # Thumbs up on the comparison: stored, shown pressed; pressed again takes it back.
     helpful = reply.get_by_role("button", name="Helpful", exact=True)
