@@ -104,7 +104,8 @@ async def _one_failover(tmp_path, redis_url: str, nodes: Nodes, console: Socket,
             await console.send({"type": "watch", "conversation": conversation})
             await console.receive_until(lambda f: f["type"] == "watching")
 
-            await shopper.receive_until(lambda f: f["type"] == "token")  # the answer is being written
+            _, before = await shopper.receive_until(lambda f: f["type"] == "token")  # the answer is being written
+            cut_answer = next(f["message_id"] for f in before if f["type"] == "start")
             doomed.process.kill()
             killed = time.perf_counter()
             doomed.process.wait(timeout=30)
@@ -118,7 +119,9 @@ async def _one_failover(tmp_path, redis_url: str, nodes: Nodes, console: Socket,
         resumed = time.perf_counter() - killed
         assert ready["type"] == "ready" and ready["conversation"] == conversation
         assert ready["node"] == nodes.survivor_name
-        assert ready["history"] == [
+        history = ready["history"]
+        assert history[1].pop("message_id") == cut_answer  # the widget rates and asks again by it
+        assert history == [
             {"role": "user", "text": QUESTION},
             {"role": "assistant", "text": "", "interrupted": True, "notice": INTERRUPTED_NOTICE},
         ]
