@@ -60,9 +60,16 @@ inline TileConfig tile_config(int64_t K) {
   return cfg;
 }
 
-// One k step (A tile `a` already loaded) of G panels: panel g's B tile at w + g * panel, 64 bytes a row.
+// Bytes fetched ahead in each panel's stream, as the AVX512-BF16 panels do (8 KB: 8 k steps of 32).
+constexpr int64_t kAheadBytes = 8192;
+
+// One k step (A tile `a` already loaded) of G panels: panel g's B tile at w + g * panel, 64 bytes a row; the
+// 16 lines 8 KB further on in each panel requested meanwhile (a decode step streams the weights from memory).
 template <class Tiles, int a, int b, int G>
 SHOP_ASSISTANT_AMX_TARGET inline void step_panels(const uint16_t* w, int64_t panel) {
+  for (int g = 0; g < G; ++g)
+    for (int line = 0; line < kTileK / 2; ++line)
+      __builtin_prefetch(reinterpret_cast<const char*>(w + g * panel) + kAheadBytes + line * 64);
   Tiles::template load<b>(w, 64);
   Tiles::template dot<0, a, b>();
   if constexpr (G > 1) {
