@@ -199,10 +199,15 @@ void run_amx(const at::Tensor& x, const at::Tensor& packed, const c10::BFloat16*
   const int64_t M = x.size(0), K = x.size(1), ldx = x.stride(0), ldo = out.stride(0), panels = packed.size(0);
   const auto* xp = reinterpret_cast<const uint16_t*>(x.data_ptr<c10::BFloat16>());
   // Every row goes through a tile of 16 (one instruction sequence whatever the row count): the last rows,
-  // if fewer, padded with zero rows, whose sums are computed and dropped.
+  // if fewer, copied into a tile of their own below which zero rows are computed and dropped (a tile's rows do
+  // not mix). The buffer is kept per calling thread: a decode step makes 121 calls.
+  thread_local std::vector<uint16_t> padded;
   const int64_t whole = M - M % amx::kTileRows;
-  std::vector<uint16_t> padded(M > whole ? amx::kTileRows * K : 0, 0);
-  for (int64_t m = whole; m < M; ++m) std::copy_n(xp + m * ldx, K, padded.data() + (m - whole) * K);
+  if (M > whole) {
+    if (static_cast<int64_t>(padded.size()) < amx::kTileRows * K) padded.resize(amx::kTileRows * K);
+    for (int64_t m = whole; m < M; ++m) std::copy_n(xp + m * ldx, K, padded.data() + (m - whole) * K);
+    std::fill_n(padded.data() + (M - whole) * K, (whole + amx::kTileRows - M) * K, 0);
+  }
   const amx::TileConfig cfg = amx::tile_config(K);
   const auto* wp = reinterpret_cast<const uint16_t*>(packed.data_ptr<c10::BFloat16>());
   c10::BFloat16* op = out.data_ptr<c10::BFloat16>();
