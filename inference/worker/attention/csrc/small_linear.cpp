@@ -212,8 +212,10 @@ void run_amx(const at::Tensor& x, const at::Tensor& packed, const c10::BFloat16*
   const auto* wp = reinterpret_cast<const uint16_t*>(packed.data_ptr<c10::BFloat16>());
   c10::BFloat16* op = out.data_ptr<c10::BFloat16>();
   const int64_t groups = (panels + amx::kGroup - 1) / amx::kGroup;
+  // The pointer, not the name: inside the task `padded` would be the worker thread's own (empty) buffer.
+  const uint16_t* last = padded.data();
   at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
-    groups_times_rows(cfg, xp, ldx, padded.data(), M, wp, K, panels, bias, op, ldo, g0, g1);
+    groups_times_rows(cfg, xp, ldx, last, M, wp, K, panels, bias, op, ldo, g0, g1);
   });
 }
 #else
