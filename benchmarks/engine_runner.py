@@ -116,6 +116,7 @@ def run(workload: Workload, config: EngineConfig, progress: Any = None) -> dict[
         achieved_gflops=flops / 1e9 / driver.wall_s if driver.wall_s else None,
         num_preemptions=engine.snapshot().num_preemptions - preemptions_before,
         kv_blocks=engine.snapshot().kv.num_blocks_total,
+        projections=engine.runner.projections,  # the projections' kernel: panels-amx, panels-avx512_bf16, ...
         steps=kv.step_summary(),
         kv_series=kv.series(),
         records=[r.as_dict() for r in driver.records],

@@ -15,6 +15,7 @@ Both calls read ``seq.num_computed_tokens``, so they must come before ``schedule
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -43,6 +44,8 @@ from inference.worker.step_inputs import StepInputs, build_step_inputs, dummy_pr
 if TYPE_CHECKING:
     from inference.core.scheduler import ScheduledSeq, SchedulerOutput
     from inference.core.sequence import Sequence
+
+logger = logging.getLogger(__name__)
 
 _DTYPES = {
     "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
@@ -128,6 +131,9 @@ class ModelRunner:
             self.backend.cascade = True
         self.small_linears = self.packed_linears and self.model.lm_head_panels is not None
         self.fused_cpu_ops = config.cpu_fused_ops and self.model.use_fused_cpu_ops()
+        self.projections = self._projections_kernel()
+        if self.device.type == "cpu":
+            logger.info("CPU projections: %s (%s)", self.projections, self.dtype)
         self.load_seconds = time.perf_counter() - start
         self.bytes_per_block = kv_cache.kv_cache_bytes_per_block(
             self.model_config, self.block_size, self.dtype, self.model.layers[0].self_attn.num_kv_heads
@@ -145,6 +151,13 @@ class ModelRunner:
             self.cuda_graphs.capture()
 
     # ------------------------------------------------------------------ setup
+
+    def _projections_kernel(self) -> str:
+        """What runs the projections: "panels-fp32", "panels-amx" or "panels-avx512_bf16" (the C++ panel kernel;
+        its bf16 path chosen once from the CPU's flags, ``ENGINE_SMALL_LINEAR`` forcing one), "onednn", "torch"."""
+        if self.small_linears and self.dtype in (torch.float32, torch.bfloat16):
+            return "panels-fp32" if self.dtype == torch.float32 else f"panels-{cpu_kernels.bf16_path()}"
+        return "onednn" if self.packed_linears else "torch"
 
     def _check_lengths(self) -> None:
         mc, max_len = self.model_config, self.config.max_model_len

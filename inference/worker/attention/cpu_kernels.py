@@ -17,6 +17,7 @@ import logging
 import os
 import platform
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -35,6 +36,15 @@ def _cpu_flags() -> str:
         return next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
     except OSError:
         return platform.processor()
+
+
+def cpu_model_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (``platform.processor()`` where there is none)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or "unknown"
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
 
 
 def cpu_has_bf16_instructions() -> bool:
@@ -201,6 +211,41 @@ def small_linear_shape() -> tuple[int, int, bool]:
     return int(lanes), int(rows), bool(bf16)
 
 
+# The kernels for bf16 panels: AMX tiles, AVX512-BF16 dot products. ENGINE_SMALL_LINEAR forces one (to compare
+# them on an AMX machine); "auto" (the default) takes AMX where it runs, else AVX512-BF16.
+BF16_PATHS = ("amx", "avx512_bf16")
+
+
+def choose_bf16_path(flags: str, forced: str, amx_ready: Callable[[], bool]) -> str:
+    """The kernel for bf16 panels (where they run: AVX512-BF16), from the CPU's ``flags`` and ``forced``
+    (``ENGINE_SMALL_LINEAR``): AMX only where the flags list ``amx_bf16`` and ``amx_tile`` and ``amx_ready()``
+    (the kernel's request for the tile state, made only then) succeeds, else AVX512-BF16."""
+    if forced not in ("auto", *BF16_PATHS):
+        raise ValueError(f"ENGINE_SMALL_LINEAR must be auto, {' or '.join(BF16_PATHS)}; got {forced!r}")
+    if forced != "avx512_bf16" and {"amx_bf16", "amx_tile"} <= set(flags.split()) and amx_ready():
+        return "amx"
+    if forced == "amx":
+        logger.warning("ENGINE_SMALL_LINEAR=amx, but AMX-BF16 does not run here: the AVX512-BF16 panels run")
+    return "avx512_bf16"
+
+
+@functools.cache
+def bf16_path() -> str:
+    """The kernel :func:`small_linear` runs bf16 panels on in this process ("amx", "avx512_bf16", or "" where
+    bf16 panels don't run), chosen once; the engine logs it at load."""
+    if not small_linear_shape()[2]:
+        return ""
+    forced = os.environ.get("ENGINE_SMALL_LINEAR", "auto").strip().lower() or "auto"
+    return choose_bf16_path(_cpu_flags(), forced, torch.ops.shop_assistant.small_linear_amx_ready)
+
+
+def amx_runs() -> bool:
+    """AMX-BF16 tiles run here: the CPU's flags list amx_bf16 and amx_tile, the kernels were built with the bf16
+    panels, and Linux granted this process the tile state (asked only once the flags allow it)."""
+    return ({"amx_bf16", "amx_tile"} <= set(_cpu_flags().split()) and small_linear_shape()[2]
+            and bool(torch.ops.shop_assistant.small_linear_amx_ready()))
+
+
 def pack_panels(weight: torch.Tensor) -> torch.Tensor | None:
     """``weight`` ``[N, K]`` as the panels :func:`small_linear` reads: fp32 ``[N / lanes, K, lanes]``, bf16
     ``[N / lanes, K / 2, 2 * lanes]`` (pairs of k side by side). None where the kernel can't take it: ``N`` not
@@ -218,16 +263,20 @@ def pack_panels(weight: torch.Tensor) -> torch.Tensor | None:
     return None
 
 
-def small_linear(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def small_linear(
+    x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None = None, bf16: str | None = None
+) -> torch.Tensor:
     """``x @ weight.T (+ bias)`` for ``x`` ``[rows, K]``, any number of rows, the weight as :func:`pack_panels`
     made it. fp32: each output one sum over k in order, the bias (if any) added to it; bf16: exact products, fp32
-    sums, the bias added in fp32, rounded once (as oneDNN rounds). Every row's result is the same whatever the other rows: the sums do
-    not depend on the row count (the engine's batch-invariant projections)."""
+    sums, the bias added in fp32, rounded once (as oneDNN rounds). Every row's result is the same whatever the
+    other rows: the sums do not depend on the row count (the engine's batch-invariant projections).
+    ``bf16``: the kernel for bf16 panels (one of ``BF16_PATHS``; None: :func:`bf16_path`'s choice)."""
     lanes = small_linear_shape()[0]
     out = x.new_empty(x.shape[0], panels.shape[0] * lanes)
+    amx = x.dtype == torch.bfloat16 and (bf16 or bf16_path()) == "amx"
+    op = torch.ops.shop_assistant.small_linear_amx_ if amx else torch.ops.shop_assistant.small_linear_
     # Rows may be strided (the kernel reads them in place); only the features must be contiguous.
-    torch.ops.shop_assistant.small_linear_(out, x if x.stride(-1) == 1 else x.contiguous(), panels,
-                                           None if bias is None else bias.contiguous())
+    op(out, x if x.stride(-1) == 1 else x.contiguous(), panels, None if bias is None else bias.contiguous())
     return out
 
 

@@ -161,6 +161,7 @@ def test_batch_invariant_projections_run_on_weight_panels_only(tiny_path: Path) 
     for linear in (invariant.model.layers[0].self_attn.qkv_proj, invariant.model.layers[0].mlp.down_proj):
         assert linear.panels is not None and linear.packed is None and linear.weight.numel() == 0
     assert invariant.model.lm_head_panels is not None and invariant.model.lm_head_packed is None
+    assert invariant.projections == "panels-fp32" and onednn.projections == "onednn"  # what the runner logs
     tokens = list(range(3, 40))
     for runner in (invariant, onednn):
         prefill = runner.execute(SchedulerOutput([ScheduledSeq(seq_with("a", tokens, 0, list(range(12))), 37)]))
@@ -244,6 +245,8 @@ def test_a_tokens_logits_do_not_depend_on_chunking_or_batch(tmp_path: Path, dtyp
                                  num_attention_heads=9, num_key_value_heads=3, initializer_range=0.05)  # fmt: skip
     runner = make_runner(path, dtype=dtype, block_size=16, num_gpu_blocks_override=64, max_model_len=128)
     assert runner.model.layers[0].self_attn.qkv_proj.panels is not None
+    # bf16: through AMX tiles where the CPU has AMX-BF16, else the AVX512-BF16 panels.
+    assert runner.projections == ("panels-fp32" if dtype == "float32" else f"panels-{cpu_kernels.bf16_path()}")
     tokens = [int(t) for t in torch.randint(3, 96, (75,), generator=torch.Generator().manual_seed(1))]
     other = [int(t) for t in torch.randint(3, 96, (40,), generator=torch.Generator().manual_seed(2))]
     helper = StepHelper(64, 16, seed=3)
