@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+
 from . import embeddings, freshness
 from .models import Product, Store, StoreDocument
 
