@@ -23,11 +23,11 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
-from django.db.models import Count, Max
 
-from . import embeddings
+from . import embeddings, freshness
 from .models import Product, Store, StoreDocument
 
 LEXICAL_WEIGHT = 0.3
@@ -125,9 +125,10 @@ class Passage:
     question: str = ""  # an FAQ line's own question ("Do you have a physical store?")
     answer: str = ""  # an FAQ line's answer ("Not yet: we are online only."); a policy sentence: the text
 
-    @property
-    def words(self) -> set[str]:
-        return content_words(self.text)
+    @cached_property
+    def words(self) -> frozenset[str]:
+        # Kept with the passage (which lives in its store's index): every question compares against it.
+        return frozenset(content_words(self.text))
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,8 @@ class _StoreIndex:
     # Every word the products are described with (titles, types, tags, descriptions): a property asked for that
     # is here but not in the products found is one those products lack (chat/opening.py).
     described_words: frozenset[str] = frozenset()
+    # The documents' bodies, in the store's order: what the model's sentences are checked against.
+    documents: tuple[str, ...] = ()
 
 
 # (store id, policies text) -> index; a few entries: a studio preview of a draft's policies has its own.
@@ -197,9 +200,9 @@ MAX_INDEXES = 64
 
 
 def _stamp(store: Store) -> tuple:
-    documents = StoreDocument.objects.filter(store=store).aggregate(n=Count("id"), updated=Max("updated_at"))
-    products = Product.objects.filter(store=store).aggregate(n=Count("id"), updated=Max("updated_at"))
-    return documents["n"], documents["updated"], products["n"], products["updated"]
+    # Not the variants nor the vectors: a stock change must not cost re-embedding every passage.
+    stamp = freshness.read_stamp(store)
+    return stamp.documents + stamp.products[:2]
 
 
 def _catalog_words(store: Store) -> tuple[frozenset[str], frozenset[str]]:
@@ -212,7 +215,8 @@ def _catalog_words(store: Store) -> tuple[frozenset[str], frozenset[str]]:
 
 
 def _build(store: Store, stamp: tuple, policies: str) -> _StoreIndex:
-    passages = [p for document in StoreDocument.objects.filter(store=store) for p in passages_of(document)]
+    documents = list(StoreDocument.objects.filter(store=store))
+    passages = [p for document in documents for p in passages_of(document)]
     # A policy line that repeats a document's sentence is quoted from the document: its title names the page
     # the shopper can read ("Returns and refunds"), and its neighbours give the rest.
     said = [p.words for p in passages]
@@ -225,7 +229,10 @@ def _build(store: Store, stamp: tuple, policies: str) -> _StoreIndex:
         for row, passage in enumerate(passages):
             if passage.question:
                 question_vectors[row] = next(encoded)
-    return _StoreIndex(stamp, passages, vectors, question_vectors, *_catalog_words(store))
+    naming, described = _catalog_words(store)
+    return _StoreIndex(
+        stamp, passages, vectors, question_vectors, naming, described, tuple(document.body for document in documents)
+    )
 
 
 def store_index(store: Store, policies: str = "") -> _StoreIndex:

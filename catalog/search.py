@@ -1,10 +1,10 @@
 """Hybrid product search: embedding similarity plus BM25 keyword matching, in one ranked list.
 
-Each process keeps an in-memory index per store (a numpy matrix of the stored product vectors, BM25 postings
-and the variants' prices and stock). Before every search two cheap aggregate queries tell whether products or
-variants changed since the index was built (in this process or any other: an import in a Celery worker, an
-edit in the admin); if so, or if the index is older than ``INDEX_MAX_AGE``, it is rebuilt. Query vectors come
-from the model loaded once per process.
+Each process keeps an in-memory index per store (a numpy matrix of the stored product vectors, unit length as
+the model wrote them, BM25 postings and the variants' prices and stock). Before every search the catalog's stamp
+(``freshness``: one query, read once per question) tells whether products or variants changed since the index
+was built (in this process or any other: an import in a Celery worker, an edit in the admin); if so, or if the
+index is older than ``INDEX_MAX_AGE``, it is rebuilt. Query vectors come from the model loaded once per process.
 
 Score = SEMANTIC_WEIGHT * cosine + KEYWORD_WEIGHT * keyword, where keyword is the BM25 score divided by the
 best score any document could get for the query's known terms, so both parts are on an absolute 0..1 scale
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 import numpy as np
-from django.db.models import Count, Max, Prefetch
+from django.db.models import Prefetch
 
-from . import embeddings
+from . import embeddings, freshness
 from .models import Product, ProductImage, Store, Variant
 
 logger = logging.getLogger(__name__)
@@ -146,11 +146,8 @@ def _scope(store: Store | None) -> dict:
 
 
 def _stamp(store: Store | None) -> tuple:
-    products = Product.objects.filter(**_scope(store)).aggregate(
-        n=Count("id"), updated=Max("updated_at"), embedded=Max("embedded_at")
-    )
-    variants = Variant.objects.filter(**_scope(store)).aggregate(n=Count("id"), updated=Max("updated_at"))
-    return (products["n"], products["updated"], products["embedded"], variants["n"], variants["updated"])
+    stamp = freshness.read_stamp(store)
+    return stamp.products + stamp.variants
 
 
 def _document_tokens(product: Product, variants: list[Variant]) -> list[str]:
@@ -380,8 +377,16 @@ def search(
             break
 
     ids = [int(index.product_ids[row]) for row, _ in chosen]
-    products = Product.objects.select_related("store").prefetch_related(
-        "variants", Prefetch("images", queryset=ProductImage.objects.order_by("position", "id"))
+    # Fresh rows for the cards (prices and stock as the database has them now). Unordered, and the variants by
+    # position alone: the models' default orders sort by the product's store and title, joins that cost more than
+    # the rows (within one product the order is the same).
+    products = (
+        Product.objects.select_related("store")
+        .order_by()
+        .prefetch_related(
+            Prefetch("variants", queryset=Variant.objects.order_by("position", "id")),
+            Prefetch("images", queryset=ProductImage.objects.order_by("position", "id")),
+        )
     )
     by_id = {product.id: product for product in products.filter(id__in=ids)}
     hits = []

@@ -112,6 +112,7 @@ async def run(url: str, origin: str, sessions: int, timeout: float, warm: bool =
         "median_engine_ttft_ms": percentile(engine, 50, 1),
         "p90_engine_ttft_ms": percentile(engine, 90, 1),
         "median_web_overhead_ms": percentile(overhead, 50, 1),
+        "p90_web_overhead_ms": percentile(overhead, 90, 1),
         # of which the server's own preparation before the engine got the request (retrieval, assembly)
         "median_prepare_ms": percentile([r.prepare_ms for r in ok if r.prepare_ms is not None], 50, 1),
         "load_average": _load_average(),

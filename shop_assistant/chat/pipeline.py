@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from catalog import passages
+from catalog import freshness, passages
 from catalog.grounding import product_types
-from catalog.models import Store, StoreDocument
+from catalog.models import Store
 from shop_assistant.studio.models import PromptVersion
 from shop_assistant.studio.services import published_prompt
 
@@ -115,9 +115,15 @@ def figures_for(
 
 
 def evidence_for(
-    store: Store, text: str, composition: Composition, opening: Opening, turns: Sequence[Turn], system_prompt: str
+    store: Store,
+    text: str,
+    composition: Composition,
+    opening: Opening,
+    turns: Sequence[Turn],
+    system_prompt: str,
+    documents: Sequence[str],
 ) -> Evidence:
-    documents = list(StoreDocument.objects.filter(store=store).values_list("body", flat=True))
+    """``documents``: the bodies of the store's documents (its passages' index keeps them)."""
     return Evidence(
         question=text,
         opening=opening.text,
@@ -152,7 +158,23 @@ def plan(
     cards of the latest answer that had some, for follow-ups about them ("which of those is lighter?").
     ``version``: the prompt version to answer under (default: the published one; the studio's preview passes a
     draft). A handoff the composition asks for is the caller's to record (``handoff.request_handoff``).
+
+    The catalog is one snapshot for the whole plan: its stamp is read once (``catalog.freshness``) and the indexes
+    built from it (products, passages, the documents' bodies) are the process's, rebuilt only when it changes.
     """
+    with freshness.one_read():
+        return _plan(engine, store, turns, text, previous, version, shown)
+
+
+def _plan(
+    engine: Any,
+    store: Store,
+    turns: Sequence[Turn],
+    text: str,
+    previous: str,
+    version: PromptVersion | None,
+    shown: Sequence[dict[str, Any]],
+) -> Plan:
     if version is None:
         version = published_prompt(store)
         if version is None:
@@ -164,11 +186,12 @@ def plan(
     if composition.fixed:
         return Plan(composition, content, decoding)
     types = product_types(store, limit=3) if not (composition.products or composition.answers) else []
-    # From the passages' index, built once per catalog change (retrieval has just looked it up).
-    described = passages.store_index(store, version.policies).described_words if composition.products else frozenset()
+    # The passages' index, built once per catalog change (retrieval has just looked it up).
+    index = passages.store_index(store, version.policies)
+    described = index.described_words if composition.products else frozenset()
     opening = opening_for(store, text, composition.products, composition.answers, types, described)
     system_prompt = version.full_text()
-    evidence = evidence_for(store, text, composition, opening, turns, system_prompt)
+    evidence = evidence_for(store, text, composition, opening, turns, system_prompt, index.documents)
     figures = figures_for(system_prompt, turns, content, composition)
     mode = store.model_text or MODEL_TEXT_CHECKED
     if mode == MODEL_TEXT_OFF:

@@ -178,14 +178,10 @@ class Answer:
     engine: AsyncLLM | None = None  # set while the engine streams it, so a stop can abort the request
     stop_requested: bool = False
     ended: bool = False  # its `end` (or error) frame is out: the session takes the next message
-    # The shopper's message being recorded: no answer text goes out before it is kept (Celery took it, or the
-    # database or the spool has it), so a node dying mid-answer never loses a question the shopper saw answered.
-    user_logged: asyncio.Future[bool] | None = None
-
-    async def logged(self) -> None:
-        # Awaited before every piece of text: once the write is done (from the first piece on) it costs nothing.
-        if self.user_logged is not None and not self.user_logged.done():
-            await asyncio.shield(self.user_logged)
+    # Whether the shopper's message was kept (Celery took it, or the database or the spool has it). It is recorded
+    # on the planning thread as soon as its plan is known, before any answer text goes out, so a node dying
+    # mid-answer never loses a question the shopper saw answered.
+    user_saved: bool = False
 
     def stop(self) -> None:
         """Stop it: the engine request, if one runs, is aborted now, so its KV blocks are freed at once."""
@@ -486,16 +482,19 @@ class ChatSession:
 
     # --- answering ----------------------------------------------------------------------------------------
 
-    async def _record(self, record: MessageRecord) -> bool:
-        """The one place a message of this conversation is written (the console may hook in here). False when
-        it could not be saved anywhere (database and spool): the caller tells the shopper."""
+    def _record_now(self, record: MessageRecord) -> bool:
+        """Blocking: the one place a message of this conversation is written (the console may hook in here). False
+        when it could not be saved anywhere (database and spool): the caller tells the shopper."""
         try:
-            await database_sync_to_async(record_message, thread_sensitive=False)(record)
+            record_message(record)
         except Exception:
             # The shopper still gets the answer, but must learn it is not kept: a resume would show a gap.
             logger.exception("chat message %s could not be saved", record.id)
             return False
         return True
+
+    async def _record(self, record: MessageRecord) -> bool:
+        return await database_sync_to_async(self._record_now, thread_sensitive=False)(record)
 
     async def record_or_report(self, record: MessageRecord) -> bool:
         """Record a message that gets no answer (a person has the conversation): when it cannot be saved the
@@ -553,20 +552,6 @@ class ChatSession:
         self.last_shopper_text = text
         if prepared.composition.cards:
             self.shown_cards = list(prepared.composition.cards)
-        # Logged while the answer is prepared, with its answer's row (pending until the answer's own write), so
-        # a node dying mid-answer leaves both; the first answer text waits for it (``_write``), never the engine.
-        user_logged = answer.user_logged = asyncio.ensure_future(
-            self._record(
-                MessageRecord(
-                    self.conversation.id,
-                    "user",
-                    text,
-                    model_text=prepared.user_content,
-                    created_at=answer.received_at,
-                    answer_id=uuid.UUID(answer.id),
-                )
-            )
-        )
         await self._send_known_parts(answer.id, prepared)
         if prepared.composition.kind == pipeline.HANDOFF:
             await events.announce_handoff(self.conversation)  # every console of the store hears it now
@@ -574,24 +559,37 @@ class ChatSession:
         try:
             await self._write(engine, answer)
         finally:
-            await self._finish(answer, user_logged)
+            await self._finish(answer)
 
     def _plan_unless_held(
-        self, engine: Any, turns: list[Turn], text: str, previous: str, shown: list[dict[str, Any]] | None = None
+        self, engine: Any, answer: Answer, turns: list[Turn], previous: str, shown: list[dict[str, Any]]
     ) -> Plan | None:
         """On a worker thread: None when a person has the conversation, else the plan (and a handoff it asks for,
-        recorded on the conversation).
+        recorded on the conversation), with the shopper's message recorded (``answer.user_saved``).
 
-        One trip to a worker for all of it: twenty shoppers writing at once queued for the status read on the
-        shared sync thread (up to 180 ms for the last, measured with the load test) before their planning began.
+        One trip to a worker for all of it. Twenty shoppers writing at once queued for the status read on the
+        shared sync thread (up to 180 ms for the last, measured with the load test) before their planning began;
+        and the message's write, sent to the worker pool after the plan, queued there behind the other sessions'
+        plans (150-330 ms) while its answer's first text waited for it.
         """
         if events.is_held(self.conversation.id):
             return None
-        prepared = pipeline.plan(engine, self.store, turns, text, previous, shown=shown or ())
+        prepared = pipeline.plan(engine, self.store, turns, answer.text, previous, shown=shown)
         if prepared.composition.kind == pipeline.HANDOFF:
             handoff.request_handoff(self.conversation)
             # Out of hours the reply says when agents are back; the widget then offers to take an email.
             self.agents_back = None if self.conversation.shopper_email else handoff.agents_back(self.store)
+        # With its answer's row (pending until the answer's own write), so a node dying mid-answer leaves both.
+        answer.user_saved = self._record_now(
+            MessageRecord(
+                self.conversation.id,
+                "user",
+                answer.text,
+                model_text=prepared.user_content,
+                created_at=answer.received_at,
+                answer_id=uuid.UUID(answer.id),
+            )
+        )
         return prepared
 
     async def _plan(self, answer: Answer) -> tuple[Any, Plan | None] | None:
@@ -601,9 +599,9 @@ class ChatSession:
             engine = await engine_service.aget_engine()
             started = time.perf_counter()
             prepared = await database_sync_to_async(self._plan_unless_held, thread_sensitive=False)(
-                engine, list(self.turns), answer.text, self.last_shopper_text, list(self.shown_cards)
+                engine, answer, list(self.turns), self.last_shopper_text, list(self.shown_cards)
             )
-            logger.debug("retrieval and prompt assembly took %.0f ms", (time.perf_counter() - started) * 1000)
+            logger.debug("planning and recording the message took %.0f ms", (time.perf_counter() - started) * 1000)
             return engine, prepared
         except PromptTooLongError as exc:
             error: Frame = {"type": "error", "code": "prompt_too_long", "message": str(exc), "limit": exc.limit}
@@ -632,7 +630,6 @@ class ChatSession:
         if prepared.composition.fixed:
             result.parts.append(prepared.composition.reply)
             result.finish_reason = pipeline.FINISH_FIXED
-            await answer.logged()
             await self._answer_token(answer, prepared.composition.reply)
             return
         if answer.stop_requested:  # stop arrived while retrieval ran: never start the request
@@ -647,7 +644,6 @@ class ChatSession:
             )
             async with contextlib.aclosing(pieces):
                 async for piece in pieces:
-                    await answer.logged()  # done long before the first token, in practice
                     await self._answer_token(answer, piece)
         except asyncio.CancelledError:
             result.finish_reason = "abort"
@@ -659,7 +655,7 @@ class ChatSession:
             answer.engine = None
             result.timing = {**(result.timing or {}), "prepare_ms": prepare_ms}
 
-    async def _finish(self, answer: Answer, user_logged: asyncio.Future[bool]) -> None:
+    async def _finish(self, answer: Answer) -> None:
         """Step 4: record the answer, then send the `end` frame.
 
         In that order so that an answer the shopper has seen end is in the history: a server stopped right after
@@ -683,7 +679,6 @@ class ChatSession:
             usage=result.usage,
             first_token_ms=None if answer.first_token is None else round((answer.first_token - answer.received) * 1000),
         )
-        user_saved = await asyncio.shield(user_logged)
         answer_saved = await asyncio.shield(self._record(record))
         end: Frame = {"type": "end", "message_id": answer.id, "finish_reason": finish, "usage": result.usage}
         if prepared.composition.fixed:
@@ -697,6 +692,6 @@ class ChatSession:
             end["timing"] = result.timing
         answer.ended = True  # the next message may come as soon as the shopper sees `end`
         await self.send(end)
-        if not (user_saved and answer_saved):
+        if not (answer.user_saved and answer_saved):
             # After `end`, so a client's answer is complete and its input free; the text lets it offer a resend.
             await self.send(not_saved_frame(answer.text, answer.id))

@@ -6,15 +6,18 @@ is under test is what the pipeline does with the text, not the model (the consum
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from catalog import passages, search
 from catalog.grounding import ProductFacts
-from catalog.models import Store
+from catalog.models import Store, StoreDocument, Variant
 from inference.outputs import StreamDelta
 from shop_assistant.chat import pipeline
 from shop_assistant.chat.checker import Evidence
@@ -240,3 +243,87 @@ def test_a_store_without_a_published_prompt_is_a_clear_error_not_a_write(db):
     with connection.execute_wrapper(writes), pytest.raises(NoPublishedPromptError, match="'corner' has no published"):
         pipeline.plan(None, store, [], "Do you sell tents?")
     assert writes.statements == [] and not PromptVersion.objects.filter(store=store).exists()
+
+
+# --- the process's catalog caches: used, invalidated by a change, and the plan the same with or without them ---
+
+
+class TokenizingEngine:
+    """What planning asks of the engine: its tokenizer (the bundled model's, real) and the context length."""
+
+    max_model_len = 2048
+
+    def __init__(self) -> None:
+        from inference.worker.loader import load_tokenizer, resolve_model
+
+        self.tokenizer = load_tokenizer(resolve_model(None))
+
+    @contextlib.contextmanager
+    def tokenizer_held(self):
+        yield self.tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizing_engine() -> TokenizingEngine:
+    return TokenizingEngine()
+
+
+QUESTIONS = [
+    "Do you have a waterproof rain jacket?",
+    "What is your return policy?",
+    "Which backpack is good for a weekend hike?",
+    "Do you sell trekking poles?",
+    "Can I pay with PayPal?",
+]
+
+
+def _cold() -> None:
+    search.clear_index()
+    passages.clear()
+
+
+def test_a_plan_is_the_same_from_the_caches_as_from_the_database(demo_store, tokenizing_engine):
+    turns = [Turn("user", "Hi"), Turn("assistant", "Hello! How can I help?")]
+    for question in QUESTIONS:
+        _cold()
+        cold = pipeline.plan(tokenizing_engine, demo_store, turns, question)
+        warm = pipeline.plan(tokenizing_engine, demo_store, turns, question)
+        assert warm == cold, question
+        assert warm.token_ids and warm.evidence.documents  # a whole plan, the store's documents in its evidence
+
+
+def test_a_warm_plan_reads_the_catalog_stamp_once_and_builds_nothing(demo_store, tokenizing_engine, monkeypatch):
+    pipeline.plan(tokenizing_engine, demo_store, [], QUESTIONS[0])
+    built = []
+    monkeypatch.setattr(search, "_build", lambda *args: built.append("products") or pytest.fail("rebuilt"))
+    monkeypatch.setattr(passages, "_build", lambda *args: built.append("passages") or pytest.fail("rebuilt"))
+    with CaptureQueriesContext(connection) as queries:
+        planned = pipeline.plan(tokenizing_engine, demo_store, [], QUESTIONS[0])
+    sql = [query["sql"] for query in queries.captured_queries]
+    assert planned.composition.cards and not built
+    assert sum("COUNT(*)" in statement for statement in sql) == 1  # the stamp, once for search and passages
+    # The documents' bodies come from the passages' index: only the stamp reads their table.
+    assert not any("catalog_storedocument" in statement and "COUNT(*)" not in statement for statement in sql)
+    assert len(sql) <= 6  # stamp, published prompt, the cards' products, variants and images
+
+
+def test_a_catalog_change_is_seen_by_the_next_question(demo_store, tokenizing_engine):
+    question = "Do you sell trekking poles?"
+    before = pipeline.plan(tokenizing_engine, demo_store, [], question)
+    sku = before.composition.cards[0]["sku"]
+    variant = Variant.objects.get(sku=sku)
+    variant.price = Decimal("12.34")
+    variant.save()
+    product = variant.product
+    product.title = "Summit Carbon Trekking Poles"
+    product.save()
+    document = StoreDocument.objects.filter(store=demo_store, kind="returns").first()
+    document.body += " Trekking poles can be returned for 60 days."
+    document.save()
+    after = pipeline.plan(tokenizing_engine, demo_store, [], question)
+    card = next(card for card in after.composition.cards if card["sku"] == sku)
+    assert card["price"] == "12.34" and card["title"].startswith("Summit Carbon Trekking Poles")
+    assert "Summit Carbon Trekking Poles" in after.user_content  # the facts the model reads
+    assert document.body in after.evidence.documents  # what its sentences are checked against
+    _cold()
+    assert pipeline.plan(tokenizing_engine, demo_store, [], question) == after

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
+
+import pytest
+from django.db import connection, connections
 
 from catalog.models import Store
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.chat.conversations import new_conversation, recent_messages
 from shop_assistant.chat.tasks import record_message
+from shop_assistant.chat import writes
 from shop_assistant.chat.writes import MessageRecord, write_message
 from tests.conftest import REPO_ROOT
 
@@ -64,3 +69,29 @@ def test_an_unreachable_broker_still_gets_the_message_written(transactional_db):
     assert Message.objects.filter(conversation=conversation, text="lost? never").exists()
     assert elapsed < 60  # gave up on the broker quickly instead of hanging the websocket
     assert Conversation.objects.count() == 1
+
+
+def test_on_sqlite_a_write_waits_for_its_turn_and_goes_as_soon_as_the_writer_before_it_is_done(transactional_db):
+    """The process's writes take turns on a lock (``writes._one_writer``), not in SQLite's busy handler, which
+    sleeps up to 100 ms a try however soon the database frees."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the turns are SQLite's: other databases take concurrent writes")
+    store = Store.objects.create(slug="s", name="S")
+    conversation, _ = new_conversation(store)
+    record = MessageRecord(conversation.id, "user", "my turn?")
+
+    def write() -> None:
+        try:
+            write_message(record.payload())
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=write)
+    with writes._one_writer():  # another write holds the turn
+        worker.start()
+        worker.join(0.3)
+        assert worker.is_alive() and not Message.objects.filter(pk=record.id).exists()
+        freed = time.perf_counter()
+    worker.join(10)
+    assert not worker.is_alive() and Message.objects.filter(pk=record.id).exists()
+    assert time.perf_counter() - freed < 1.0
