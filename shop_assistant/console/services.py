@@ -216,7 +216,10 @@ def assign(user: Any, conversation_id: uuid.UUID, assignee_id: int) -> Conversat
     """Give the conversation to a named agent of its store (``user`` may pick themselves: that is how one takes a
     conversation someone else has). The assignee is told in their inbox, live; the shopper sees their name."""
     with transaction.atomic():
-        conversation = Conversation.objects.select_for_update().select_related("assigned_to").get(pk=conversation_id)
+        # Only the conversation's row is locked: PostgreSQL refuses FOR UPDATE on the nullable side of the
+        # assignee's outer join.
+        conversation = (Conversation.objects.select_for_update(of=("self",)).select_related("assigned_to")
+                        .get(pk=conversation_id))
         assignee = next((u for u in assignees(conversation.store_id) if u.pk == assignee_id), None)
         if assignee is None:
             raise ConsoleError("pick an agent of this store")
