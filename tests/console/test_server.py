@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -76,6 +77,19 @@ class StaffHttp:
         return json.loads(body)
 
 
+async def _once_written(staff: StaffHttp, path: str, timeout: float = 30.0) -> bytes:
+    """A conversation's console page, once the Celery worker has written the conversation (its writes are
+    queued: the shopper's answer can end before the row exists, a 404 until then)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            return await staff.get(path)
+        except urllib.error.HTTPError as error:
+            if error.code != 404 or asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
 @pytest.fixture
 def demo_agent_cookie(demo_store) -> str:
     return session_cookie(get_user_model().objects.get(username="agent"))
@@ -117,7 +131,7 @@ async def test_shopper_on_one_daphne_agent_on_another(
                 assert "".join(f["text"] for f in frames if f["type"] == "token") == answer.text != ""
 
                 # Take over on the staff server (a CSRF-protected POST), seen on the shop server.
-                page = await staff.get(f"/console/c/{conversation}/")
+                page = await _once_written(staff, f"/console/c/{conversation}/")
                 assert b"Do you have rain jackets?" in page
                 assert (await staff.post(f"/console/c/{conversation}/take"))["status"] == "agent"
                 assert await shopper.receive() == {"type": "agent_joined", "agent": "Dana"}
