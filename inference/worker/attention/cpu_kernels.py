@@ -242,8 +242,9 @@ def bf16_path() -> str:
 def amx_runs() -> bool:
     """AMX-BF16 tiles run here: the CPU's flags list amx_bf16 and amx_tile, the kernels were built with the bf16
     panels, and Linux granted this process the tile state (asked only once the flags allow it)."""
-    return ({"amx_bf16", "amx_tile"} <= set(_cpu_flags().split()) and small_linear_shape()[2]
-            and bool(torch.ops.shop_assistant.small_linear_amx_ready()))
+    return bool(small_linear_shape()[2]) and choose_bf16_path(
+        _cpu_flags(), "auto", torch.ops.shop_assistant.small_linear_amx_ready
+    ) == "amx"
 
 
 def pack_panels(weight: torch.Tensor) -> torch.Tensor | None:
