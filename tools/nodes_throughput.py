@@ -5,7 +5,10 @@
 Each node is the app as production runs it (``python -m shop_assistant.serve``), pinned with ``taskset`` to its
 own core and one thread; nginx (deploy/nginx.conf) routes each store's shoppers to one node, so the stores spread
 over the nodes. The workload: ``--stores`` stores with the demo catalog, ``--sessions`` shoppers per store at once,
-each asking ``--questions`` questions one after the other. Every store is asked once before the clock starts in
+each asking ``--questions`` questions one after the other. With a handful of stores the hash alone can put 7 of 8
+on one node (the ring is fair over many stores, not over eight), and the ratio would then measure that luck: the
+two-node phase runs first, asks nginx where each of three times as many stores goes, and keeps the same number on
+each node; the one-node phase then serves those same stores. Every store is asked once before the clock starts in
 each phase, so both phases start with every store's prompt in its node's cache. Run it alone on the machine: the
 figures are only comparable with nothing else running. Only for this machine's loopback servers; the database
 named is created when missing and filled with ``nodes-*`` stores.
@@ -146,6 +149,26 @@ def _wait_ready(node: Node, log_dir: Path, timeout: float = 300.0) -> None:
     raise RuntimeError(f"{node.name} not ready in {timeout} s; see {log_dir}")
 
 
+def placement(front: int, slugs: list[str], nodes: list[Node]) -> dict[str, list[str]]:
+    """Which node nginx sends each store to (the X-Upstream header of a page asked with ?store=)."""
+    by_port = {node.port: node.name for node in nodes}
+    placed: dict[str, list[str]] = {node.name: [] for node in nodes}
+    for slug in slugs:
+        with urllib.request.urlopen(f"http://127.0.0.1:{front}/healthz?store={slug}", timeout=10) as response:
+            upstream = response.headers["X-Upstream"]
+        placed[by_port[int(upstream.rpartition(":")[2])]].append(slug)
+    return placed
+
+
+def balanced(placed: dict[str, list[str]], stores: int) -> list[str]:
+    """``stores`` stores, as many on each node (in the order they were made)."""
+    share = stores // len(placed)
+    if any(len(slugs) < share for slugs in placed.values()):
+        counts = {name: len(slugs) for name, slugs in placed.items()}
+        raise SystemExit(f"nginx put too few of the candidate stores on a node: {counts}")
+    return [slug for slugs in placed.values() for slug in slugs[:share]]
+
+
 async def _shopper(url: str, origin: str, questions: list[str], timeout: float) -> tuple[str, list[Answer]]:
     answers: list[Answer] = []
     async with asyncio.timeout(timeout), connect(url, origin, timeout=timeout) as (connection, ready):
@@ -154,7 +177,22 @@ async def _shopper(url: str, origin: str, questions: list[str], timeout: float) 
     return ready.get("node", "?"), answers
 
 
-async def run_workload(front: int, slugs: list[str], sessions: int, questions: int, timeout: float) -> dict[str, Any]:
+def busy_core_seconds() -> float:
+    """CPU time this machine spent on anything but idling and waiting, all cores together (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """A process's CPU time, all its threads (utime + stime of /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def run_workload(
+    front: int, slugs: list[str], sessions: int, questions: int, timeout: float, node_pids: list[int]
+) -> dict[str, Any]:
     origin = f"http://127.0.0.1:{front}"
 
     def url(slug: str) -> str:
@@ -166,9 +204,11 @@ async def run_workload(front: int, slugs: list[str], sessions: int, questions: i
         _shopper(url(slug), origin, [QUESTIONS[(s + q) % len(QUESTIONS)] for q in range(questions)], timeout)
         for slug in slugs for s in range(sessions)
     ]
-    started = time.perf_counter()
+    started, machine, nodes_cpu = time.perf_counter(), busy_core_seconds(), sum(map(process_cpu_seconds, node_pids))
     results = await asyncio.gather(*jobs, return_exceptions=True)
     wall = time.perf_counter() - started
+    machine = busy_core_seconds() - machine
+    nodes_cpu = sum(map(process_cpu_seconds, node_pids)) - nodes_cpu
     answers = [a for r in results if not isinstance(r, BaseException) for a in r[1]]
     ok = [a for a in answers if a.end is not None]
     usage = [(a.end or {}).get("usage", {}) for a in ok]
@@ -183,6 +223,10 @@ async def run_workload(front: int, slugs: list[str], sessions: int, questions: i
         "completion_tokens": tokens,
         "prompt_tokens_computed": computed,  # the prefill work beyond the cache (catalog results, the question)
         "wall_s": round(wall, 2),
+        # With two nodes on a two-core machine, whatever else runs (nginx, the database, these shoppers) takes its
+        # CPU from the nodes' cores; with one node it has the other core.
+        "nodes_cpu_s": round(nodes_cpu, 2),
+        "other_cpu_s": round(machine - nodes_cpu, 2),
         "tokens_per_s": round(tokens / wall, 1),
         "answers_per_s": round(len(ok) / wall, 2),
         "median_first_token_ms": percentile([a.first_token_ms for a in ok if a.first_token_ms], 50, 1),
@@ -193,23 +237,27 @@ async def run_workload(front: int, slugs: list[str], sessions: int, questions: i
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    slugs = prepare_database(args.database_url, args.stores)
+    if args.stores % 2:
+        raise SystemExit("--stores must be even (as many stores on each of the two nodes)")
+    candidates = prepare_database(args.database_url, 3 * args.stores)
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         raise SystemExit("two cores are needed (one per node)")
-    phases = {}
+    phases, slugs = {}, []
     with tempfile.TemporaryDirectory(prefix="nodes-throughput-") as folder:
-        for label, pinned in (("1 node", cores[:1]), ("2 nodes", cores[:2])):
+        for label, pinned in (("2 nodes", cores[:2]), ("1 node", cores[:1])):
             with run_nodes(pinned, args.database_url, args.max_tokens, Path(folder)) as nodes:
                 with run_nginx(Path(folder), [node.port for node in nodes]) as front:
+                    slugs = slugs or balanced(placement(front, candidates, nodes), args.stores)
                     phases[label] = asyncio.run(
-                        run_workload(front, slugs, args.sessions, args.questions, args.timeout)
+                        run_workload(front, slugs, args.sessions, args.questions, args.timeout,
+                                     [node.process.pid for node in nodes])
                     )
             print(f"{label}: {json.dumps(phases[label])}", file=sys.stderr)
     one, two = phases["1 node"], phases["2 nodes"]
     return {
         "workload": {"stores": args.stores, "sessions_per_store": args.sessions, "questions": args.questions,
-                     "max_tokens": args.max_tokens},
+                     "max_tokens": args.max_tokens, "slugs": slugs},
         "phases": phases,
         # Answers are mostly prefill (the catalog results) and a few model sentences: compare answers a second.
         "throughput_ratio": round(two["answers_per_s"] / one["answers_per_s"], 2) if one["answers_per_s"] else None,
