@@ -168,7 +168,10 @@ def no_match_reply(store: Store, text: str) -> str:
     if not types:
         return f"{opening} Try other words, or ask for a person."
     listing = ", ".join(types[:-1]) + f" and {types[-1]}" if len(types) > 1 else types[0]
-    return f"{opening} At {store.name} we sell {listing}. Try other words, or ask for a person."
+    # Named as categories: a catalog's types are often not things ("cooking", "hydration"), and "we sell cooking"
+    # reads as a mistake.
+    categories = "Our categories are" if len(types) > 1 else "Our category is"
+    return f"{opening} {categories} {listing}. Try other words, or ask for a person."
 
 
 def compose(
