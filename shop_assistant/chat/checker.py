@@ -179,6 +179,15 @@ _MORE_PRODUCTS = re.compile(
     r"\b(?:discontinued|sold out|on sale|discount|deal|offer)\b",
     re.IGNORECASE,
 )
+# What the store lacks is the no-match reply's to say, from the catalog: a model sentence denying it is a guess
+# even when every other word is plain helpfulness ("No suggestions on what we have, but ...").
+_DENIES = re.compile(
+    r"\bno (?:suggestions?|recommendations?|options?|products?|items?|matches|results?)\b|"
+    r"\b(?:nothing|none)\b[^.!?]*\bwe\b|"
+    r"\bwe (?:don't|do not|can't|cannot|no longer) (?:have|sell|carry|offer|stock|suggest|recommend)\b|"
+    r"\b(?:isn't|aren't|not) (?:something|anything|one|a product) (?:we|that we)\b",
+    re.IGNORECASE,
+)
 _NUMBER_WORDS = re.compile(
     r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|"
     r"thousand|dozen|half|single|double|triple|once|twice)\b",
@@ -291,6 +300,9 @@ def _claims(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
     asks = sentence.rstrip().endswith("?")  # "Would you like other options?" offers; it claims nothing
     if match is not None and not asks and match.group().lower() not in evidence.question.lower():
         return Verdict(False, f"claims products or deals nobody listed: {match.group()!r}")
+    denial = _DENIES.search(sentence)
+    if denial is not None and denial.group().lower() not in evidence.question.lower():
+        return Verdict(False, f"says the store lacks something: {denial.group()!r}")
     words = content_words(sentence) - GENERIC_WORDS
     unknown = sorted(words - evidence.words)
     if unknown:
