@@ -82,6 +82,18 @@ async def wait_for_reports(board, version_id: int, names: set[str], timeout: flo
     raise AssertionError(f"only {sorted(reports)} of {sorted(names)} reported version {version_id}")
 
 
+def miss_report(log_dir, a, b) -> str:
+    """What explains a node that got no store: nginx's errors and warnings (a node marked failed leaves the ring
+    for fail_timeout), every request that went to more than one upstream or did not upgrade, and both nodes'
+    last lines."""
+    lines = (log_dir / "nginx.log").read_text(errors="replace").splitlines()
+    notable = [line for line in lines if "[error]" in line or "[warn]" in line or "[crit]" in line
+               or ", " in line.partition("upstream=")[2] or ("upstream_status=" in line and "=101" not in line)]
+    return "\n".join([f"node-a on {a.port}, node-b on {b.port}; nginx: {len(lines)} lines, the notable ones:",
+                      *notable[:80], "node-a's log ends:", a.log_text()[-1500:], "node-b's log ends:",
+                      b.log_text()[-1500:]])
+
+
 async def test_store_affinity_and_prewarm_on_every_node(transactional_db, nodes_redis_url, tmp_path, settings,
                                                         record_property):
     from inference.core.config import EngineConfig
@@ -115,8 +127,7 @@ async def test_store_affinity_and_prewarm_on_every_node(transactional_db, nodes_
         assert all(share == 1.0 for share in affinity.values()), placement
         # On a miss, which upstream nginx chose for each request (its access log names it) tells a ring that
         # skipped a node from a node that answered under the wrong name.
-        assert spread_nodes | {n for c in placement.values() for n in c} == names, (
-            f"node-a on {a.port}, node-b on {b.port}\n" + (tmp_path / "nginx.log").read_text()[-4000:])
+        assert spread_nodes | {n for c in placement.values() for n in c} == names, miss_report(tmp_path, a, b)
 
         # Both nodes are alive on the board (their heartbeats), as the studio counts them.
         settings.REDIS_URL = nodes_redis_url
