@@ -1,7 +1,8 @@
 """A store's analytics over a date range: what the assistant handled, what went to people, what shoppers thought
 and what they asked for that the store does not sell. Read-only: every figure is a query over the chat's rows.
 
-The range is a set of whole UTC days; a conversation belongs to it by when it started, and every other figure
+The range is a set of whole days in the store's time zone (its support hours' zone, UTC when it has none: an
+owner's "Monday" is the store's Monday); a conversation belongs to it by when it started, and every other figure
 (messages, ratings, clicks, handoffs) is taken from the conversations started in the range, so the figures on one
 page always describe the same conversations.
 
@@ -16,6 +17,7 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db.models import Count, Q, Sum
 
@@ -36,10 +38,22 @@ _FILLER = frozenset(
 )
 
 
+UTC = ZoneInfo("UTC")
+
+
+def store_zone(store: Store) -> ZoneInfo:
+    """The store's time zone: the one its support hours are kept in (the studio's settings), else UTC."""
+    try:
+        return ZoneInfo((store.support_hours or {}).get("timezone") or "UTC")
+    except (ZoneInfoNotFoundError, ValueError, TypeError, AttributeError):
+        return UTC  # the studio validates the setting; a bad one must not break the page
+
+
 @dataclass(frozen=True)
 class Range:
     start: dt.date
     end: dt.date  # inclusive
+    zone: ZoneInfo = UTC  # whose midnights bound the days
 
     @property
     def days(self) -> list[dt.date]:
@@ -47,17 +61,20 @@ class Range:
 
     @property
     def since(self) -> dt.datetime:
-        return dt.datetime.combine(self.start, dt.time.min, tzinfo=dt.UTC)
+        return dt.datetime.combine(self.start, dt.time.min, tzinfo=self.zone)
 
     @property
     def until(self) -> dt.datetime:
-        return dt.datetime.combine(self.end + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC)
+        return dt.datetime.combine(self.end + dt.timedelta(days=1), dt.time.min, tzinfo=self.zone)
+
+    def day_of(self, moment: dt.datetime) -> dt.date:
+        return moment.astimezone(self.zone).date()
 
 
-def parse_range(start: str | None, end: str | None, today: dt.date | None = None) -> Range:
+def parse_range(start: str | None, end: str | None, today: dt.date | None = None, zone: ZoneInfo = UTC) -> Range:
     """The range the query string asks for; the last ``DEFAULT_DAYS`` days when a date is missing or unreadable.
-    Reversed dates are swapped and a range is capped at ``MAX_DAYS``."""
-    today = today or dt.datetime.now(dt.UTC).date()
+    Reversed dates are swapped and a range is capped at ``MAX_DAYS``. Days are ``zone``'s."""
+    today = today or dt.datetime.now(zone).date()
 
     def read(raw: str | None) -> dt.date | None:
         try:
@@ -71,7 +88,7 @@ def parse_range(start: str | None, end: str | None, today: dt.date | None = None
         first, last = last, first
     if (last - first).days >= MAX_DAYS:
         first = last - dt.timedelta(days=MAX_DAYS - 1)
-    return Range(first, last)
+    return Range(first, last, zone)
 
 
 @dataclass
@@ -193,7 +210,7 @@ def store_report(store: Store, span: Range) -> Report:
         agent_replies=Count("messages", filter=Q(messages__role=Message.Role.AGENT)),
     ).values("id", "created_at", "handoff_requested_at", "answers", "agent_replies", "csat_rating")
     for row in rows:
-        day = by_day.get(row["created_at"].astimezone(dt.UTC).date())
+        day = by_day.get(span.day_of(row["created_at"]))
         report.conversations += 1
         if day:
             day.conversations += 1

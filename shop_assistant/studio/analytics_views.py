@@ -24,7 +24,8 @@ TABLES = {
 
 
 def _report(request: HttpRequest, store: Store) -> analytics.Report:
-    span = analytics.parse_range(request.GET.get("start"), request.GET.get("end"))
+    zone = analytics.store_zone(store)
+    span = analytics.parse_range(request.GET.get("start"), request.GET.get("end"), zone=zone)
     return analytics.store_report(store, span)
 
 

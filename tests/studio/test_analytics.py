@@ -73,3 +73,30 @@ def test_parse_range_defaults_swaps_and_caps():
     assert analytics.parse_range("nonsense", "2026-11-08", today).start == MONDAY
     capped = analytics.parse_range("2000-01-01", "2026-11-08", today)
     assert (capped.end - capped.start).days == analytics.MAX_DAYS - 1
+
+
+
+def test_days_are_the_stores_days(store):
+    """Days are the store's: at 03:00 UTC on Tuesday it is still Monday evening in New York, and at 02:00 UTC on
+    Monday it is Sunday there."""
+    from zoneinfo import ZoneInfo
+
+    from .seed import _conversation, at
+
+    _conversation(store, at(0, 2))  # Sunday 21:00 in New York
+    _conversation(store, at(0, 12))  # Monday 07:00
+    _conversation(store, at(1, 3))  # Monday 22:00
+    store.support_hours = {"timezone": "America/New_York", "open": "09:00", "close": "17:00"}
+    zone = analytics.store_zone(store)
+    assert zone == ZoneInfo("America/New_York")
+    monday_utc = analytics.store_report(store, analytics.Range(MONDAY, MONDAY))
+    monday_new_york = analytics.store_report(store, analytics.Range(MONDAY, MONDAY, zone))
+    assert (monday_utc.conversations, monday_utc.days[0].conversations) == (2, 2)
+    assert (monday_new_york.conversations, monday_new_york.days[0].conversations) == (2, 2)
+    week_new_york = analytics.store_report(store, analytics.Range(MONDAY - dt.timedelta(days=1), MONDAY, zone))
+    assert [d.conversations for d in week_new_york.days] == [1, 2]
+    week_utc = analytics.store_report(store, analytics.Range(MONDAY - dt.timedelta(days=1), MONDAY))
+    assert [d.conversations for d in week_utc.days] == [0, 2]
+    assert analytics.parse_range(None, None, zone=zone).zone == zone
+    store.support_hours = {"timezone": "Nowhere/Else"}
+    assert analytics.store_zone(store) == analytics.UTC
