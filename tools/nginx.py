@@ -25,28 +25,32 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def render_nginx_conf(directory: Path, listen_port: int, node_ports: list[int]) -> Path:
-    """deploy/nginx.conf as shipped, listening on ``listen_port``, with nginx-nodes.conf naming these nodes."""
+def render_nginx_conf(directory: Path, listen_port: int, node_ports: list[int], down: int | None = None) -> Path:
+    """deploy/nginx.conf as shipped, listening on ``listen_port``, with nginx-nodes.conf naming these nodes; the
+    node on port ``down`` marked ``down``, as the runbook drains one."""
     conf = (REPO_ROOT / "deploy" / "nginx.conf").read_text()
     if conf.count("listen 80;") != 1:
         raise ValueError("deploy/nginx.conf must listen once, on port 80")
     (directory / "nginx.conf").write_text(conf.replace("listen 80;", f"listen 127.0.0.1:{listen_port};"))
     nodes = (REPO_ROOT / "deploy" / "nginx-nodes.conf").read_text().splitlines()
     template = next(line for line in nodes if line.startswith("server web1:8000"))
-    (directory / "nginx-nodes.conf").write_text(
-        "\n".join(template.replace("web1:8000", f"127.0.0.1:{port}") for port in node_ports) + "\n"
-    )
+    lines = [template.replace("web1:8000", f"127.0.0.1:{port}") for port in node_ports]
+    lines = [line.replace(";", " down;") if port == down else line for line, port in zip(lines, node_ports)]
+    (directory / "nginx-nodes.conf").write_text("\n".join(lines) + "\n")
     return directory / "nginx.conf"
 
 
 @contextlib.contextmanager
-def run_nginx(directory: Path, node_ports: list[int], timeout: float = 20.0) -> Iterator[int]:
-    """nginx in the foreground in front of ``node_ports``; yields the port it listens on, stops it on exit."""
+def run_nginx(
+    directory: Path, node_ports: list[int], timeout: float = 20.0, down: int | None = None
+) -> Iterator[int]:
+    """nginx in the foreground in front of ``node_ports`` (``down``: one marked down); yields the port it listens
+    on, stops it on exit."""
     nginx = nginx_binary()
     if nginx is None:
         raise RuntimeError("nginx is not installed (Debian's package: apt-get install nginx)")
     port = free_port()
-    conf = render_nginx_conf(directory, port, node_ports)
+    conf = render_nginx_conf(directory, port, node_ports, down)
     log = directory / "nginx.log"
     process = subprocess.Popen(
         [nginx, "-p", str(directory), "-c", str(conf), "-g", f"daemon off; pid {directory / 'nginx.pid'};"],

@@ -4,51 +4,19 @@ with a handful of stores."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 from urllib.request import urlopen
 
 import pytest
 
-from tests.conftest import service_unavailable
-from tools import nginx
+from tests.deploy.nginx import run_nginx, stub_nodes
 from tools.nodes_throughput import balanced, placement
 
 
-class _SaysItsPort(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = str(self.server.server_port).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@contextmanager
-def stub_nodes(count: int) -> Iterator[list[ThreadingHTTPServer]]:
-    servers = [ThreadingHTTPServer(("127.0.0.1", 0), _SaysItsPort) for _ in range(count)]
-    for server in servers:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield servers
-    finally:
-        for server in servers:
-            server.shutdown()
-            server.server_close()
-
-
 def test_placement_is_where_nginx_sends_each_store_and_balanced_keeps_as_many_per_node(tmp_path):
-    if nginx.nginx_binary() is None:
-        service_unavailable("nginx (Debian's package: apt-get install nginx)")
     slugs = [f"store-{i}" for i in range(24)]
-    with stub_nodes(2) as servers, nginx.run_nginx(tmp_path, [s.server_port for s in servers]) as front:
-        nodes = [SimpleNamespace(name=f"node-{s.server_port}", port=s.server_port) for s in servers]
+    with stub_nodes(2) as ports, run_nginx(tmp_path, ports) as front:
+        nodes = [SimpleNamespace(name=f"node-{port}", port=port) for port in ports]
         placed = placement(front, slugs, nodes)
         for name, on_node in placed.items():
             for slug in on_node:
