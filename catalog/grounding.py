@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from . import passages
+from . import passages, sales
 from .models import Product, Store, Variant
 from .search import MATCH_THRESHOLD, MIN_SEMANTIC, SearchHit, query_vector, search
 
@@ -255,6 +255,8 @@ def ground(store: Store, text: str, k: int = 3, policies: str = "") -> Grounding
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
         hits = _of_the_kind_asked(text, [hit for hit in hits if hit.score >= floor and _means_it(hit)])
         answers = passages.answering(store, text, query_vector(text), policies)
+        if not hits and not answers and sales.asks_about_sales(text):
+            hits = sales.on_sale(store, k)
 
     lines: list[str] = []
     if hits:

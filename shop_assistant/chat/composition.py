@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from catalog import sales
 from catalog.grounding import ProductFacts
 from catalog.models import Store
 from catalog.passages import Match
@@ -164,6 +165,8 @@ def no_match_reply(store: Store, text: str) -> str:
     if thing and re.search(rf"\ban? {re.escape(thing)}\b", text.lower()):
         thing = plural(thing)  # "a kayak": we don't carry kayaks
     opening = f"Sorry, we don't carry {thing}." if thing else NO_MATCH_FALLBACK
+    if sales.asks_about_sales(text):  # only reached when the catalog marks nothing down (catalog.sales)
+        opening = "Nothing is on sale right now."
     types = product_types(store)
     if not types:
         return f"{opening} Try other words, or ask for a person."

@@ -132,3 +132,19 @@ def test_a_kind_of_product_named_keeps_the_cards_to_that_kind(demo_store):
     titles = [card["title"] for card in composition.cards]
     assert titles and all("Jacket" in title for title in titles), titles
     assert all(product.product_type == "Jackets" for product in composition.products)
+
+
+def test_a_question_about_sales_gets_the_marked_down_products_or_a_plain_no(demo_store):
+    from catalog.models import Variant
+    from shop_assistant.chat.opening import opening_for
+
+    composition = compose(demo_store, "Do you have anything on sale?", retrieve)
+    assert composition.kind == MODEL and composition.cards and all(p.on_sale for p in composition.products)
+    opening = opening_for(demo_store, "Do you have anything on sale?", composition.products, [])
+    for product in composition.products:
+        assert f"The {product.title} is on sale: down from {product.compare_at_price} USD." in opening.text
+
+    Variant.objects.filter(store=demo_store).update(compare_at_price=None)
+    composition = compose(demo_store, "Do you have anything on sale?", retrieve)
+    assert composition.kind == NO_MATCH and composition.cards == []
+    assert composition.reply.startswith("Nothing is on sale right now. Our categories are jackets")
