@@ -45,7 +45,8 @@ KIND_PATTERNS = {
         r"\b(returns?|returning|refunds?|refunded|exchanges?|exchanging|send (?:it |them )?back|money back)\b"
     ),
     StoreDocument.Kind.SHIPPING: (
-        r"\b(ship|ships|shipping|shipped|deliver(?:y|ies|ed)?|postage|courier|dispatch(?:ed)?|arrive|tracking)\b"
+        r"\b(ship|ships|shipping|shipped|deliver(?:y|ies|ed)?|postage|courier|dispatch(?:ed)?|arriv(?:e|es|ed|ing)|"
+        r"tracking|where is my (?:order|parcel|package))\b"
     ),
     StoreDocument.Kind.WARRANTY: r"\b(warrant(?:y|ies)|guarantee[ds]?|defects?|defective|faulty|broken|repairs?)\b",
     StoreDocument.Kind.FAQ: (

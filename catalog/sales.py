@@ -29,11 +29,16 @@ _NAMES_NOTHING = content_words(
 )
 
 
+def without_sale_words(text: str) -> str:
+    """``text`` with its words about sales taken out: "kayaks on sale" asks for kayaks."""
+    return " ".join(_ASKS_SALES.sub(" ", text).split())
+
+
 def asks_about_sales(text: str) -> bool:
     """A question about what is on sale that names no kind of product ("any deals?", not "kayaks on sale?")."""
     if not _ASKS_SALES.search(text):
         return False
-    return not content_words(_ASKS_SALES.sub(" ", text)) - _NAMES_NOTHING
+    return not content_words(without_sale_words(text)) - _NAMES_NOTHING
 
 
 def on_sale(store: Store, k: int = 3) -> list[SearchHit]:

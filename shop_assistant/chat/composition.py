@@ -34,12 +34,25 @@ HANDOFF = "handoff"
 IDENTITY = "identity"
 NO_ANSWER = "no_answer"
 COMPARE = "compare"  # a follow-up about the products already shown, answered from their catalog rows
+ORDER = "order"  # a question about the shopper's own order, which the assistant cannot see
 
 IDENTITY_REPLY = (
     "I'm {store}'s virtual shopping assistant, a computer program, not a person. I can help you find products "
     "and answer questions about the store; ask for a human agent at any time."
 )
 NO_MATCH_FALLBACK = "Sorry, I couldn't find that in our catalog."
+TRACKING_QUESTION = "How do I track my parcel?"
+ORDER_REPLY = "I can't see orders in this chat, but a person from our team can check yours: ask for a person."
+# "Where is my order?": the most common question a store gets, about an order the assistant has no access to. The
+# documents' nearest sentence (a returns label "in your order email") would answer something else.
+_ORDER_STATUS = re.compile(
+    r"\bwhere(?:'s|’s| is) my (?:order|parcel|package|delivery|stuff)\b"
+    r"|\bmy (?:order|parcel|package|delivery)\b[^.?!]{0,30}\b(?:has(?:n't| not)|did(?:n't| not)|never|still)\b"
+    r"[^.?!]{0,20}\b(?:arriv\w*|c[oa]me|shipped|turned up|here)\b"
+    r"|\b(?:track|status of) (?:my|an|the) (?:order|parcel|package)\b|\border status\b"
+    r"|\bwhen will my (?:order|parcel|package|delivery)\b",
+    re.IGNORECASE,
+)
 GREETING = "Hi! I'm {store}'s shopping assistant. Ask me about our products, sizes, shipping or returns."
 NO_ANSWER_REPLY = (
     "I couldn't find the answer to that in our store's policies. A member of our team can help: ask for a "
@@ -87,11 +100,11 @@ _PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|b
 
 @dataclass
 class Composition:
-    kind: str  # MODEL, NO_MATCH, NO_ANSWER, HANDOFF, IDENTITY or COMPARE
+    kind: str  # MODEL, NO_MATCH, NO_ANSWER, HANDOFF, IDENTITY, COMPARE or ORDER
     facts: str = ""
     cards: list[dict[str, Any]] = field(default_factory=list)
     quotes: list[dict[str, str]] = field(default_factory=list)
-    reply: str = ""  # the fixed text of NO_MATCH, NO_ANSWER, HANDOFF, IDENTITY and COMPARE
+    reply: str = ""  # the fixed text of every kind but MODEL
     products: list[ProductFacts] = field(default_factory=list)  # the cards' products, for the opening
     answers: list[Match] = field(default_factory=list)  # the store's passages that answer, best first
 
@@ -131,7 +144,7 @@ def is_small_talk(text: str) -> bool:
 
 def requested_thing(text: str) -> str:
     """The shopper's words for what they asked for ("laptops"), or "" when it cannot be told apart."""
-    cleaned = re.sub(r"[$€£]?\d+(?:[.,]\d+)?", " ", text.lower())
+    cleaned = re.sub(r"[$€£]?\d+(?:[.,]\d+)?", " ", sales.without_sale_words(text).lower())
     cleaned = _PRICE_WORDS.sub(" ", cleaned)
     words = [word for word in re.findall(r"[a-z][a-z'-]*", cleaned) if word not in _REQUEST_NOISE]
     return " ".join(words) if 1 <= len(words) <= 4 else ""
@@ -177,6 +190,16 @@ def no_match_reply(store: Store, text: str) -> str:
     return f"{opening} {categories} {listing}. Try other words, or ask for a person."
 
 
+def _tracking_quotes(retrieved: Retrieved) -> list[dict[str, str]]:
+    """The store's own sentences about tracking a parcel, if the question found any: they say where to look."""
+    quotes = []
+    for quote in retrieved.quotes:
+        sentences = [s for s in re.split(r"(?<=[.!?])\s+", quote["text"]) if re.search(r"\btrack", s, re.I)]
+        if sentences:
+            quotes.append({"title": quote["title"], "text": " ".join(sentences)})
+    return quotes
+
+
 def compose(
     store: Store, text: str, retrieve: Any, previous: str = "", shown: Sequence[dict[str, Any]] = ()
 ) -> Composition:
@@ -191,6 +214,9 @@ def compose(
         return Composition(IDENTITY, reply=possessive(IDENTITY_REPLY.format(store=store.name), store.name))
     if handoff.asks_for_person(text):
         return Composition(HANDOFF, reply=handoff.reply_for(store))
+    if _ORDER_STATUS.search(text):
+        # The store's sentence on tracking, asked in words that find it whatever the shopper wrote.
+        return Composition(ORDER, reply=ORDER_REPLY, quotes=_tracking_quotes(retrieve(store, TRACKING_QUESTION)))
     compared = comparison.compare(store, text, shown) if shown else None
     if compared is not None:
         return Composition(COMPARE, reply=compared.reply, cards=compared.cards, products=compared.products)

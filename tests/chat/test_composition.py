@@ -10,6 +10,8 @@ from shop_assistant.chat.composition import (
     MODEL,
     NO_ANSWER,
     NO_MATCH,
+    ORDER,
+    ORDER_REPLY,
     asks_the_catalog,
     compose,
     greeting,
@@ -45,6 +47,7 @@ def test_policy_questions_quote_the_sentence_with_the_figure(demo_store, questio
         ("Do you have coffee beans?", "coffee beans"),
         ("I'm looking for a kayak.", "kayaks"),  # "a kayak": we don't carry kayaks
         ("I want to buy a smartphone.", "smartphones"),
+        ("Do you have kayaks on sale?", "kayaks"),
     ],
 )
 def test_requests_the_catalog_cannot_meet_get_the_fixed_reply_and_no_cards(demo_store, question, thing):
@@ -148,3 +151,23 @@ def test_a_question_about_sales_gets_the_marked_down_products_or_a_plain_no(demo
     composition = compose(demo_store, "Do you have anything on sale?", retrieve)
     assert composition.kind == NO_MATCH and composition.cards == []
     assert composition.reply.startswith("Nothing is on sale right now. Our categories are jackets")
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Where is my order?", "My order has not arrived yet", "my package still hasn't come", "Can I track my order?",
+     "What is the status of my order?"],
+)
+def test_a_question_about_the_shoppers_own_order_says_a_person_can_check_with_the_tracking_sentence(
+    demo_store, question
+):
+    composition = compose(demo_store, question, retrieve)
+    assert composition.kind == ORDER and composition.reply == ORDER_REPLY and composition.cards == []
+    assert composition.quotes == [
+        {"title": "Shipping and delivery", "text": "You receive a tracking link by email as soon as your parcel ships."}
+    ]
+
+
+@pytest.mark.parametrize("question", ["How long does shipping take?", "Can I order a tent?", "Do you ship to Canada?"])
+def test_questions_about_ordering_or_shipping_in_general_are_not_about_an_order(demo_store, question):
+    assert compose(demo_store, question, retrieve).kind != ORDER
