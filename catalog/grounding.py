@@ -23,6 +23,12 @@ NO_MATCH = (
     "could not find it in this store; do not guess, and do not suggest products that are not listed here."
 )
 
+# option name -> its values in the variants' order, each with whether a variant with it is in stock:
+# (("Size", (("M", True), ("L", True))), ("Color", (("Forest", True), ("Charcoal", False))))
+OptionValues = tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]
+# each variant's option values (option1..option3, empty ones left out) with whether it is in stock
+VariantOptions = tuple[tuple[tuple[str, ...], bool], ...]
+
 _PRICE_BELOW = re.compile(
     r"\b(?:under|below|less than|cheaper than|at most|no more than|up to|max(?:imum)?)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)"
 )
@@ -47,6 +53,8 @@ class ProductFacts:
     tags: tuple[str, ...]
     options: str  # "Color: Sage, Orange (sold out)"
     description: str  # plain text, whole
+    option_values: OptionValues = ()  # the same as ``options``, structured
+    variant_options: VariantOptions = ()  # which combinations exist ("L" and "Charcoal" may each be in stock alone)
 
     @property
     def on_sale(self) -> bool:
@@ -108,9 +116,10 @@ def _first_line(description: str) -> str:
     return sentence
 
 
-def _options_line(product: Product, variants: list[Variant]) -> str:
+def option_values(product: Product, variants: list[Variant]) -> OptionValues:
+    """The product's options with their values; a value is available when a variant with it is in stock."""
     names = list(product.option_names or [])
-    parts = []
+    found = []
     for i in range(3):
         values: dict[str, bool] = {}
         for variant in variants:
@@ -119,9 +128,29 @@ def _options_line(product: Product, variants: list[Variant]) -> str:
                 values[value] = values.get(value, False) or variant.in_stock
         if values:
             name = names[i] if i < len(names) and names[i] else f"Option {i + 1}"
-            shown = ", ".join(value if available else f"{value} (sold out)" for value, available in values.items())
-            parts.append(f"{name}: {shown}")
-    return "; ".join(parts)
+            found.append((name, tuple(values.items())))
+    return tuple(found)
+
+
+def options_text(values: OptionValues) -> str:
+    """"Size: M, L; Color: Forest, Charcoal (sold out)"."""
+    return "; ".join(
+        f"{name}: " + ", ".join(value if available else f"{value} (sold out)" for value, available in shown)
+        for name, shown in values
+    )
+
+
+def _options_line(product: Product, variants: list[Variant]) -> str:
+    return options_text(option_values(product, variants))
+
+
+def is_size(option_name: str) -> bool:
+    """An option that is the product's size ("Size", "Shoe size")."""
+    return "size" in option_name.lower()
+
+
+def _variant_options(variants: list[Variant]) -> VariantOptions:
+    return tuple((tuple(variant.option_values), variant.in_stock) for variant in variants)
 
 
 def _product_line(number: int, hit: SearchHit) -> str:
@@ -171,6 +200,7 @@ def card(hit: SearchHit) -> dict:
 def product_facts(hit: SearchHit) -> ProductFacts:
     product, variant = hit.product, hit.variant
     variants = list(product.variants.all())
+    values = option_values(product, variants)
     compare_at = variant.compare_at_price if variant.compare_at_price and variant.compare_at_price > variant.price else None
     return ProductFacts(
         title=product.title,
@@ -183,8 +213,10 @@ def product_facts(hit: SearchHit) -> ProductFacts:
         product_type=product.product_type,
         vendor=product.vendor,
         tags=tuple(product.tag_list),
-        options=_options_line(product, variants),
+        options=options_text(values),
         description=" ".join(product.description.split()),
+        option_values=values,
+        variant_options=_variant_options(variants),
     )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from catalog.grounding import ProductFacts, card, product_facts
+from catalog.grounding import ProductFacts, card, is_size, product_facts
 from catalog.models import Product, Store, Variant
 from catalog.search import SearchHit
 
@@ -190,24 +190,15 @@ def _by_waterproofing(shown: list[tuple[dict[str, Any], ProductFacts, Variant]])
     return order, " ".join(sentences)
 
 
-def _sizes(variant: Variant) -> dict[str, bool]:
+def _sizes(facts: ProductFacts) -> dict[str, bool]:
     """The product's sizes (an option named like "Size"), each with whether a variant in it is in stock."""
-    names = [str(name).lower() for name in (variant.product.option_names or [])]
-    index = next((i for i, name in enumerate(names) if "size" in name), None)
-    if index is None or index > 2:
-        return {}
-    sizes: dict[str, bool] = {}
-    for other in variant.product.variants.all():
-        value = getattr(other, f"option{index + 1}")
-        if value:
-            sizes[value] = sizes.get(value, False) or other.in_stock
-    return sizes
+    return next((dict(values) for name, values in facts.option_values if is_size(name)), {})
 
 
 def _by_size(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], text: str) -> tuple[list[int], str]:
     match = _ASKED_SIZE.search(text)
     asked = (match.group(1) or match.group(2)).upper() if match else ""
-    sizes = [_sizes(variant) for _, _, variant in shown]
+    sizes = [_sizes(facts) for _, facts, _ in shown]
     if asked:
         def rank(i: int) -> int:
             found = {size.upper(): stock for size, stock in sizes[i].items()}

@@ -2,8 +2,9 @@
 
 A small model writes fluent sentences that are often false ("as a digital platform I cannot sell goods" above
 the store's own cards). So every answer that is not a fixed reply opens with sentences built from what the
-catalog and the store's documents say: the products that match and what tells them apart (price, markdown,
-stock, the description sentence that has the shopper's words), or the policy sentence that answers, with a
+catalog and the store's documents say: the products that match, the sizes or colours asked about (from the
+variants: which are listed, which are sold out), what tells them apart (price, markdown, stock, the description
+sentence that has the shopper's words), or the policy sentence that answers, with a
 plain "Yes." or "No." in front when the sentence settles the question. The model then continues from this
 opening (``pipeline``), and only its sentences that pass ``checker`` are shown.
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from catalog.grounding import ProductFacts
+from catalog.grounding import OptionValues, ProductFacts, is_size
 from catalog.passages import Match, content_words
 
 # kind -> templates; each names its placeholders (see PLACEHOLDERS).
@@ -99,6 +100,20 @@ _PRICE_WORDS = frozenset(
     "under below over above less more than cheaper between up most least dollar usd eur euro buck budget".split()
 )
 _STOCK_WORDS = re.compile(r"\b(?:stock|available|availability|left|sold out)\b", re.IGNORECASE)
+
+
+# A question about a product's options: "what sizes ...", "does it come in ...", "colours", "available in".
+_OPTION_WORDS = re.compile(r"\b(?:sizes?|sizing|fit|colou?rs?|comes? in|available in|options?)\b", re.IGNORECASE)
+_COLOUR = re.compile(r"colou?r", re.IGNORECASE)
+_LETTER_SIZES = frozenset("XXS XS S M L XL XXL XXXL 2XL 3XL 4XL".split())
+# Longest first: "extra large" is XL, not L.
+_SIZE_WORDS = {"extra extra large": "XXL", "extra large": "XL", "x-large": "XL", "extra small": "XS", "x-small": "XS",
+               "large": "L", "medium": "M", "small": "S"}  # fmt: skip
+_SIZE_WORD = re.compile(r"\b(?:" + "|".join(_SIZE_WORDS) + r")\b", re.IGNORECASE)
+# "size 12", "size m", "size US 9" (the word after "size" counts only when it is a size: not "size of")
+_SIZE_CODE = re.compile(r"\bsize\s+(?:(?:us|eu|uk)\s*)?(\d{1,2}(?:\.5)?|[a-z0-9]{1,4})\b", re.IGNORECASE)
+# "XL", "M" written as a size, capitals only: never the "s" of "what's" or the "m" of "I'm"
+_LETTER_CODE = re.compile(r"(?<![\w'’])(?:XXS|XS|S|M|L|XL|XXL|XXXL|[2-4]XL)(?![\w'’])")
 
 
 @dataclass(frozen=True)
@@ -209,6 +224,114 @@ def _stock_sentence(product: ProductFacts) -> str | None:
     return f"The {product.title} {_is(product.title)} out of stock right now."
 
 
+def _letter_sized(sizes: tuple[tuple[str, bool], ...]) -> bool:
+    """Sizes written as letters ("S", "M", "L/XL"): then "large" means L."""
+    return all(part in _LETTER_SIZES for value, _ in sizes for part in value.upper().split("/"))
+
+
+def _sizes_asked(question: str, letters: bool) -> list[str]:
+    """The sizes a question names, as codes ("XL", "12"); size words only where the product's sizes are letters."""
+    asked = [m.group(1).upper() for m in _SIZE_CODE.finditer(question)]
+    asked = [code for code in asked if code.replace(".", "").isdigit() or code in _LETTER_SIZES]
+    asked += _LETTER_CODE.findall(question)
+    if letters:
+        asked += [_SIZE_WORDS[m.group(0).lower()] for m in _SIZE_WORD.finditer(question)]
+    return list(dict.fromkeys(asked))
+
+
+def _is_size_value(code: str, value: str) -> bool:
+    """Size ``code`` is the catalog's ``value``: "L" is "L" and is in "L/XL"; "9" is "US 9"."""
+    upper = value.upper()
+    return code == upper or code in upper.split("/") or code == upper.split()[-1]
+
+
+def _names(question: str, value: str) -> bool:
+    """The question names an option value, as a whole word ("charcoal"); a one- or two-letter value ("M", "XL")
+    only as written, in capitals."""
+    if len(value) <= 2:
+        return re.search(rf"(?<![\w'’]){re.escape(value)}(?![\w'’])", question) is not None
+    return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", question, re.IGNORECASE) is not None
+
+
+def _named(product: ProductFacts, question: str) -> tuple[list[tuple[int, str]], str | None]:
+    """The option values the question names ((option index, value)), and a size it names that the product does
+    not list."""
+    named, missing = [], None
+    for index, (name, values) in enumerate(product.option_values):
+        asked = _sizes_asked(question, _letter_sized(values)) if is_size(name) else []
+        named += [(index, v) for v, _ in values if _names(question, v) or any(_is_size_value(a, v) for a in asked)]
+        unlisted = [a for a in asked if not any(_is_size_value(a, v) for v, _ in values)]
+        if unlisted and missing is None:
+            missing = unlisted[0] if not unlisted[0][:1].isdigit() else f"size {unlisted[0]}"
+    return named, missing
+
+
+def _option_phrase(name: str, values: tuple[tuple[str, bool], ...]) -> str:
+    listed = _listing([value if available else f"{value} (sold out)" for value, available in values])
+    if is_size(name):
+        return f"{'sizes' if len(values) > 1 else 'size'} {listed}"
+    if _COLOUR.search(name) or name.startswith("Option "):
+        return listed
+    # "Regular and Long length (Long sold out)": not "Long (sold out) length"
+    sold_out = [value for value, available in values if not available]
+    plain = f"{_listing([value for value, _ in values])} {name.lower()}"
+    return plain + (f" ({_listing(sold_out)} sold out)" if sold_out else "")
+
+
+def _comes_in(product: ProductFacts, missing: str | None) -> str:
+    verb = "comes" if _is(product.title) == "is" else "come"
+    phrases = ", in ".join(_option_phrase(name, values) for name, values in product.option_values)
+    return f"The {product.title} {verb} in {phrases}" + (f"; no {missing} is listed." if missing else ".")
+
+
+def _value_phrase(values: OptionValues, index: int, value: str) -> str:
+    name = values[index][0]
+    if is_size(name):
+        return f"size {value}"
+    return value if _COLOUR.search(name) or name.startswith("Option ") else f"{value} {name.lower()}"
+
+
+def _availability(product: ProductFacts, named: list[tuple[int, str]]) -> list[tuple[str, str]]:
+    """(what was named, "in stock" / "sold out" / "not listed"): one value at a time, or the one combination
+    named ("size L in Charcoal") when the catalog's variants say which combinations exist."""
+    indexes = [index for index, _ in named]
+    if len(set(indexes)) == len(indexes) > 1 and product.variant_options:
+        wanted = {value for _, value in named}
+        phrase = " in ".join(_value_phrase(product.option_values, i, v) for i, v in named)
+        found = [in_stock for values, in_stock in product.variant_options if wanted <= set(values)]
+        return [(phrase, "in stock" if any(found) else "sold out" if found else "not listed")]
+    available = {(i, v): ok for i, (_, values) in enumerate(product.option_values) for v, ok in values}
+    return [(_value_phrase(product.option_values, i, v), "in stock" if available[i, v] else "sold out")
+            for i, v in named]  # fmt: skip
+
+
+def _stock_of(product: ProductFacts, phrase: str, state: str, alone: bool) -> str:
+    said = {"in stock": "is in stock.", "sold out": "is sold out right now.", "not listed": "is not listed."}[state]
+    return f"{_capitalised(phrase)} {said}" if alone else f"The {product.title} in {phrase} {said}"
+
+
+@dataclass(frozen=True)
+class _OptionsAnswer:
+    sentences: list[str]
+    settled: bool  # everything the shopper named is listed and in stock: a "Yes!" may stand before it
+    told_stock: bool  # it said whether something named is in stock
+
+
+def _options_answer(products: Sequence[ProductFacts], question: str) -> _OptionsAnswer:
+    """The answer to a question about the first products' sizes, colours or other options, from the catalog's
+    variants."""
+    asked = [(p, *_named(p, question)) for p in products[:2] if p.option_values]
+    asked = [(p, named, missing) for p, named, missing in asked if named or missing or _OPTION_WORDS.search(question)]
+    sentences, settled, told_stock = [], True, False
+    for product, named, missing in asked:
+        sentences.append(_comes_in(product, missing))
+        for phrase, state in _availability(product, named):
+            sentences.append(_stock_of(product, phrase, state, alone=len(asked) == 1))
+            settled, told_stock = settled and state == "in stock", True
+        settled = settled and missing is None
+    return _OptionsAnswer(sentences, settled, told_stock)
+
+
 def _all_described(products: Sequence[ProductFacts], question: str) -> bool:
     """Every word the shopper asked for ("waterproof", "two") is in some product's own data."""
     described = set().union(*(content_words(p.text()) for p in products))
@@ -278,14 +401,17 @@ def products_opening(
     said_out = len(products) == 1 and not products[0].in_stock and not products[0].others_in_stock
     # "Yes!" only answers "do you have ...?", and only when every word asked for is in the products' data: the
     # closest jackets under 150 USD are not a yes to "a waterproof jacket under $150".
-    if _HAVE.search(question) and not (asks_sale or asks_stock) and _all_described(products, question):
+    options = _options_answer(products, question)
+    yes = _HAVE.search(question) and not (asks_sale or asks_stock) and _all_described(products, question)
+    if yes and options.settled:
         lead = "Yes! " + lead
-    sentences = [lead]
+    sentences = [lead, *options.sentences]  # the sizes or colours asked about come first: they are the answer
     if lacking:  # what was asked for and these do not have, said at once
         sentences.append(_lacking_sentence(products, lacking))
     stock = [None if said_out else _stock_sentence(p) for p in products]
     if asks_stock and not said_out:  # the answer to "is it in stock?" comes first
-        sentences += [s for s in stock if s] or ["In stock now." if len(products) == 1 else "All of them are in stock now."]
+        filler = "In stock now." if len(products) == 1 else "All of them are in stock now."
+        sentences += [s for s in stock if s] or ([] if options.told_stock else [filler])
     for product in products:
         if product.on_sale and (asks_sale or len(products) == 1):
             was = _money(product.compare_at_price, product.currency)  # type: ignore[arg-type]

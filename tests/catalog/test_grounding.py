@@ -6,9 +6,12 @@ from decimal import Decimal
 
 import pytest
 
-from catalog.grounding import NO_MATCH, ground, price_limits
+from catalog.grounding import NO_MATCH, ground, price_limits, product_facts
+from catalog.ingest import apply_catalog, read_source
 from catalog.passages import kinds_asked
-from catalog.models import Product, StoreDocument, Variant
+from catalog.models import Product, Store, StoreDocument, Variant
+from catalog.search import SearchHit
+from shop_assistant.demo.store import CATALOG_PATH
 
 pytestmark = pytest.mark.django_db
 
@@ -128,3 +131,28 @@ def test_product_types_say_what_a_store_sells(sample_store):
     store, _ = sample_store
     types = product_types(store)
     assert types and all(t == t.lower() for t in types) and len(types) <= 8
+
+
+def test_product_facts_give_the_options_with_their_stock_from_the_variant_rows():
+    """The demo catalog's fleece: Size M/L x Color Forest/Charcoal, with L in Charcoal at 0 stock."""
+    store = Store.objects.create(slug="demo-options", name="Demo options", currency="USD")
+    assert apply_catalog(store, read_source("json", str(CATALOG_PATH))).errors == []
+    variant = Variant.objects.select_related("product").get(store=store, sku="DO-CF-M-FOR")
+    facts = product_facts(SearchHit(product=variant.product, variant=variant, score=1.0))
+    assert facts.option_values == (
+        ("Size", (("M", True), ("L", True))), ("Color", (("Forest", True), ("Charcoal", True))),
+    )  # fmt: skip
+    assert set(facts.variant_options) == {
+        (("M", "Forest"), True), (("L", "Forest"), True), (("M", "Charcoal"), True), (("L", "Charcoal"), False),
+    }  # fmt: skip
+    assert facts.options == "Size: M, L; Color: Forest, Charcoal"  # the prompt's line, from the same values
+    # A value no variant has in stock is marked so, in both forms.
+    Variant.objects.filter(store=store, sku="DO-CF-M-CHR").update(inventory_quantity=0)
+    variant = Variant.objects.select_related("product").get(store=store, sku="DO-CF-M-FOR")
+    facts = product_facts(SearchHit(product=variant.product, variant=variant, score=1.0))
+    assert facts.option_values[1] == ("Color", (("Forest", True), ("Charcoal", False)))
+    assert facts.options == "Size: M, L; Color: Forest, Charcoal (sold out)"
+    bag = Variant.objects.select_related("product").get(store=store, sku="DO-ADB-REG")
+    assert product_facts(SearchHit(product=bag.product, variant=bag, score=1.0)).option_values == (
+        ("Length", (("Regular", True), ("Long", True))),
+    )

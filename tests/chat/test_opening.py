@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from decimal import Decimal
 from types import SimpleNamespace
 
@@ -142,3 +144,100 @@ def test_a_property_asked_for_that_the_closest_products_lack_is_said():
     # What the store describes nothing with, or words saying what a thing is for, are not a lack.
     assert "described" not in opening_for(STORE, "A camping jacket for my garden?", [fleece], [], (), catalog).text
     assert opening_for(STORE, "Do you have a waterproof jacket?", [SHELL], [], (), catalog).text.startswith("Yes! ")
+
+
+# Options as the catalog's variants give them (``catalog.grounding.option_values``): the demo store's rows.
+FLEECE_OPTIONS = dict(
+    variant="M / Forest",
+    options="Size: M, L; Color: Forest, Charcoal",
+    option_values=(("Size", (("M", True), ("L", True))), ("Color", (("Forest", True), ("Charcoal", True)))),
+    variant_options=((("M", "Forest"), True), (("L", "Forest"), True), (("M", "Charcoal"), True),
+                     (("L", "Charcoal"), False)),
+)  # fmt: skip
+FLEECE_IN_OPTIONS = product("Cascade Fleece Jacket", "79.00", description="A soft, warm mid layer.", **FLEECE_OPTIONS)
+WOMENS_SHELL = product(
+    "Women's Stormshell Rain Jacket", "189.00", variant="S", options="Size: S, M, L",
+    option_values=(("Size", (("S", True), ("M", True), ("L", True))),),
+)  # fmt: skip
+SLEEPING_BAG = product(
+    "Alpine Down Sleeping Bag", "319.00", product_type="Sleeping bags", variant="Regular",
+    options="Length: Regular, Long (sold out)", description="Warm to -7 °C.",
+    option_values=(("Length", (("Regular", True), ("Long", False))),),
+)  # fmt: skip
+
+
+def sentences(text: str) -> list[str]:
+    return re.split(r"(?<=[.!?])\s+", text)
+
+
+def test_a_question_about_sizes_is_answered_with_the_sizes_right_after_the_lead():
+    text = opening_for(STORE, "What sizes does the womens rain jacket come in?", [WOMENS_SHELL], []).text
+    assert sentences(text)[1] == "The Women's Stormshell Rain Jacket comes in sizes S, M and L.", text
+
+
+def test_sizes_and_colours_are_said_together():
+    text = opening_for(STORE, "What colours does the fleece come in?", [FLEECE_IN_OPTIONS], []).text
+    assert sentences(text)[1] == "The Cascade Fleece Jacket comes in sizes M and L, in Forest and Charcoal.", text
+
+
+def test_a_colour_named_is_said_to_be_in_stock():
+    text = opening_for(STORE, "Does the fleece jacket come in charcoal?", [FLEECE_IN_OPTIONS], []).text
+    assert sentences(text)[1:3] == [
+        "The Cascade Fleece Jacket comes in sizes M and L, in Forest and Charcoal.", "Charcoal is in stock.",
+    ], text
+
+
+def test_a_size_word_is_read_as_the_letter_size():
+    text = opening_for(STORE, "Do you have the Cascade Fleece Jacket in large?", [FLEECE_IN_OPTIONS], []).text
+    assert "Size L is in stock." in sentences(text), text
+
+
+def test_a_size_and_colour_named_together_are_checked_as_one_variant():
+    """L is in stock (in Forest) and Charcoal is (in M), but not L in Charcoal: the opening must not say yes."""
+    question = "Do you have the Cascade Fleece Jacket in large charcoal?"
+    text = opening_for(STORE, question, [FLEECE_IN_OPTIONS], []).text
+    assert "Size L in Charcoal is sold out right now." in sentences(text), text
+    assert "Size L is in stock." not in text and "Charcoal is in stock." not in text
+    assert not text.startswith("Yes")
+
+
+def test_a_sold_out_value_is_marked_and_said():
+    text = opening_for(STORE, "Do you have the sleeping bag in long?", [SLEEPING_BAG], []).text
+    assert sentences(text)[1:3] == [
+        "The Alpine Down Sleeping Bag comes in Regular and Long length (Long sold out).",
+        "Long length is sold out right now.",
+    ], text
+    assert not text.startswith("Yes")
+
+
+def test_a_sold_out_size_is_said_and_no_in_stock_filler_follows():
+    shell = replace(WOMENS_SHELL, option_values=(("Size", (("S", True), ("M", True), ("L", False))),))
+    text = opening_for(STORE, "Is the rain jacket available in size L?", [shell], []).text
+    assert "The Women's Stormshell Rain Jacket comes in sizes S, M and L (sold out)." in text
+    assert "Size L is sold out right now." in text and "In stock now." not in text, text
+
+
+def test_a_size_the_product_does_not_list_is_said_plainly():
+    for question in ("Do you have the women's rain jacket in XL?", "Is the womens rain jacket made in extra large?"):
+        text = opening_for(STORE, question, [WOMENS_SHELL], []).text
+        assert sentences(text)[1] == "The Women's Stormshell Rain Jacket comes in sizes S, M and L; no XL is listed."
+        assert not text.startswith("Yes"), text
+
+
+def test_two_products_each_get_their_options_named_with_the_product():
+    text = opening_for(STORE, "Do your jackets come in M?", [WOMENS_SHELL, FLEECE_IN_OPTIONS], []).text
+    assert sentences(text)[1:5] == [
+        "The Women's Stormshell Rain Jacket comes in sizes S, M and L.",
+        "The Women's Stormshell Rain Jacket in size M is in stock.",
+        "The Cascade Fleece Jacket comes in sizes M and L, in Forest and Charcoal.",
+        "The Cascade Fleece Jacket in size M is in stock.",
+    ], text
+
+
+def test_no_options_sentence_when_not_asked_or_when_the_product_has_none():
+    # Not asked: the opening is as before. Letters inside words ("what's", "I'm") name no size.
+    for question in ("I need a jacket.", "What's the fleece like? I'm curious"):
+        text = opening_for(STORE, question, [FLEECE_IN_OPTIONS], []).text
+        assert "comes in" not in text and "in stock" not in text, text
+    # A product without options gets nothing extra, even when sizes are asked about.
+    assert "comes in" not in opening_for(STORE, "What sizes does the fleece come in?", [FLEECE], []).text
