@@ -23,6 +23,12 @@ TENT = ProductFacts(
     tags=("tent",), options="Color: Sage, Orange (sold out)",
     description="A freestanding three-season tent for two that packs down to the size of a loaf of bread.",
 )  # fmt: skip
+FLEECE = ProductFacts(
+    title="Cascade Fleece Jacket", variant="M / Forest", price=Decimal("79.00"), currency="USD",
+    compare_at_price=None, in_stock=True, others_in_stock=True, product_type="Jackets", vendor="Woolly Goat",
+    tags=("fleece",), options="Size: M, L; Color: Forest, Charcoal",
+    description="A soft, warm mid layer made from recycled polyester fleece.",
+)  # fmt: skip
 RETURNS = (
     "You can return unused items in their original condition within 30 days of delivery for a full refund. "
     "Worn footwear, used stoves and opened first aid kits cannot be returned unless they are faulty."
@@ -90,6 +96,16 @@ def test_what_the_data_does_not_say_is_not_shown(sentence, reason):
     verdict = check(sentence, PRODUCT, [PRODUCT.opening])
     assert not verdict.ok, sentence
     assert reason.split()[0] in verdict.reason or reason in ("speaker label", "markup"), verdict.reason
+
+
+def test_a_size_only_as_the_catalog_lists_it_even_when_the_shopper_named_it():
+    """The opening said "no XL is listed"; the model's "Both are in XL." would contradict it under the cards."""
+    asked = Evidence(question="Do you have the boots or the tent in XL?", products=(BOOTS, TENT), store_name="Demo")
+    verdict = check("Both are in XL.", asked)
+    assert not verdict.ok and verdict.reason == "a size no product on screen lists: XL"
+    sized = Evidence(question="Does the fleece come in L?", products=(FLEECE,), store_name="Demo")
+    assert check("It comes in M and L.", sized).ok
+    assert not check("It comes in M, L and XL.", sized).ok
 
 
 def test_a_sentence_about_one_product_may_use_only_that_products_words():
