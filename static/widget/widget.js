@@ -492,6 +492,7 @@
     if (rateable && generating.text) addRating(generating.bubble, generating.id, null);
     generating = null;
     setGenerating(false);
+    scrollToEnd(); // the note and the thumbs came after the last text
   }
 
   function handle(frame) {

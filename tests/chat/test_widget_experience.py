@@ -97,6 +97,12 @@ async def test_greeting_suggestions_and_a_follow_up_comparing_the_cards(daphne_s
     # The card's price reads as the sentence above it writes it.
     await expect(reply.locator(".sa-card-price").first).to_have_text("69.00 USD")
 
+    # The log follows the answer to its end, thumbs included (they come after the last text): before any click,
+    # which would scroll them into view itself.
+    at_end = "log => log.scrollHeight - log.scrollTop - log.clientHeight < 2"
+    await expect(reply.locator(".sa-rating")).to_be_visible()
+    assert await page.locator(".sa-log").evaluate(at_end)
+
     # Thumbs up on the comparison: stored, shown pressed; pressed again takes it back.
     helpful = reply.get_by_role("button", name="Helpful", exact=True)
     await helpful.click()
