@@ -144,6 +144,12 @@ def _options_line(product: Product, variants: list[Variant]) -> str:
     return options_text(option_values(product, variants))
 
 
+# Sizes written as letters; in a shopper's or the model's words only in capitals and standing alone, never the
+# "s" of "what's" or the "m" of "I'm".
+LETTER_SIZES = frozenset("XXS XS S M L XL XXL XXXL 2XL 3XL 4XL".split())
+LETTER_SIZE = re.compile(r"(?<![\w'’])(?:XXS|XS|S|M|L|XL|XXL|XXXL|[2-4]XL)(?![\w'’])")
+
+
 def is_size(option_name: str) -> bool:
     """An option that is the product's size ("Size", "Shoe size")."""
     return "size" in option_name.lower()

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
 
-from catalog.grounding import ProductFacts, price_limits
+from catalog.grounding import LETTER_SIZE, ProductFacts, price_limits
 from catalog.passages import content_words
 
 from .decoding import allowed_figures, amounts
@@ -188,9 +188,6 @@ _DENIES = re.compile(
     r"\b(?:isn't|aren't|not) (?:something|anything|one|a product) (?:we|that we)\b",
     re.IGNORECASE,
 )
-# A size written as letters: the opening says which sizes the catalog lists; the model may only repeat those ("no XL
-# is listed" followed by "Both are in XL" is the contradiction shoppers read).
-_LETTER_SIZE = re.compile(r"(?<![\w'’])(?:XXS|XS|S|M|L|XL|XXL|XXXL|[2-4]XL)(?![\w'’])")
 _NUMBER_WORDS = re.compile(
     r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|"
     r"thousand|dozen|half|single|double|triple|once|twice)\b",
@@ -303,10 +300,14 @@ def _claims(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
     asks = sentence.rstrip().endswith("?")  # "Would you like other options?" offers; it claims nothing
     if match is not None and not asks and match.group().lower() not in evidence.question.lower():
         return Verdict(False, f"claims products or deals nobody listed: {match.group()!r}")
-    listed = {value for product in evidence.products for value in re.findall(r"[\w/]+", product.options)}
-    unlisted = [size for size in _LETTER_SIZE.findall(sentence) if size not in listed]
-    if unlisted:
-        return Verdict(False, f"a size no product on screen lists: {unlisted[0]}")
+    # A size written as letters: the opening says which sizes the catalog lists, and the model may only repeat
+    # those ("no XL is listed" followed by "Both are in XL" is the contradiction shoppers read).
+    sizes = LETTER_SIZE.findall(sentence)
+    if sizes:
+        listed = {value for product in evidence.products for value in re.findall(r"[\w/]+", product.options)}
+        unlisted = [size for size in sizes if size not in listed]
+        if unlisted:
+            return Verdict(False, f"a size no product on screen lists: {unlisted[0]}")
     denial = _DENIES.search(sentence)
     if denial is not None and denial.group().lower() not in evidence.question.lower():
         return Verdict(False, f"says the store lacks something: {denial.group()!r}")

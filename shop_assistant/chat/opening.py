@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from catalog.grounding import OptionValues, ProductFacts, is_size
+from catalog.grounding import LETTER_SIZE, LETTER_SIZES, OptionValues, ProductFacts, is_size
 from catalog.passages import Match, content_words
 
 # kind -> templates; each names its placeholders (see PLACEHOLDERS).
@@ -105,15 +105,12 @@ _STOCK_WORDS = re.compile(r"\b(?:stock|available|availability|left|sold out)\b",
 # A question about a product's options: "what sizes ...", "does it come in ...", "colours", "available in".
 _OPTION_WORDS = re.compile(r"\b(?:sizes?|sizing|fit|colou?rs?|comes? in|available in|options?)\b", re.IGNORECASE)
 _COLOUR = re.compile(r"colou?r", re.IGNORECASE)
-_LETTER_SIZES = frozenset("XXS XS S M L XL XXL XXXL 2XL 3XL 4XL".split())
 # Longest first: "extra large" is XL, not L.
 _SIZE_WORDS = {"extra extra large": "XXL", "extra large": "XL", "x-large": "XL", "extra small": "XS", "x-small": "XS",
                "large": "L", "medium": "M", "small": "S"}  # fmt: skip
 _SIZE_WORD = re.compile(r"\b(?:" + "|".join(_SIZE_WORDS) + r")\b", re.IGNORECASE)
 # "size 12", "size m", "size US 9" (the word after "size" counts only when it is a size: not "size of")
 _SIZE_CODE = re.compile(r"\bsize\s+(?:(?:us|eu|uk)\s*)?(\d{1,2}(?:\.5)?|[a-z0-9]{1,4})\b", re.IGNORECASE)
-# "XL", "M" written as a size, capitals only: never the "s" of "what's" or the "m" of "I'm"
-_LETTER_CODE = re.compile(r"(?<![\w'’])(?:XXS|XS|S|M|L|XL|XXL|XXXL|[2-4]XL)(?![\w'’])")
 
 
 @dataclass(frozen=True)
@@ -226,14 +223,14 @@ def _stock_sentence(product: ProductFacts) -> str | None:
 
 def _letter_sized(sizes: tuple[tuple[str, bool], ...]) -> bool:
     """Sizes written as letters ("S", "M", "L/XL"): then "large" means L."""
-    return all(part in _LETTER_SIZES for value, _ in sizes for part in value.upper().split("/"))
+    return all(part in LETTER_SIZES for value, _ in sizes for part in value.upper().split("/"))
 
 
 def _sizes_asked(question: str, letters: bool) -> list[str]:
     """The sizes a question names, as codes ("XL", "12"); size words only where the product's sizes are letters."""
     asked = [m.group(1).upper() for m in _SIZE_CODE.finditer(question)]
-    asked = [code for code in asked if code.replace(".", "").isdigit() or code in _LETTER_SIZES]
-    asked += _LETTER_CODE.findall(question)
+    asked = [code for code in asked if code.replace(".", "").isdigit() or code in LETTER_SIZES]
+    asked += LETTER_SIZE.findall(question)
     if letters:
         asked += [_SIZE_WORDS[m.group(0).lower()] for m in _SIZE_WORD.finditer(question)]
     return list(dict.fromkeys(asked))
