@@ -120,8 +120,10 @@ _FOLLOW_UP_WORDS = frozenset(
 
 
 def is_follow_up(text: str) -> bool:
-    """A short message that names no product of its own ("anything under 300 dollars?", "in blue?")."""
-    if len(text.split()) > 8:
+    """A short message that names no product of its own ("anything under 300 dollars?", "in blue?"). Small talk
+    ("Hi!", "thanks") asks for nothing: searched with the question before it, a greeting got that question's
+    answer again."""
+    if len(text.split()) > 8 or is_small_talk(text):
         return False
     words = requested_thing(text).split() if requested_thing(text) else []
     return all(word in _FOLLOW_UP_WORDS or word in _SMALL_TALK for word in words)

@@ -110,6 +110,12 @@ def test_a_follow_up_is_searched_with_the_previous_message(demo_store):
     assert all(float(card["price"]) <= 300 for card in follow_up.cards)
 
 
+@pytest.mark.parametrize("text", ["Hi!", "Thanks!", "ok thank you"])
+def test_small_talk_after_a_question_is_not_searched_with_it(demo_store, text):
+    composition = compose(demo_store, text, retrieve, previous="Where is my order?")
+    assert composition.kind == MODEL and composition.cards == [] and composition.quotes == []
+
+
 def test_what_was_asked_for():
     assert requested_thing("Do you sell laptops?") == "laptops"
     assert requested_thing("Do you have coffee beans under $20?") == "coffee beans"
