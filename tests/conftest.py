@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -15,6 +16,17 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHOPIFY_SAMPLES_DIR = REPO_ROOT / "catalog" / "samples" / "shopify"
+
+
+def screenshot_dir(folder: str) -> Path:
+    """Where a browser walk saves its pictures: docs/<folder> with SAVE_SCREENSHOTS=1 (to refresh the docs), else a
+    scratch folder, so that running the tests leaves the working tree as it was. Either way the pictures are taken."""
+    if os.environ.get("SAVE_SCREENSHOTS"):
+        path = REPO_ROOT / "docs" / folder
+    else:
+        path = Path(tempfile.gettempdir()) / "shop-assistant-screenshots" / folder
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def service_unavailable(what: str) -> None:

@@ -9,26 +9,24 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import screenshot_dir
 
 from .conftest import FRAME_TIMEOUT
 from .test_widget import browser, page  # noqa: F401 - the same Chromium fixtures
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
-SHOTS = Path(REPO_ROOT) / "docs" / "experience"
+SHOTS = screenshot_dir("experience")
 TIMEOUT = FRAME_TIMEOUT * 1000
 
 
 async def shot(page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(SHOTS / f"shopper-{name}.png"))
 
 

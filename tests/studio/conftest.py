@@ -18,6 +18,16 @@ from tests.chat.conftest import (  # noqa: F401
 PASSWORD = "studio-test-password"
 
 
+async def wait_until_ready(page, base: str, seconds: int = 120) -> None:
+    """Poll /readyz until the process can answer (the engine loaded: the studio counts tokens with its tokenizer)."""
+    for _ in range(seconds * 2):
+        response = await page.goto(f"{base}/readyz")
+        if (await response.json()).get("ready"):
+            return
+        await page.wait_for_timeout(500)
+    raise AssertionError(f"{base} not ready after {seconds} s: {await response.text()}")
+
+
 def make_user(username: str, store=None, role: str | None = None):
     from shop_assistant.console.models import StoreMembership
 

@@ -14,13 +14,13 @@ from channels.db import database_sync_to_async
 
 from tests.chat.conftest import FRAME_TIMEOUT
 from tests.chat.test_widget import browser, page  # noqa: F401  (the real Chromium fixtures)
-from tests.conftest import REPO_ROOT, SHOPIFY_SAMPLES_DIR
+from tests.conftest import SHOPIFY_SAMPLES_DIR, screenshot_dir
 
 from .conftest import PASSWORD, make_user
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
-SCREENSHOTS = REPO_ROOT / "docs" / "studio"
+SCREENSHOTS = screenshot_dir("studio")
 REFUND_QUESTION = "How long do refunds take?"
 
 SHOPPER_JS = """async ([url, question]) => new Promise((resolve, reject) => {
@@ -71,7 +71,6 @@ async def test_owner_imports_a_catalog_and_publishes_a_policy(daphne_server, dem
     timeout = FRAME_TIMEOUT * 1000
     await database_sync_to_async(make_user)("owner-cat", demo_store, "owner")
     base = daphne_server.http
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     await page.set_viewport_size({"width": 1280, "height": 900})
 
     await page.goto(f"{base}/studio/demo/catalog/")

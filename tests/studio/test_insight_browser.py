@@ -11,26 +11,21 @@ from channels.db import database_sync_to_async
 
 from tests.chat.conftest import FRAME_TIMEOUT
 from tests.chat.test_widget import browser, page  # noqa: F401  (the real Chromium fixtures)
-from tests.conftest import REPO_ROOT
+from tests.conftest import screenshot_dir
 
-from .conftest import PASSWORD, make_user
+from .conftest import PASSWORD, make_user, wait_until_ready
 from .seed import seed_week
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
-SCREENSHOTS = REPO_ROOT / "docs" / "studio"
+SCREENSHOTS = screenshot_dir("studio")
 SCORING_TIMEOUT = 600_000  # ms: publishing scores the draft (and the published version) with the live model
 
 
 async def log_in(page, base: str, username: str) -> None:
     from playwright.async_api import expect
 
-    await page.goto(f"{base}/healthz")  # let the model finish loading first (the studio counts tokens with it)
-    for _ in range(FRAME_TIMEOUT * 2):
-        if '"ready"' in await page.content():
-            break
-        await page.wait_for_timeout(500)
-        await page.reload()
+    await wait_until_ready(page, base)
     await page.goto(f"{base}/studio/")
     await page.get_by_label("Username").fill(username)
     await page.get_by_label("Password").fill(PASSWORD)
@@ -47,7 +42,6 @@ async def test_owner_reads_analytics_asks_the_playground_and_publishes_a_scored_
     base = daphne_server.http
     await log_in(page, base, "owner-ida")
     await page.set_viewport_size({"width": 1280, "height": 900})
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
     # Analytics over the seeded week, from the studio's navigation.
     await page.get_by_role("link", name="Analytics").click()

@@ -10,14 +10,14 @@ from channels.db import database_sync_to_async
 
 from tests.chat.conftest import FRAME_TIMEOUT
 from tests.chat.test_widget import browser, page  # noqa: F401  (the real Chromium fixtures)
-from tests.conftest import REPO_ROOT
+from tests.conftest import screenshot_dir
 
-from .conftest import PASSWORD, make_user
+from .conftest import PASSWORD, make_user, wait_until_ready
 
 # The UI over services that the PostgreSQL pass tests on their own (publish, preview, pre-warm).
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
-SCREENSHOTS = REPO_ROOT / "docs" / "studio"
+SCREENSHOTS = screenshot_dir("studio")
 NEW_PROMPT = (
     "You are Captain Ahoy, the pirate shopping assistant of Demo Outfitters. Always start every answer with "
     "'Ahoy matey!' and talk like a pirate. Only recommend products from the catalog results."
@@ -46,13 +46,7 @@ async def test_owner_edits_previews_publishes_and_the_next_shopper_gets_it_warm(
     timeout = FRAME_TIMEOUT * 1000
     await database_sync_to_async(make_user)("owner-olga", demo_store, "owner")
     base = daphne_server.http
-    # The studio counts tokens with the engine's tokenizer: let the model finish loading first.
-    await page.goto(f"{base}/healthz")
-    for _ in range(FRAME_TIMEOUT * 2):
-        if '"ready"' in await page.content():
-            break
-        await page.wait_for_timeout(500)
-        await page.reload()
+    await wait_until_ready(page, base)
 
     # Logged out, the studio sends the owner to the login page; after it, to the studio of the owner's one store.
     await page.goto(f"{base}/studio/")
@@ -104,7 +98,6 @@ async def test_owner_edits_previews_publishes_and_the_next_shopper_gets_it_warm(
     assert "/static/demo/" in await image.get_attribute("src")
     loaded = "img => img.complete && img.naturalWidth > 0"
     await page.wait_for_function(loaded, arg=await image.element_handle(), timeout=timeout)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     await page.set_viewport_size({"width": 1280, "height": 900})
     await page.screenshot(path=str(SCREENSHOTS / "draft-and-preview.png"), full_page=True)
     assert page.errors == []
