@@ -257,6 +257,9 @@ class ImportRun(models.Model):
     phase = models.CharField(max_length=20, blank=True)
     processed = models.PositiveIntegerField(default=0)
     total = models.PositiveIntegerField(default=0)
+    # The embedding phase after a successful import: its products embedded so far, of how many.
+    embedded = models.PositiveIntegerField(default=0)
+    to_embed = models.PositiveIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
     errors = models.JSONField(default=list, blank=True)
     message = models.TextField(blank=True, help_text="Why the whole import failed, if it did.")
@@ -273,10 +276,32 @@ class ImportRun(models.Model):
         return f"Import #{self.pk} into {self.store} ({self.status})"
 
     @property
+    def embedding(self) -> bool:
+        """Imported, and its new and changed products are being embedded (the assistant finds them by meaning)."""
+        return self.status == self.Status.SUCCEEDED and self.phase == "embedding"
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """(done, total) of the phase under way: rows imported, or products embedded once the import is done."""
+        return (self.embedded, self.to_embed) if self.embedding else (self.processed, self.total)
+
+    @property
     def percent(self) -> int:
-        if self.status == self.Status.SUCCEEDED:
+        done, total = self.progress
+        if self.status == self.Status.SUCCEEDED and not self.embedding:
             return 100
-        return int(100 * self.processed / self.total) if self.total else 0
+        return int(100 * done / total) if total else 0
+
+    @property
+    def label(self) -> str:
+        """The run's state in a few words, for the page: "running 120 / 500 (writing)", "imported; embedding…"."""
+        done, total = self.progress
+        counted = f" {done} / {total}" if total else ""
+        if self.embedding:
+            return f"imported; embedding for search{counted}"
+        if self.finished:
+            return self.status
+        return f"{self.status}{counted}" + (f" ({self.phase})" if self.phase else "")
 
     @property
     def finished(self) -> bool:

@@ -12,7 +12,7 @@ import time
 from celery import shared_task
 
 from .embeddings import embed_products
-from .ingest import execute_run
+from .ingest import PROGRESS_WRITE_INTERVAL, execute_run
 from .models import ImportRun, Store
 
 logger = logging.getLogger(__name__)
@@ -56,10 +56,18 @@ def embed_store_products(self, store_id: int | None = None, run_id: int | None =
     store = Store.objects.get(pk=store_id) if store_id is not None else None
     report = _state_reporter(self, run_id)
 
+    last_write = 0.0
+
     def progress(done: int, total: int) -> None:
+        nonlocal last_write
         report("embedding", done, total)
-        if run_id is not None and done in (0, total):
-            ImportRun.objects.filter(pk=run_id).update(phase="embedding" if done < total else "")
+        now = time.monotonic()
+        if run_id is None or (done not in (0, total) and now - last_write < PROGRESS_WRITE_INTERVAL):
+            return
+        last_write = now
+        ImportRun.objects.filter(pk=run_id).update(
+            phase="embedding" if done < total else "", embedded=done, to_embed=total
+        )
 
     try:
         outcome = embed_products(store, force=force, progress=progress)

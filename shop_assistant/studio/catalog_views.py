@@ -46,15 +46,17 @@ def search_products(store: Store, query: str):
 
 def run_state(run: ImportRun, store: Store) -> dict:
     """What the progress endpoint answers and the page shows for one run."""
+    done, total = run.progress
     return {
         "id": run.pk,
         "status": run.status,
         "phase": run.phase,
-        "done": run.processed,
-        "total": run.total,
+        "done": done,
+        "total": total,
         "percent": run.percent,
+        "label": run.label,
         # Followed until its products are embedded too: only then does the assistant find them by meaning.
-        "finished": run.finished and run.phase != "embedding",
+        "finished": run.finished and not run.embedding,
         "counts": run.counts if run.status == ImportRun.Status.SUCCEEDED else None,
         "message": run.message,
         "errors_url": reverse("studio:catalog_run_errors", kwargs={"slug": store.slug, "run_id": run.pk})

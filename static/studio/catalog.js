@@ -16,8 +16,7 @@
   function show(row, p) {
     row.querySelector("progress").value = p.percent;
     var status = row.querySelector(".run-status");
-    status.textContent = p.status + (p.finished ? "" : (p.total ? " " + p.done + " / " + p.total : "") +
-      (p.phase ? " (" + p.phase + ")" : ""));
+    status.textContent = p.label;
     var result = row.querySelector(".run-result");
     if (!p.finished) return;
     result.textContent = "";

@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from catalog import ingest
-from catalog.embeddings import DIMENSIONS
+from catalog.embeddings import DIMENSIONS, embed_products
 from catalog.models import ImportRun, Product, Store
 from catalog.tasks import embed_store_products, ingest_catalog
 
@@ -153,6 +153,36 @@ def test_embedding_task_skips_unchanged_products(store, embedding_model):
     assert (again["embedded"], again["unchanged"]) == (1, 2)
     kite.refresh_from_db()
     assert not np.array_equal(np.frombuffer(bytes(kite.embedding), dtype=np.float32), vector)
+
+
+def test_embedding_progress_is_written_to_the_run(store, embedding_model, monkeypatch):
+    """The studio's page reads the run row: after the import, it follows the products being embedded."""
+    products = [{"handle": f"lamp-{i}", "title": f"Desk lamp {i}", "price": "20", "sku": f"L{i}"} for i in range(5)]
+    ingest.apply_catalog(store, ingest.read_source("json", "", text=json.dumps(products)))
+    run = ImportRun.objects.create(store=store, format="json", source="lamps.json", status="succeeded",
+                                   processed=5, total=5)
+    rows = []
+
+    def embed_in_pairs(store_arg, *, force, progress):
+        def watch(done, total):
+            progress(done, total)
+            run_row = ImportRun.objects.get(pk=run.pk)
+            rows.append((run_row.phase, run_row.embedded, run_row.to_embed, run_row.percent, run_row.label))
+
+        return embed_products(store_arg, force=force, progress=watch, batch_size=2)
+
+    monkeypatch.setattr("catalog.tasks.embed_products", embed_in_pairs)
+    monkeypatch.setattr("catalog.tasks.PROGRESS_WRITE_INTERVAL", 0.0)
+    embed_store_products.delay(store.pk, run_id=run.pk).get()
+
+    assert rows == [
+        ("embedding", 0, 5, 0, "imported; embedding for search 0 / 5"),
+        ("embedding", 2, 5, 40, "imported; embedding for search 2 / 5"),
+        ("embedding", 4, 5, 80, "imported; embedding for search 4 / 5"),
+        ("", 5, 5, 100, "succeeded"),
+    ]
+    run.refresh_from_db()
+    assert run.summary["embeddings"]["embedded"] == 5 and (run.processed, run.total) == (5, 5)
 
 
 @pytest.fixture

@@ -236,13 +236,19 @@ def test_the_product_preview_is_the_chats_retrieval(store, owner):
 
 def test_a_run_is_followed_until_its_products_are_embedded(store, owner):
     run = ImportRun.objects.create(store=store, format="json", source="f.json", status="succeeded",
-                                   phase="embedding", processed=3, total=3)
+                                   phase="embedding", processed=3, total=3, embedded=1, to_embed=4)
     client = Client()
     client.force_login(owner)
     state = client.get(f"/studio/corner/catalog/runs/{run.pk}/").json()
     assert (state["status"], state["phase"], state["finished"]) == ("succeeded", "embedding", False)
-    ImportRun.objects.filter(pk=run.pk).update(phase="")
-    assert client.get(f"/studio/corner/catalog/runs/{run.pk}/").json()["finished"] is True
+    # The embedding phase's own progress, not the finished import's 3 / 3.
+    assert (state["done"], state["total"], state["percent"]) == (1, 4, 25)
+    assert state["label"] == "imported; embedding for search 1 / 4"
+    assert "imported; embedding for search 1 / 4" in client.get("/studio/corner/catalog/").content.decode()
+    ImportRun.objects.filter(pk=run.pk).update(phase="", embedded=4)
+    state = client.get(f"/studio/corner/catalog/runs/{run.pk}/").json()
+    assert (state["finished"], state["done"], state["total"], state["percent"], state["label"]) == (
+        True, 3, 3, 100, "succeeded")
 
 
 @pytest.mark.parametrize("kind,location", [
