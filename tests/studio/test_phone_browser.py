@@ -10,6 +10,8 @@ from channels.db import database_sync_to_async
 
 from tests.chat.test_widget import browser, page  # noqa: F401  (the real Chromium fixtures)
 
+from tests.conftest import screenshot_dir
+
 from .conftest import make_user
 from .seed import seed_week
 from .test_insight_browser import log_in
@@ -17,6 +19,8 @@ from .test_insight_browser import log_in
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
 PHONE = {"width": 390, "height": 844}
+SCREENSHOTS = screenshot_dir("studio")
+SHOTS = {"catalog/": "phone-catalog.png", "analytics/": "phone-analytics.png", "knowledge/": "phone-knowledge.png"}
 
 
 def _pages(store) -> list[str]:
@@ -64,5 +68,8 @@ async def test_no_studio_page_scrolls_sideways_on_a_phone(daphne_server, demo_st
         width = await page.evaluate("document.documentElement.scrollWidth")
         if width > PHONE["width"]:
             wide[path] = width
+        for ending, name in SHOTS.items():
+            if path.split("?")[0].endswith(f"/{ending}"):
+                await page.screenshot(path=str(SCREENSHOTS / name), full_page=name != "phone-catalog.png")
     assert not wide, f"pages wider than the phone's {PHONE['width']} px: {wide}"
     assert not page.errors, page.errors
