@@ -178,6 +178,15 @@ class NodeStatus:
     def summary(self) -> str:
         return f"pre-warmed on {self.warm} of {len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''}"
 
+    def text(self) -> str:
+        """The prompt page's line: "Pre-warmed on 2 of 2 nodes: web1 (208 tokens), web2 (208 tokens)."."""
+        detail = ", ".join(f"{report['node']} ({report['cached_tokens']} tokens)" for report in self.reports)
+        summary = self.summary()
+        return f"{summary[0].upper()}{summary[1:]}" + (f": {detail}" if detail else "") + "."
+
+    def as_json(self) -> dict[str, Any]:
+        return {"warm": self.warm, "nodes": len(self.nodes), "text": self.text()}
+
 
 def node_status(version: PromptVersion) -> NodeStatus | None:
     """Which live nodes report ``version`` pre-warmed; None when the board cannot be read (Redis down)."""

@@ -10,6 +10,7 @@ urlpatterns = [
     path("<slug:slug>/drafts/new", views.new_draft, name="new_draft"),
     path("<slug:slug>/drafts/<int:version_id>/", views.draft, name="draft"),
     path("<slug:slug>/versions/<int:version_id>/", views.version_detail, name="version"),
+    path("<slug:slug>/versions/<int:version_id>/nodes.json", views.version_nodes, name="version_nodes"),
     path("<slug:slug>/versions/<int:version_id>/publish", views.publish, name="publish"),
     path("<slug:slug>/versions/<int:version_id>/rollback", views.rollback, name="rollback"),
     path("<slug:slug>/versions/<int:version_id>/discard", views.discard, name="discard"),

@@ -147,12 +147,22 @@ def draft(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
             "published": published,
             "budget": budget.prompt_budget(version.full_text()),
             "published_budget": budget.prompt_budget(published.full_text()) if published else None,
-            "node_status": node_status(published) if published else None,
             "diff": budget.line_diff(published.full_text() if published else "", version.full_text()),
             "questions": sample_questions(store),
             "worse": scoring.worse_than_published(version, published),
         },
     )
+
+
+@require_GET
+@owners_only
+def version_nodes(request: HttpRequest, store: Store, version_id: int) -> JsonResponse:
+    """Which live nodes hold ``version`` pre-warmed: the prompt page follows it for a moment after a publish."""
+    version = get_object_or_404(_versions(store), pk=version_id)
+    status = node_status(version)
+    if status is None:
+        return JsonResponse({"error": "the node board cannot be read"}, status=503)
+    return JsonResponse(status.as_json())
 
 
 @require_GET

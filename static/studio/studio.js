@@ -226,6 +226,27 @@
     setTimeout(poll, 1500);
   }
 
+  // --- right after a publish the nodes are still pre-warming: follow them for a while ----------------------
+  var nodesLine = document.querySelector("p.nodes[data-url]");
+  if (nodesLine) {
+    var nodePolls = 0;
+    var followNodes = function () {
+      if (Number(nodesLine.dataset.warm) >= Number(nodesLine.dataset.nodes) || nodePolls++ >= 30) return;
+      setTimeout(function () {
+        fetch(nodesLine.dataset.url, { credentials: "same-origin" }).then(function (r) { return r.json(); })
+          .then(function (data) {
+            if (data.text) {
+              nodesLine.textContent = data.text;
+              nodesLine.dataset.warm = data.warm;
+              nodesLine.dataset.nodes = data.nodes;
+            }
+            followNodes();
+          }).catch(followNodes);
+      }, 1000);
+    };
+    followNodes();
+  }
+
   // --- copy the embed snippet ----------------------------------------------------------------------------
   document.querySelectorAll("[data-copy]").forEach(function (button) {
     button.addEventListener("click", function () {

@@ -94,6 +94,7 @@ async def test_owner_reads_analytics_asks_the_playground_and_publishes_a_scored_
     await expect(page.get_by_role("heading", name=re.compile(r"Published: v2"))).to_be_visible()
     await expect(page.locator('[data-score-of="v2"]')).to_have_text(re.compile(r"^\d+\.\d$"))
     await expect(page.locator('[data-score-of="v1"]')).to_have_text(re.compile(r"^\d+\.\d"))
+    await expect(page.locator("p.nodes")).to_contain_text("Pre-warmed on 1 of 1 node")
     await page.screenshot(path=str(SCREENSHOTS / "score-history.png"), full_page=True)
 
     # A draft far longer than the model's context fails every model answer: held back, with the warning.

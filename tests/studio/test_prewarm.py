@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from channels.db import database_sync_to_async
+from django.test import Client
 
 from catalog.models import Store
 from shop_assistant.chat.prompting import assemble, user_turn_content
@@ -16,6 +17,8 @@ from shop_assistant.chat.session import ChatSession
 from shop_assistant.studio import services
 from shop_assistant.studio.defaults import DEFAULT_POLICIES, DEFAULT_SYSTEM_PROMPT
 from shop_assistant.studio.prewarm import aprewarm, prewarm, system_prefix_ids
+
+from .conftest import make_user
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("chat_settings")]
 
@@ -152,6 +155,12 @@ async def test_a_publish_is_prewarmed_by_the_node_and_reported(transactional_db,
     assert (report["node"], report["version"], report["cached_tokens"]) == ("solo", version.version, full)
     status = await database_sync_to_async(node_status)(version)
     assert status.summary() == "pre-warmed on 1 of 1 node" and status.nodes == ["solo"]
+    # What the prompt page follows after a publish (studio.js), as the store's owner reads it.
+    owner = await database_sync_to_async(make_user)("fanout-owner", store, "owner")
+    client = Client()
+    await database_sync_to_async(client.force_login)(owner)
+    response = await database_sync_to_async(client.get)(f"/studio/fanout/versions/{version.pk}/nodes.json")
+    assert response.json() == {"warm": 1, "nodes": 1, "text": f"Pre-warmed on 1 of 1 node: solo ({full} tokens)."}
 
     # The first shopper finds it (the chat's own pipeline, as in the TTFT test).
     _, usage = await first_token_ms(store)

@@ -34,6 +34,7 @@ def every_page_and_action(versions) -> list[tuple[str, str, dict]]:
         ("get", f"{base}/", {}),
         ("get", f"{base}/drafts/{draft.pk}/", {}),
         ("get", f"{base}/versions/{archived.pk}/", {}),
+        ("get", f"{base}/versions/{published.pk}/nodes.json", {}),
         ("get", f"{base}/settings", {}),
         ("post", f"{base}/drafts/new", {}),
         ("post", f"{base}/drafts/{draft.pk}/", {"system_prompt": "hacked", "policies": "", "note": "", "publish": "1"}),
