@@ -393,21 +393,28 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     }
 
 
-def failures(summary: dict[str, Any]) -> list[str]:
-    """The thresholds a summary misses (empty: it passes)."""
-    missed = []
+RATES = ("product_in_cards", "fact_on_screen", "no_match_handled", "handoff_recorded")
+WORD_CHECKS = ("unsupported_shown", "checker_flags", "disowning", "narrating", "contradicting", "cut", "empty")
+
+
+def misses(summary: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The thresholds a summary misses, as (name, value, threshold): counts and the median length over their
+    threshold, rates (``RATES``) under it. Empty: it passes."""
+    missed: list[tuple[str, Any, Any]] = []
     if summary["errors"]:
-        missed.append(f"errors {summary['errors']} > 0")
-    word_checks = ("unsupported_shown", "checker_flags", "disowning", "narrating", "contradicting", "cut", "empty")
-    for name in ("loops", "human_claims", "unsupported_figures", *word_checks):
+        missed.append(("errors", summary["errors"], 0))
+    for name in ("loops", "human_claims", "unsupported_figures", *WORD_CHECKS, "median_words"):
         if summary[name] > THRESHOLDS[name]:
-            missed.append(f"{name} {summary[name]} > {THRESHOLDS[name]}")
-    if summary["median_words"] > THRESHOLDS["median_words"]:
-        missed.append(f"median_words {summary['median_words']} > {THRESHOLDS['median_words']}")
-    for name in ("product_in_cards", "fact_on_screen", "no_match_handled", "handoff_recorded"):
+            missed.append((name, summary[name], THRESHOLDS[name]))
+    for name in RATES:
         if summary[name] is not None and summary[name] < THRESHOLDS[name]:
-            missed.append(f"{name} {summary[name]} < {THRESHOLDS[name]}")
+            missed.append((name, summary[name], THRESHOLDS[name]))
     return missed
+
+
+def failures(summary: dict[str, Any]) -> list[str]:
+    """The thresholds a summary misses, one line each ("loops 1 > 0"); empty: it passes."""
+    return [f"{name} {value} {'<' if name in RATES else '>'} {bar}" for name, value, bar in misses(summary)]
 
 
 async def evaluate(questions: list[Question], progress: Any = None) -> tuple[list[Outcome], dict[str, Any]]:

@@ -75,8 +75,8 @@ def _shown(row: dict | None) -> tuple[str, list[str]]:
     if row is None:
         return "", []
     if row.get("error"):
-        return row["error"], ["answered"]
-    return row["answer"], [name for name, ok in row["checks"].items() if not ok]
+        return row["error"], [scoring.FAILED_CHECK_WORDS["answered"]]
+    return row["answer"], scoring.failed_checks_in_words(row["checks"])
 
 
 def _checks_table(a: PromptVersion, b: PromptVersion) -> list[dict]:

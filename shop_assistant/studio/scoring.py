@@ -133,3 +133,62 @@ def worse_than_published(version: PromptVersion, published: PromptVersion | None
     if published is None or version.score_current is None or published.score_current is None:
         return False
     return version.score_current < published.score_current
+
+
+# The evaluation's checks as an owner reads them: what is wrong with an answer that fails one.
+FAILED_CHECK_WORDS = {
+    "answered": "no answer",
+    "no_loop": "repetition",
+    "no_human_claim": "a claim to be a person",
+    "no_unsupported_figures": "a price or figure the catalog does not have",
+    "no_unsupported_shown": "words the store's data does not support",
+    "no_checker_flags": "sentences the checker left out",
+    "no_disowning": "disowning the store",
+    "no_narrating": "talking about the shopper instead of to them",
+    "no_contradicting": "contradicting its cards or quote",
+    "not_cut": "stopping mid-sentence",
+    "not_empty": "nothing said",
+    "short": "over 150 words",
+    "product_in_cards": "the product asked for not among the cards",
+    "fact_on_screen": "the policy fact asked for not on screen",
+    "no_match_handled": "no word that the store does not sell it",
+    "handoff_recorded": "no handoff to a person",
+}
+# The summary's counts (answers.misses) and the check each counts the failures of.
+_COUNTED = {
+    "loops": "no_loop", "human_claims": "no_human_claim", "unsupported_figures": "no_unsupported_figures",
+    "unsupported_shown": "no_unsupported_shown", "checker_flags": "no_checker_flags", "disowning": "no_disowning",
+    "narrating": "no_narrating", "contradicting": "no_contradicting", "cut": "not_cut", "empty": "not_empty",
+}  # fmt: skip
+_RATE_WORDS = {
+    "product_in_cards": "product questions with the product among the cards",
+    "fact_on_screen": "policy questions with the fact on screen",
+    "no_match_handled": "questions about what the store does not sell answered as such",
+    "handoff_recorded": "requests for a person handed to one",
+}
+
+
+def failed_checks_in_words(checks: dict[str, bool]) -> list[str]:
+    """One answer's failed checks (``answers.checks``) in an owner's words; an answer that never came: just that."""
+    if checks.get("answered") is False:
+        return [FAILED_CHECK_WORDS["answered"]]
+    return [FAILED_CHECK_WORDS.get(name, name) for name, ok in checks.items() if not ok]
+
+
+def missed_in_words(report: dict[str, Any]) -> list[str]:
+    """The thresholds a stored score report missed (``answers.misses`` of its summary), in an owner's words."""
+    summary = report.get("summary") or {}
+    if "errors" not in summary:  # no summary to read: the report's own lines
+        return list(report.get("failures", []))
+    questions = summary.get("questions", 0)
+    lines = []
+    for name, value, bar in answers.misses(summary):
+        if name == "errors":
+            lines.append(f"{value} of {questions} questions got no answer")
+        elif name == "median_words":
+            lines.append(f"answers run long (median {value} words; at most {bar})")
+        elif name in _RATE_WORDS:
+            lines.append(f"{_RATE_WORDS[name]}: {value:.0%} (needs {bar:.0%})")
+        else:
+            lines.append(f"{FAILED_CHECK_WORDS[_COUNTED[name]]} in {value} answer{'s' if value != 1 else ''}")
+    return lines

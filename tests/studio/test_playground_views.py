@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from catalog.models import Store
+from shop_assistant.evaluation import answers
 from shop_assistant.studio import scoring, services
 from shop_assistant.studio.models import PromptVersion
 
@@ -29,9 +30,10 @@ def versions(store):
 def scored(version: PromptVersion, score: float, failed: str = "") -> PromptVersion:
     """A score as ``scoring.score_version`` stores it (the live engine's run is ``test_scoring``'s)."""
     checks = {"answered": True, "no_loop": not failed, "fact_on_screen": True}
+    summary = {**answers.summarize([]), "questions": 1, **({failed: 1} if failed else {})}
     PromptVersion.objects.filter(pk=version.pk).update(
         score=score, score_state=scoring.DONE, score_text_hash=version.text_hash(), score_total=1,
-        score_report={"summary": {}, "failures": [f"{failed} 1 > 0"] if failed else [],
+        score_report={"summary": summary, "failures": answers.failures(summary),
                       "questions": [{"question": "Do you have tents?", "answer": f"Answer of v{version.version}.",
                                      "finish_reason": "stop", "reply": "", "error": "", "checks": checks}]},
     )  # fmt: skip
@@ -103,7 +105,8 @@ def test_history_shows_scores_and_compare_shows_diff_scores_and_failed_checks(st
     assert "<strong class=\"score\">95.5</strong> / 100" in home
     page = client.get(f"/studio/corner/compare/?a={published.pk}&b={draft.pk}").content.decode()
     assert '<td class="score">95.5</td>' in page and '<td class="score">80.0</td>' in page
-    assert "loops 1 &gt; 0" in page and "failed: no_loop" in page
+    # The missed thresholds and failed checks in an owner's words, not the evaluation's names.
+    assert "repetition in 1 answer<" in page and "failed: repetition<" in page and "no_loop" not in page
     assert '<span class="d-add">+ Be brief and kind.</span>' in page and '<span class="d-del">- Be brief.</span>' in page
     assert client.get(f"/studio/corner/compare/?a={published.pk}&b=999999").status_code == 400
     # An answer that never came shows why instead of every check it failed.
@@ -111,7 +114,7 @@ def test_history_shows_scores_and_compare_shows_diff_scores_and_failed_checks(st
         {**draft.score_report["questions"][0], "answer": "", "error": "prompt_too_long: 1100 tokens",
          "checks": {"answered": False, "no_loop": False}}]})  # fmt: skip
     page = client.get(f"/studio/corner/compare/?a={published.pk}&b={draft.pk}").content.decode()
-    assert "prompt_too_long: 1100 tokens" in page and "failed: answered<" in page and "no_loop" not in page
+    assert "prompt_too_long: 1100 tokens" in page and "failed: no answer<" in page and "failed: no answer," not in page
     # The draft page says the draft scores worse and offers to publish anyway.
     draft_page = client.get(f"/studio/corner/drafts/{draft.pk}/").content.decode()
     assert "This draft scores worse than the published version." in draft_page
@@ -209,3 +212,27 @@ def test_a_score_whose_worker_died_no_longer_blocks_publishing(store, versions, 
     client = Client()
     client.force_login(owner)
     assert "Score this draft now" in client.get(f"/studio/corner/drafts/{draft.pk}/").content.decode()
+
+
+def test_a_score_report_reads_in_an_owners_words():
+    summary = {**answers.summarize([]), "questions": 8, "errors": 6, "cut": 2, "median_words": 90,
+               "product_in_cards": 0.0, "fact_on_screen": 0.5, "no_match_handled": 1.0}  # fmt: skip
+    assert scoring.missed_in_words({"summary": summary, "failures": answers.failures(summary)}) == [
+        "6 of 8 questions got no answer",
+        "stopping mid-sentence in 2 answers",
+        "answers run long (median 90 words; at most 80)",
+        "product questions with the product among the cards: 0% (needs 90%)",
+        "policy questions with the fact on screen: 50% (needs 95%)",
+    ]
+    assert scoring.missed_in_words({"failures": ["loops 1 > 0"]}) == ["loops 1 > 0"]  # a report without its summary
+    assert scoring.failed_checks_in_words({"answered": True, "not_cut": False, "short": False}) == [
+        "stopping mid-sentence", "over 150 words"]
+    assert scoring.failed_checks_in_words({"answered": False, "not_cut": False}) == ["no answer"]
+    # Every check the evaluation makes, and every count its thresholds name, has words.
+    every = answers.checks(answers.Outcome(store="s", question="q", product_in_cards=True, fact_on_screen=True,
+                                           no_match_handled=True, handoff_recorded=True))
+    assert set(every) == set(scoring.FAILED_CHECK_WORDS)
+    counted = {name for name in answers.THRESHOLDS if name not in answers.RATES and name != "median_words"}
+    for name in counted:
+        lines = scoring.missed_in_words({"summary": {**answers.summarize([]), name: 1}})
+        assert len(lines) == 1 and lines[0].endswith(" in 1 answer"), (name, lines)
