@@ -363,6 +363,33 @@ def _lacking_sentence(products: Sequence[ProductFacts], lacking: list[str]) -> s
     return f"{'Neither' if len(products) == 2 else 'None of them'} is described as {what}."
 
 
+# "Which tent is best for backpacking?", "a good jacket for hiking?", "what would you recommend for camping?"
+_BEST_FOR = re.compile(
+    r"\b(?:best|better|good|right|ideal|suited|suitable|recommend\w*|should i (?:get|buy|pick|take))\b"
+    r".*?\bfor ((?:an? |the |my |our )?[\w' -]+?)\s*[?.!]*$",
+    re.IGNORECASE,
+)
+
+
+def _picked_for(products: Sequence[ProductFacts], question: str) -> tuple[str, ProductFacts] | None:
+    """The purpose the shopper names ("backpacking") and the one product shown that the store labels with it
+    and can sell now. Only the store's own labels count (title, tags, product type): a description may name a
+    use to rule it out ("made for campground weekends rather than long hikes"). None when no product, or more
+    than one, fits: the listing is then the answer."""
+    asked = _BEST_FOR.search(question)
+    if not asked or len(products) < 2:
+        return None
+    # Said back to the shopper: "for my trip" is "for your trip".
+    purpose = re.sub(r"^(?:my|our) ", "your ", asked.group(1).strip().lower())
+    words = content_words(purpose)
+    if not words:
+        return None
+    fits = [p for p in products if words <= content_words(" ".join((p.title, *p.tags, p.product_type)))]
+    if len(fits) != 1 or not (fits[0].in_stock or fits[0].others_in_stock):
+        return None
+    return purpose, fits[0]
+
+
 def _lead(
     products: Sequence[ProductFacts], question: str, templates: dict[str, list[str]], lacking: list[str]
 ) -> str:
@@ -405,6 +432,11 @@ def products_opening(
     sentences = [lead, *options.sentences]  # the sizes or colours asked about come first: they are the answer
     if lacking:  # what was asked for and these do not have, said at once
         sentences.append(_lacking_sentence(products, lacking))
+    picked = _picked_for(products, question)
+    if picked:  # "which is best for backpacking?" is answered before anything else about them
+        purpose, pick = picked
+        sentences.append(f"For {purpose}, the {pick.title} {_is(pick.title)} the one to pick.")
+        sentences += [detail for detail in [_detail_for(pick, question, describe=True)] if detail]
     stock = [None if said_out else _stock_sentence(p) for p in products]
     if asks_stock and not said_out:  # the answer to "is it in stock?" comes first
         filler = "In stock now." if len(products) == 1 else "All of them are in stock now."

@@ -241,3 +241,35 @@ def test_no_options_sentence_when_not_asked_or_when_the_product_has_none():
         assert "comes in" not in text and "in stock" not in text, text
     # A product without options gets nothing extra, even when sizes are asked about.
     assert "comes in" not in opening_for(STORE, "What sizes does the fleece come in?", [FLEECE], []).text
+
+
+RIDGELINE = product("Ridgeline 2-Person Tent", "249.00", product_type="Tents", tags=("backpacking", "tent", "3-season"),
+                    description="A freestanding three-season tent for two that packs down to the size of a loaf of bread.")
+BASECAMP = product("Basecamp 6 Family Tent", "429.00", product_type="Tents", tags=("family", "car camping", "tent"),
+                   description="Room for six sleeping bags, made for campground weekends rather than long hikes.")
+
+
+def test_which_is_best_for_a_use_names_the_product_the_store_labels_for_it():
+    text = opening_for(STORE, "Which tent is best for backpacking?", [RIDGELINE, BASECAMP], []).text
+    assert "For backpacking, the Ridgeline 2-Person Tent is the one to pick." in text
+    assert "The Ridgeline 2-Person Tent is a freestanding three-season tent for two" in text
+    assert text.index("is the one to pick") < text.index("The least expensive")
+    text = opening_for(STORE, "What would you recommend for car camping with the kids?", [RIDGELINE, BASECAMP], []).text
+    assert "For car camping with the kids" not in text  # "kids" is no label of either: no pick
+    text = opening_for(STORE, "Which tent is good for car camping?", [RIDGELINE, BASECAMP], []).text
+    assert "For car camping, the Basecamp 6 Family Tent is the one to pick." in text
+    text = opening_for(STORE, "Which tent should I take for my family?", [RIDGELINE, BASECAMP], []).text
+    assert "For your family, the Basecamp 6 Family Tent is the one to pick." in text
+
+
+def test_no_pick_when_every_product_or_none_has_the_use_or_only_a_description_names_it():
+    both = replace(BASECAMP, tags=("backpacking",))
+    assert "to pick" not in opening_for(STORE, "Which tent is best for backpacking?", [RIDGELINE, both], []).text
+    named = replace(BASECAMP, title="Basecamp Backpacking Tent")  # a title is the store's label too
+    assert "to pick" not in opening_for(STORE, "Which tent is best for backpacking?", [RIDGELINE, named], []).text
+    sold_out = replace(RIDGELINE, in_stock=False)  # never "the one to pick" for what cannot be bought
+    assert "to pick" not in opening_for(STORE, "Which tent is best for backpacking?", [sold_out, BASECAMP], []).text
+    assert "to pick" not in opening_for(STORE, "Which tent is best for fishing?", [RIDGELINE, BASECAMP], []).text
+    # "made for campground weekends rather than long hikes" is no label for hikes
+    assert "to pick" not in opening_for(STORE, "Which tent is best for hikes?", [RIDGELINE, BASECAMP], []).text
+    assert "to pick" not in opening_for(STORE, "Is it good for backpacking?", [RIDGELINE], []).text
