@@ -37,7 +37,7 @@ _PLAIN = frozenset(
     which please thanks thank asking glad happy hope enjoy welcome let more information specific looking
     question questions just also have from they them their these those when where will could should might
     great perfect sure today right about into only than then very much many some other options option each
-    every what's that's there's here's you're we're it's least most expensive match matches asked want wants neither none described closest""".split()
+    every what's that's there's here's you're we're it's least most expensive match matches asked want wants neither none described closest pick""".split()
 )
 
 
