@@ -390,6 +390,12 @@ def _picked_for(products: Sequence[ProductFacts], question: str) -> tuple[str, P
     return purpose, fits[0]
 
 
+def _named_and_sold(products: Sequence[ProductFacts], question: str) -> bool:
+    """One product, in stock, that the shopper asked about by its name."""
+    return (len(products) == 1 and (products[0].in_stock or products[0].others_in_stock)
+            and content_words(products[0].title) <= content_words(question))  # fmt: skip
+
+
 def _lead(
     products: Sequence[ProductFacts], question: str, templates: dict[str, list[str]], lacking: list[str]
 ) -> str:
@@ -422,6 +428,11 @@ def products_opening(
     asks_sale, asks_stock = bool(_SALE_WORDS.search(question)), bool(_STOCK_WORDS.search(question))
     lacking = _lacking(products, question, catalog_words)
     lead = _lead(products, question, templates, lacking)
+    if lacking and _named_and_sold(products, question):
+        # "Is the Featherlight Down Vest waterproof?" is answered first, not with "the closest we have".
+        product, price = products[0], _money(products[0].price, products[0].currency)
+        lead = f"The {product.title} ({price}) {_is(product.title)} not described as {' or '.join(lacking)}."
+        lacking = []
     said_out = len(products) == 1 and not products[0].in_stock and not products[0].others_in_stock
     # "Yes!" only answers "do you have ...?", and only when every word asked for is in the products' data: the
     # closest jackets under 150 USD are not a yes to "a waterproof jacket under $150".

@@ -145,6 +145,10 @@ def test_a_property_asked_for_that_the_closest_products_lack_is_said():
     # What the store describes nothing with, or words saying what a thing is for, are not a lack.
     assert "described" not in opening_for(STORE, "A camping jacket for my garden?", [fleece], [], (), catalog).text
     assert opening_for(STORE, "Do you have a waterproof jacket?", [SHELL], [], (), catalog).text.startswith("Yes! ")
+    # A product the shopper names is not "the closest we have": the lead answers about it.
+    text = opening_for(STORE, "Is the Featherlight Down Vest waterproof?", [vest], [], (), catalog).text
+    assert text.startswith("The Featherlight Down Vest (109.00 USD) is not described as waterproof. ")
+    assert "closest" not in text and text.count("waterproof") == 1
 
 
 # Options as the catalog's variants give them (``catalog.grounding.option_values``): the demo store's rows.
