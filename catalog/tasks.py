@@ -7,12 +7,11 @@ and write it to the ImportRun row, which the admin reads without a result backen
 from __future__ import annotations
 
 import logging
-import time
 
 from celery import shared_task
 
 from .embeddings import embed_products
-from .ingest import PROGRESS_WRITE_INTERVAL, execute_run
+from .ingest import PROGRESS_WRITE_INTERVAL, every, execute_run
 from .models import ImportRun, Store
 
 logger = logging.getLogger(__name__)
@@ -21,14 +20,11 @@ STATE_INTERVAL = 0.5  # seconds between PROGRESS states
 
 
 def _state_reporter(task, run_id: int | None):
-    last = 0.0
+    state_due = every(STATE_INTERVAL)
 
     def report(phase: str, done: int, total: int) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if done not in (0, total) and now - last < STATE_INTERVAL:
+        if not state_due(done, total):
             return
-        last = now
         try:
             task.update_state(state="PROGRESS", meta={"run_id": run_id, "phase": phase, "done": done, "total": total})
         except Exception:  # noqa: BLE001 - a result backend hiccup must not fail an import
@@ -56,15 +52,12 @@ def embed_store_products(self, store_id: int | None = None, run_id: int | None =
     store = Store.objects.get(pk=store_id) if store_id is not None else None
     report = _state_reporter(self, run_id)
 
-    last_write = 0.0
+    write_due = every(PROGRESS_WRITE_INTERVAL)
 
     def progress(done: int, total: int) -> None:
-        nonlocal last_write
         report("embedding", done, total)
-        now = time.monotonic()
-        if run_id is None or (done not in (0, total) and now - last_write < PROGRESS_WRITE_INTERVAL):
+        if run_id is None or not write_due(done, total):
             return
-        last_write = now
         ImportRun.objects.filter(pk=run_id).update(
             phase="embedding" if done < total else "", embedded=done, to_embed=total
         )

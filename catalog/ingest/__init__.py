@@ -47,6 +47,22 @@ MAX_DOWNLOAD_BYTES = 50 * 1024 * 1024
 SQL_FILE_SUFFIXES = {".db", ".sqlite", ".sqlite3"}
 PROGRESS_WRITE_INTERVAL = 0.5  # seconds between progress writes to the ImportRun row
 
+
+def every(interval: float) -> Callable[[int, int], bool]:
+    """A gate for progress reports: open for the first and the last step (``done`` 0 or ``total``) and then at
+    most once per ``interval`` seconds, so a report per product costs a write only that often."""
+    last = 0.0
+
+    def due(done: int, total: int) -> bool:
+        nonlocal last
+        now = time.monotonic()
+        if done not in (0, total) and now - last < interval:
+            return False
+        last = now
+        return True
+
+    return due
+
 Progress = Callable[[str, int, int], None]
 
 
@@ -140,15 +156,12 @@ def execute_run(run: ImportRun, progress: Progress | None = None) -> ImportResul
     ImportRun.objects.filter(pk=run.pk).update(
         status=ImportRun.Status.RUNNING, phase="reading", started_at=timezone.now(), message=""
     )
-    last_write = 0.0
+    write_due = every(PROGRESS_WRITE_INTERVAL)
 
     def report(done: int, total: int) -> None:
-        nonlocal last_write
-        now = time.monotonic()
         # Written in the same transaction as the import's current chunk: visible when that chunk commits.
-        if done in (0, total) or now - last_write >= PROGRESS_WRITE_INTERVAL:
+        if write_due(done, total):
             ImportRun.objects.filter(pk=run.pk).update(phase="writing", processed=done, total=total)
-            last_write = now
         if progress:
             progress("writing", done, total)
 
