@@ -57,6 +57,11 @@ class ProductFacts:
     variant_options: VariantOptions = ()  # which combinations exist ("L" and "Charcoal" may each be in stock alone)
 
     @property
+    def buyable(self) -> bool:
+        """This variant or another of the product is in stock."""
+        return self.in_stock or self.others_in_stock
+
+    @property
     def on_sale(self) -> bool:
         return self.compare_at_price is not None and self.compare_at_price > self.price
 

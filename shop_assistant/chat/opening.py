@@ -385,15 +385,14 @@ def _picked_for(products: Sequence[ProductFacts], question: str) -> tuple[str, P
     if not words:
         return None
     fits = [p for p in products if words <= content_words(" ".join((p.title, *p.tags, p.product_type)))]
-    if len(fits) != 1 or not (fits[0].in_stock or fits[0].others_in_stock):
+    if len(fits) != 1 or not fits[0].buyable:
         return None
     return purpose, fits[0]
 
 
 def _named_and_sold(products: Sequence[ProductFacts], question: str) -> bool:
     """One product, in stock, that the shopper asked about by its name."""
-    return (len(products) == 1 and (products[0].in_stock or products[0].others_in_stock)
-            and content_words(products[0].title) <= content_words(question))  # fmt: skip
+    return len(products) == 1 and products[0].buyable and content_words(products[0].title) <= content_words(question)
 
 
 def _lead(
@@ -404,7 +403,7 @@ def _lead(
     if len(products) == 1:
         product = products[0]
         price, verb = _money(product.price, product.currency), _is(product.title)
-        if not product.in_stock and not product.others_in_stock:
+        if not product.buyable:
             # Not "You could go for the chair" before "the chair is out of stock": the lead says it.
             cost = "costs" if verb == "is" else "cost"
             return f"The {product.title} {cost} {price} but {verb} out of stock right now."
@@ -433,7 +432,7 @@ def products_opening(
         product, price = products[0], _money(products[0].price, products[0].currency)
         lead = f"The {product.title} ({price}) {_is(product.title)} not described as {' or '.join(lacking)}."
         lacking = []
-    said_out = len(products) == 1 and not products[0].in_stock and not products[0].others_in_stock
+    said_out = len(products) == 1 and not products[0].buyable
     # "Yes!" only answers "do you have ...?", and only when every word asked for is in the products' data: the
     # closest jackets under 150 USD are not a yes to "a waterproof jacket under $150".
     options = _options_answer(products, question)
