@@ -117,7 +117,10 @@ def test_compose_file_declares_the_stack():
         assert "healthcheck" in services[name], name
     for name in ("web1", "web2"):  # daphne with the chat's flags, behind nginx, each node with its own name
         assert "shop_assistant.serve" in " ".join(services[name]["command"])
-        assert "--proxy-headers" in services[name]["command"] and services[name]["environment"]["NODE_NAME"] == name
+        assert services[name]["environment"]["NODE_NAME"] == name
+        # The address from nginx's X-Forwarded-For, believed from the project's network only (not daphne's
+        # --proxy-headers, which believes anyone: shop_assistant/runtime/proxy.py).
+        assert "--proxy-headers" not in services[name]["command"] and services[name]["environment"]["TRUSTED_PROXIES"]
     assert "worker" in " ".join(services["worker"]["command"])
     assert (REPO_ROOT / "Dockerfile").exists()
 
