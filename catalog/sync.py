@@ -16,6 +16,7 @@ from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from . import csvsafe
 from .ingest import describe_source
 from .models import ImportRun, ImportSource, Store
 
@@ -103,10 +104,7 @@ def error_report_csv(run: ImportRun) -> str:
     writer = csv.DictWriter(out, fieldnames=ERROR_CSV_FIELDS, extrasaction="ignore")
     writer.writeheader()
     for error in run.errors:
-        row = {key: "" if error.get(key) is None else str(error.get(key)) for key in ERROR_CSV_FIELDS}
-        # A leading = + - @ makes spreadsheets run the cell as a formula: quote it as text.
-        writer.writerow({key: "'" + value if value[:1] in ("=", "+", "-", "@") else value
-                         for key, value in row.items()})
+        writer.writerow({key: csvsafe.cell(error.get(key)) for key in ERROR_CSV_FIELDS})
     return out.getvalue()
 
 

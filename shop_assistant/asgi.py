@@ -15,5 +15,9 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from shop_assistant.routing import websocket_application  # noqa: E402
+from shop_assistant.runtime.proxy import TrustedProxyMiddleware  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application})
+# Outermost: the client's address is settled (X-Forwarded-For from a trusted proxy only) before anything reads it.
+application = TrustedProxyMiddleware(
+    ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application})
+)

@@ -2,7 +2,8 @@
 
 The one place daphne's flags live, so scripts/run.sh, the Dockerfile, docker-compose.yml and the tests cannot
 drift apart. Address from ``-b/--bind`` and ``-p/--port`` (or ``HOST``/``PORT``; 127.0.0.1:8000); any other
-argument goes to daphne as it is (``--proxy-headers`` behind a proxy, ``-v 2``).
+argument goes to daphne as it is (``-v 2``), except daphne's ``--proxy-headers``: it would believe any peer's
+X-Forwarded-For; behind a proxy, set ``TRUSTED_PROXIES`` instead (shop_assistant/runtime/proxy.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ APPLICATION = "shop_assistant.asgi:application"
 WEBSOCKET_MAX_BYTES = 4 * 1024 * 1024
 # daphne's 5 s handshake timeout drops sockets when hundreds of shoppers connect at once.
 WEBSOCKET_CONNECT_TIMEOUT = 30
+# daphne's --proxy-headers takes the left-most X-Forwarded-For address from any peer: the client's own choice.
+PROXY_HEADERS_REFUSED = (
+    "--proxy-headers is not used: the client's address comes from X-Forwarded-For only when the peer is one of "
+    "TRUSTED_PROXIES (default: 127.0.0.1 and ::1); set TRUSTED_PROXIES to your proxy's address or network instead."
+)
 
 
 def daphne_argv(host: str, port: int, extra: list[str] | None = None) -> list[str]:
@@ -39,6 +45,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-b", "--bind", default=os.environ.get("HOST") or "127.0.0.1", help="address to listen on")
     parser.add_argument("-p", "--port", type=int, default=int(os.environ.get("PORT") or 8000))
     args, extra = parser.parse_known_args(argv)
+    if any(arg.startswith("--proxy-headers") for arg in extra):
+        sys.exit(PROXY_HEADERS_REFUSED)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop_assistant.settings")
     from django.conf import settings

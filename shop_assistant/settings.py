@@ -15,6 +15,7 @@ from pathlib import Path
 import dj_database_url
 
 from shop_assistant.environment import MissingSetting, secret_key_from_file
+from shop_assistant.runtime.proxy import parse_networks
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SHOP_ASSISTANT_VAR_DIR", BASE_DIR / "var"))
@@ -66,6 +67,16 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "t
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # Sites (scheme://host[:port]) that embed the chat widget; the websocket refuses other origins.
 WIDGET_ALLOWED_ORIGINS = env_list("WIDGET_ALLOWED_ORIGINS", [])
+# The reverse proxies whose X-Forwarded-For is believed (addresses or networks, comma-separated): a request from
+# any other peer keeps its own address, whatever headers it sends (shop_assistant/runtime/proxy.py). Loopback by
+# default: an nginx on the same host; docker-compose.yml names its private network; `none`: no proxy is trusted.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", ["127.0.0.1/32", "::1/128"])
+if os.environ.get("TRUSTED_PROXIES", "").strip().lower() == "none":
+    TRUSTED_PROXIES = []
+try:
+    parse_networks(TRUSTED_PROXIES)  # a typo stops the start, not every request
+except ValueError as error:
+    raise MissingSetting(f"TRUSTED_PROXIES: {error}") from None
 
 INSTALLED_APPS = [
     "daphne",
@@ -89,6 +100,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Cache-Control: no-store on the console, studio, admin and login pages, on every answer they give.
+    "shop_assistant.ops.middleware.StaffPagesNoStoreMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

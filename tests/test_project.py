@@ -117,7 +117,10 @@ def test_compose_file_declares_the_stack():
         assert "healthcheck" in services[name], name
     for name in ("web1", "web2"):  # daphne with the chat's flags, behind nginx, each node with its own name
         assert "shop_assistant.serve" in " ".join(services[name]["command"])
-        assert "--proxy-headers" in services[name]["command"] and services[name]["environment"]["NODE_NAME"] == name
+        assert services[name]["environment"]["NODE_NAME"] == name
+        # The address from nginx's X-Forwarded-For, believed from the project's network only (not daphne's
+        # --proxy-headers, which believes anyone: shop_assistant/runtime/proxy.py).
+        assert "--proxy-headers" not in services[name]["command"] and services[name]["environment"]["TRUSTED_PROXIES"]
     assert "worker" in " ".join(services["worker"]["command"])
     assert (REPO_ROOT / "Dockerfile").exists()
 
@@ -221,3 +224,53 @@ def test_production_code_imports_no_test_tool_or_bench_package():
                 }:
                     offenders.append(f"{path.relative_to(REPO_ROOT)}: {stripped}")
     assert offenders == []
+
+
+def _dockerignore_excludes(patterns: list[str], path: str) -> bool:
+    """Whether Docker's rules (last matching line wins, ``!`` re-includes, ``**`` spans folders, a folder's
+    match covers what is inside) leave ``path`` out of the build context."""
+    import re
+
+    def regex(pattern: str) -> re.Pattern[str]:
+        out, i = "", 0
+        while i < len(pattern):
+            if pattern.startswith("**/", i):
+                out, i = out + "(?:.*/)?", i + 3
+            elif pattern.startswith("**", i):
+                out, i = out + ".*", i + 2
+            elif pattern[i] == "*":
+                out, i = out + "[^/]*", i + 1
+            elif pattern[i] == "?":
+                out, i = out + "[^/]", i + 1
+            elif pattern[i] == "[":
+                end = pattern.index("]", i)
+                out, i = out + pattern[i : end + 1], end + 1
+            else:
+                out, i = out + re.escape(pattern[i]), i + 1
+        return re.compile(out + "(?:/.*)?")
+
+    excluded = False
+    for line in patterns:
+        negate = line.startswith("!")
+        if regex(line.lstrip("!").strip("/")).fullmatch(path):
+            excluded = not negate
+    return excluded
+
+
+def test_dockerignore_keeps_secrets_local_data_and_history_out_of_the_image():
+    """Before: no .dockerignore, so ``COPY . .`` put var/ (secret key, SQLite database), .env, .git and .venv into
+    the image (issue 39, item 9)."""
+    lines = (REPO_ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    left_out = ["var/secret_key", "var/db.sqlite3", "var/spool/messages.jsonl", ".env", ".env.production",
+                "deploy/.env", ".git", ".git/HEAD", ".venv/bin/python", "bench-results/run.json",
+                "shop_assistant/__pycache__/settings.cpython-311.pyc", "inference/core/__pycache__/x.pyc",
+                "static/node_modules/lib/index.js", "node_modules/x.js", "db.sqlite3", ".pytest_cache/v/x"]
+    kept = ["Dockerfile", "manage.py", "requirements/runtime.txt", "requirements/nodeps.txt", "deploy/nginx.conf",
+            "shop_assistant/settings.py", "inference/worker/loader.py", "catalog/samples/shopify/apparel.csv",
+            "static/shop_assistant/widget.js", "templates/base.html"]
+    assert [path for path in left_out if not _dockerignore_excludes(patterns, path)] == []
+    assert [path for path in kept if _dockerignore_excludes(patterns, path)] == []
+    # What the Dockerfile copies by name is in the context.
+    for copied in ("requirements/runtime.txt", "requirements/nodeps.txt"):
+        assert (REPO_ROOT / copied).exists() and not _dockerignore_excludes(patterns, copied)

@@ -24,3 +24,15 @@ def test_https_off_keeps_cookies_usable_over_plain_http(tmp_path):
     assert settings_value("settings.SECURE_SSL_REDIRECT, settings.SECURE_HSTS_SECONDS", env) == "False 0"
     production = {**env, "HTTPS": ""}
     assert settings_value("settings.SESSION_COOKIE_SECURE, settings.SECURE_SSL_REDIRECT", production) == "True True"
+
+
+def test_a_bad_trusted_proxies_entry_stops_the_start_with_one_line(tmp_path):
+    from tests.test_project import run_manage
+
+    env = {"DEBUG": "1", "SHOP_ASSISTANT_VAR_DIR": str(tmp_path), "TRUSTED_PROXIES": "10.0.0.0/8,nginx"}
+    result = run_manage("check", env=env)
+    assert result.returncode != 0 and "TRUSTED_PROXIES: 'nginx' is not an IP address or network" in result.stderr
+    assert "Traceback" not in result.stderr
+    good = {**env, "TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7"}
+    assert settings_value("settings.TRUSTED_PROXIES", good) == "['10.0.0.0/8', '192.0.2.7']"
+    assert settings_value("settings.TRUSTED_PROXIES", {**good, "TRUSTED_PROXIES": "none"}) == "[]"

@@ -24,7 +24,7 @@ def _limits() -> dict[str, int]:
 
 
 def client_ip(scope: dict[str, Any]) -> str:
-    """The peer's address as the server saw it (daphne ``--proxy-headers`` puts X-Forwarded-For here)."""
+    """The client's address: the peer's, or what a trusted proxy says (runtime/proxy.py settled it in the scope)."""
     client = scope.get("client")
     return str(client[0]) if client else "unknown"
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from catalog import csvsafe
 from shop_assistant.chat.models import Conversation, Message
 
 from .models import Action, Label, Note
@@ -78,11 +79,6 @@ def _team_records(conversation_ids: list[Any]) -> dict[Any, dict[str, Any]]:
     return team
 
 
-def _safe_cell(text: str) -> str:
-    # A leading = + - @ makes spreadsheets run the cell as a formula: quote it as text.
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
-
-
 def render(
     conversations: QuerySet[Conversation],
     fmt: str,
@@ -121,5 +117,6 @@ def render(
         rows += [{"kind": "activity", "agent": a["by"], "text": a["text"], "created_at": a["created_at"]}
                  for a in item["activity"]]
         for row in sorted(rows, key=lambda r: r["created_at"]):
-            writer.writerow({**base, **row, "text": _safe_cell(row["text"])})
+            # Every cell, not only the text: labels, agent names and activity are team- or shopper-written too.
+            writer.writerow({key: csvsafe.cell(value) for key, value in {**base, **row}.items()})
     return out.getvalue()

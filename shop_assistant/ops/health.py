@@ -20,6 +20,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 CHECK_TIMEOUT = 5.0
+# How long the database check waits for a write (a lock held by another writer): a write that cannot finish in
+# this long makes /readyz 503. Under CHECK_TIMEOUT, so the reason is the lock, not "no answer".
+WRITE_PROBE_SECONDS = 3.0
 ENGINE_CACHE_SECONDS = 5.0  # a probe every second must not add a request every second under load
 
 _engine_probe: tuple[float, Check] | None = None
@@ -81,13 +84,18 @@ def _database() -> Check:
 
     try:
         with _short_lock_wait(connection), transaction.atomic():
+            if connection.vendor == "postgresql":  # the same bound on a lock or a stuck server
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SET LOCAL statement_timeout = {int(WRITE_PROBE_SECONDS * 1000)}")
             # A table every Django database has; no row has id -1, yet the UPDATE needs write access to run.
             MigrationRecorder.Migration.objects.filter(id=-1).update(app=F("app"))
             transaction.set_rollback(True)
     except Exception as exc:
-        if connection.vendor == "sqlite" and "locked" in str(exc):
-            # Another connection holds SQLite's one write lock: busy, not read-only (that fails at once).
-            return Check(True, "sqlite, writable (busy)")
+        if (connection.vendor == "sqlite" and "locked" in str(exc)) or "statement timeout" in str(exc):
+            # Another connection has held the write lock this long: every shopper's message would wait as long
+            # (a write that cannot finish stalls the conversations), so this process is not ready.
+            return Check(False, f"a write did not finish in {WRITE_PROBE_SECONDS:g} s (the database is locked "
+                                f"or stuck): {exc}")
         reason = database_unavailable(exc)
         if reason is None:
             raise
@@ -97,14 +105,15 @@ def _database() -> Check:
 
 @contextlib.contextmanager
 def _short_lock_wait(connection: Any) -> Iterator[None]:
-    """SQLite waits up to its busy timeout (30 s) for the write lock; the probe gives up after half a second."""
+    """SQLite waits up to its busy timeout (30 s) for the write lock; the probe gives up after
+    ``WRITE_PROBE_SECONDS``."""
     if connection.vendor != "sqlite":
         yield
         return
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA busy_timeout")
         (previous,) = cursor.fetchone()
-        cursor.execute("PRAGMA busy_timeout = 500")
+        cursor.execute(f"PRAGMA busy_timeout = {int(WRITE_PROBE_SECONDS * 1000)}")
     try:
         yield
     finally:

@@ -1,9 +1,11 @@
-"""/healthz (liveness), /readyz (readiness with reasons) and /metrics (Prometheus, staff or bearer token)."""
+"""/healthz (liveness), /readyz (readiness; its reasons for staff or the bearer token) and /metrics (Prometheus, staff
+or bearer token)."""
 
 from __future__ import annotations
 
 import hmac
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
@@ -18,15 +20,24 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 async def readyz(request: HttpRequest) -> JsonResponse:
+    """Ready or not, and which check failed; the reasons (file paths, the database's error text) only for staff
+    or the metrics token, as /metrics: anyone may ask a load balancer's question, not learn the server's insides."""
     checks = await health.check_all()
     ready = all(check["ok"] for check in checks.values())
-    body: dict = {"ready": ready, "checks": checks}
-    if not ready:
-        body["reason"] = "; ".join(f"{name}: {check['reason']}" for name, check in checks.items() if not check["ok"])
+    failing = [name for name, check in checks.items() if not check["ok"]]
+    if await sync_to_async(_may_read_metrics)(request):
+        body: dict = {"ready": ready, "checks": checks}
+        if not ready:
+            body["reason"] = "; ".join(f"{name}: {checks[name]['reason']}" for name in failing)
+    else:
+        body = {"ready": ready, "checks": {name: {"ok": check["ok"]} for name, check in checks.items()}}
+        if not ready:
+            body["reason"] = "not ready: " + ", ".join(failing)
     return JsonResponse(body, status=200 if ready else 503)
 
 
 def _may_read_metrics(request: HttpRequest) -> bool:
+    """Staff, or ``Authorization: Bearer <METRICS_TOKEN>``: who may read /metrics and /readyz's reasons."""
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated and user.is_staff:
         return True

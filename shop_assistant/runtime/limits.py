@@ -21,7 +21,8 @@ class SlidingWindowLimiter:
     """At most ``limit`` events in any ``window`` seconds.
 
     A sliding window rather than a fixed per-minute bucket, so a burst straddling a minute boundary cannot
-    double the allowance.
+    double the allowance. A ``limit`` of 0 (or less) turns it off, as 0 does for every other limit (README): it
+    used to refuse every event and then fail to say when one would be allowed (an empty window).
     """
 
     def __init__(self, limit: int, window: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
@@ -36,6 +37,8 @@ class SlidingWindowLimiter:
 
     def allow(self) -> bool:
         """Record an event and say whether it is within the limit (refused events are not recorded)."""
+        if self.limit <= 0:
+            return True
         now = self._clock()
         self._expire(now)
         if len(self._events) >= self.limit:
@@ -47,7 +50,7 @@ class SlidingWindowLimiter:
         """Seconds until the next event would be allowed (0 when it would be now)."""
         now = self._clock()
         self._expire(now)
-        if len(self._events) < self.limit:
+        if self.limit <= 0 or len(self._events) < self.limit:
             return 0.0
         return max(0.0, self.window - (now - self._events[0]))
 

@@ -9,6 +9,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from catalog import csvsafe
 from catalog.models import Store
 
 from . import analytics
@@ -79,5 +80,5 @@ def analytics_csv(request: HttpRequest, store: Store, table: str) -> HttpRespons
     writer.writerow(header)
     for row in rows(report):
         # A cell a spreadsheet would run as a formula (a shopper's question starting with "=") is quoted.
-        writer.writerow([f"'{cell}" if isinstance(cell, str) and cell[:1] in "=+-@" else cell for cell in row])
+        writer.writerow(csvsafe.row(row))
     return response

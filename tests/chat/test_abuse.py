@@ -173,3 +173,27 @@ async def test_a_store_origin_is_not_allowed_for_another_store(asgi_app, demo_st
     comm = communicator(asgi_app, path="/ws/chat/?store=demo", origin="https://other.example")
     connected, _ = await comm.connect(timeout=FRAME_TIMEOUT)
     assert not connected
+
+
+async def test_resuming_by_token_alone_is_judged_by_the_conversations_own_store(asgi_app, demo_store):
+    """Before: ``?resume=`` without ``?store=`` was judged by the first store's origins (issue 39, item 8): the
+    other store's own widget could not resume its chats, and the first store's widget could open the other's."""
+    from catalog.models import Store
+
+    await database_sync_to_async(Store.objects.create)(
+        slug="other", name="Other", widget_allowed_origins="https://other.example"
+    )
+    demo_store.widget_allowed_origins = "https://demo-widget.example"
+    await database_sync_to_async(demo_store.save)()
+    comm, ready = await open_chat(asgi_app, path="/ws/chat/?store=other", origin="https://other.example")
+    await comm.disconnect()
+    assert ready["store"]["slug"] == "other"
+    resume = f"/ws/chat/?resume={ready['resume_token']}"
+
+    comm, resumed = await open_chat(asgi_app, path=resume, origin="https://other.example")
+    assert resumed["conversation"] == ready["conversation"] and resumed["store"]["slug"] == "other"
+    await comm.disconnect()
+    # The first store's widget origin does not open the other store's conversation.
+    comm = communicator(asgi_app, path=resume, origin="https://demo-widget.example")
+    connected, _ = await comm.connect(timeout=FRAME_TIMEOUT)
+    assert not connected

@@ -237,6 +237,16 @@ async def test_messages_per_minute_limit(ws, demo_store, settings):
     await client.close()
 
 
+async def test_messages_per_minute_0_turns_the_limit_off(ws, demo_store, settings):
+    """Before: every message failed with an IndexError in the limiter (issue 39, item 12)."""
+    settings.CHAT = {**settings.CHAT, "messages_per_minute": 0}
+    client = await ws("/ws/chat/?store=demo")
+    for text in ("one", "two", "three"):
+        answer = await client.ask(text)  # an answer (a fixed reply to these words), not an error frame
+        assert answer.end["type"] == "end" and answer.text
+    await client.close()
+
+
 async def test_a_prompt_longer_than_the_model_reads_is_refused(ws, demo_store, settings, chat_engine):
     settings.CHAT = {**settings.CHAT, "max_message_chars": 50_000}
     client = await ws("/ws/chat/?store=demo")

@@ -511,3 +511,24 @@ def test_a_range_export_carries_the_notes_labels_and_activity_too(world):
     data = json.loads(client.get(progress["download_url"]).content)["conversations"]
     assert data[0]["labels"] == ["refund"] and data[0]["notes"][0]["text"] == "Called them back"
     assert data[0]["notes"][0]["author"] == "Olivia"
+
+
+FORMULA_LABEL = '=HYPERLINK("http://x","c")'
+
+
+def test_a_formula_label_is_text_in_both_csv_exports(world):
+    """Before: the labels column was written raw, so a label named =HYPERLINK(...) was a live formula in the
+    spreadsheet (issue 39, item 6); every cell now goes through catalog.csvsafe."""
+    conversation = make_conversation(world.store_a)
+    add_message(conversation, "user", "Where is my parcel?")
+    Label.objects.create(store=world.store_a, name=FORMULA_LABEL).conversations.add(conversation)
+    client = http_client(world.users["agent"])
+    single = list(csv.DictReader(io.StringIO(client.get(f"/console/c/{conversation.pk}/export.csv").content.decode())))
+    started = client.post("/console/exports/", {"format": "csv", "store": world.store_a.pk}).json()
+    bulk_url = client.get(started["progress_url"]).json()["download_url"]
+    bulk = list(csv.DictReader(io.StringIO(client.get(bulk_url).content.decode())))
+    for rows in (single, bulk):
+        assert rows and all(row["labels"] == "'" + FORMULA_LABEL for row in rows), rows
+        # Nothing else starts a formula, and an empty cell (a message has no agent) stays empty, not "'".
+        assert not any(value.startswith(("=", "+", "-", "@")) for row in rows for value in row.values())
+        assert any(row["agent"] == "" for row in rows)

@@ -6,17 +6,29 @@ spool folder cannot be created (``unwritable_spool``); the engine is the real on
 
 from __future__ import annotations
 
+import sqlite3
+import time
+
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
+from shop_assistant.ops import health
 from tests.chat.conftest import chat_engine  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow
 
 
+TOKEN = "readyz-test-token"
+
+
+@pytest.fixture(autouse=True)
+def metrics_token(settings):
+    settings.METRICS_TOKEN = TOKEN  # the reasons are for staff or the token (an anonymous probe gets words)
+
+
 async def _readyz() -> tuple[int, dict]:
-    response = await AsyncClient().get("/readyz")
+    response = await AsyncClient().get("/readyz", headers={"Authorization": f"Bearer {TOKEN}"})
     return response.status_code, response.json()
 
 
@@ -36,9 +48,44 @@ async def test_readyz_is_503_while_the_database_refuses_writes(chat_engine, read
     assert {name for name, check in body["checks"].items() if not check["ok"]} == {"database"}
 
 
-async def test_readyz_reports_a_spool_that_cannot_be_written(chat_engine, unwritable_spool, db):  # noqa: F811
+async def test_readyz_reports_a_spool_that_cannot_be_written(chat_engine, unwritable_spool, transactional_db):  # noqa: F811
     status, body = await _readyz()
     assert status == 503
     spool = body["checks"]["spool"]
     assert spool["ok"] is False and "spool cannot be written" in spool["reason"]
     assert "spool:" in body["reason"] and body["checks"]["database"]["ok"] is True
+
+
+def _hold_exclusive_lock(path: str) -> sqlite3.Connection:
+    lock = sqlite3.connect(path, isolation_level=None, timeout=30)
+    lock.execute("BEGIN EXCLUSIVE")
+    return lock
+
+
+def _release(lock: sqlite3.Connection) -> None:
+    lock.execute("ROLLBACK")
+    lock.close()
+
+
+async def test_readyz_is_503_while_another_process_holds_the_write_lock(chat_engine, transactional_db, settings,  # noqa: F811
+                                                                       tmp_path):
+    """Before: 200 "sqlite, writable (busy)" for as long as the lock was held (150 s in the probe), while no
+    shopper's message could be stored (issue 39, item 5)."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's file lock; PostgreSQL's probe is bounded by statement_timeout")
+    settings.CHAT_SPOOL_DIR = tmp_path / "spool"
+    assert (await _readyz())[0] == 200  # the control
+    lock = await sync_to_async(_hold_exclusive_lock)(str(connection.settings_dict["NAME"]))
+    try:
+        started = time.monotonic()
+        status, body = await _readyz()
+        waited = time.monotonic() - started
+        assert status == 503 and body["checks"]["database"]["ok"] is False, body
+        assert "did not finish in 3 s" in body["checks"]["database"]["reason"]
+        assert waited < health.CHECK_TIMEOUT + 1, waited
+    finally:
+        await sync_to_async(_release)(lock)
+    status, body = await _readyz()
+    assert status == 200, body

@@ -55,3 +55,43 @@ def test_the_api_with_a_read_only_database_is_an_openai_style_503(transactional_
     response = Client(raise_request_exception=False).get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {key}")
     assert response.status_code == 503 and response["Retry-After"]
     assert response.json()["error"]["code"] == "database_unavailable"
+
+
+def _staff_paths(slug: str) -> list[str]:
+    """Every console and studio URL (their patterns, with sample values), and the admin's and login's pages."""
+    import re
+    import uuid
+
+    from django.urls import URLResolver, get_resolver
+
+    samples = {"int": "1", "slug": slug, "str": "csv", "uuid": str(uuid.uuid4()), "path": "x"}
+    paths = ["/admin/", "/admin/login/", "/admin/auth/user/", "/admin/catalog/store/", "/accounts/login/"]
+    for top in get_resolver().url_patterns:
+        if isinstance(top, URLResolver) and getattr(top, "namespace", None) in ("console", "studio"):
+            for pattern in top.url_patterns:
+                route = re.sub(r"<(?:(\w+):)?\w+>", lambda m: samples[m.group(1) or "str"], str(pattern.pattern))
+                paths.append(f"/{top.pattern}{route}")
+    return paths
+
+
+@pytest.mark.parametrize("who", ["anonymous", "superuser"])
+def test_every_staff_page_says_no_store(staff, who):
+    """Before: console, studio and admin pages carried no Cache-Control, so a browser or proxy could keep a copy
+    of conversations and settings after logout (issue 39, item 12). Every answer: pages, redirects to the
+    login, 404s and 405s alike."""
+    from catalog.models import Store
+
+    slug = Store.objects.create(slug="cache-shop", name="Cache Shop").slug
+    client = Client(raise_request_exception=False)
+    if who == "superuser":
+        client.force_login(staff)
+    paths = _staff_paths(slug)
+    assert len(paths) > 40 and any(p.startswith("/studio/cache-shop/analytics/") for p in paths)
+    missing = {}
+    for path in paths:
+        response = client.get(path)
+        if "no-store" not in response.get("Cache-Control", ""):
+            missing[path] = (response.status_code, response.get("Cache-Control"))
+    assert missing == {}
+    # A shopper's page is not a staff page: the widget's assets may still be cached.
+    assert "no-store" not in Client().get("/healthz").get("Cache-Control", "")

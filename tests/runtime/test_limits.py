@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from shop_assistant.runtime.limits import SharedLimits
+from shop_assistant.runtime.limits import SharedLimits, SlidingWindowLimiter
 
 
 def _key() -> str:
@@ -80,3 +80,12 @@ async def test_with_redis_down_the_limits_hold_in_this_process(caplog) -> None:
         assert await limits.hit(key, 2) is not None
         assert await limits.acquire(key, 1, "a") and not await limits.acquire(key, 1, "b")
     assert [r.message for r in caplog.records if "Redis unavailable" in r.message]
+
+
+def test_a_per_connection_limit_of_0_is_off_as_0_is_for_every_other_limit() -> None:
+    """Before: CHAT_MESSAGES_PER_MINUTE=0 refused every message, then retry_after read the first event of an empty
+    window: IndexError, and every shopper's message failed (issue 39, item 12)."""
+    limiter = SlidingWindowLimiter(0, 60.0, clock=lambda: 100.0)
+    assert all(limiter.allow() for _ in range(500)) and limiter.retry_after() == 0.0
+    limited = SlidingWindowLimiter(1, 60.0, clock=lambda: 100.0)
+    assert limited.allow() and not limited.allow() and limited.retry_after() == 60.0  # the control

@@ -7,7 +7,7 @@ from django.test import Client
 
 
 @pytest.mark.slow
-def test_readyz_is_ready_when_the_engine_answers_and_every_dependency_is_up(db, chat_engine):
+def test_readyz_is_ready_when_the_engine_answers_and_every_dependency_is_up(transactional_db, chat_engine):
     response = Client().get("/readyz")
     body = response.json()
     assert response.status_code == 200, body

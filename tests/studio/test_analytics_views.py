@@ -127,3 +127,12 @@ def test_only_the_owner_sees_analytics(store, week, url):
         client = Client()
         client.force_login(user)
         assert client.get(url).status_code == 403, user
+
+
+def test_empty_cells_stay_empty_in_the_csv(store, client):
+    """Before: every empty cell was written as a lone "'" (issue 39, item 12): with no conversations, the
+    figures that have no value (a median of nothing) are empty cells."""
+    summary = read_csv(client.get(f"/studio/corner/analytics/summary.csv?{WEEK}"))
+    figures = dict(summary[1:])
+    assert figures["Median time to first human reply (s)"] == "" and figures["Conversations"] == "0"
+    assert "'" not in figures.values()
