@@ -331,7 +331,8 @@ AXES_RESET_ON_SUCCESS = True
 # no Secure-only cookies: a browser would not send those back over http, and no one could log in.
 HTTPS = env_bool("HTTPS", True)
 if not DEBUG:
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # No SECURE_PROXY_SSL_HEADER: Django would believe X-Forwarded-Proto from any peer. The scheme comes from the
+    # ASGI scope, which runtime.proxy sets from X-Forwarded-Proto only when the peer is one of TRUSTED_PROXIES.
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
     SESSION_COOKIE_SECURE = HTTPS
     CSRF_COOKIE_SECURE = HTTPS

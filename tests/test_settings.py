@@ -36,3 +36,10 @@ def test_a_bad_trusted_proxies_entry_stops_the_start_with_one_line(tmp_path):
     good = {**env, "TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7"}
     assert settings_value("settings.TRUSTED_PROXIES", good) == "['10.0.0.0/8', '192.0.2.7']"
     assert settings_value("settings.TRUSTED_PROXIES", {**good, "TRUSTED_PROXIES": "none"}) == "[]"
+
+
+def test_production_takes_the_scheme_from_trusted_proxies_only(tmp_path):
+    # Django's SECURE_PROXY_SSL_HEADER would believe X-Forwarded-Proto from any peer; runtime.proxy sets the scope's
+    # scheme from it only when the peer is one of TRUSTED_PROXIES (tests/runtime/test_proxy.py).
+    env = {"DEBUG": "0", "SECRET_KEY": "k" * 60, "SHOP_ASSISTANT_VAR_DIR": str(tmp_path)}
+    assert settings_value("settings.SECURE_PROXY_SSL_HEADER", env) == "None"

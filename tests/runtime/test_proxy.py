@@ -122,6 +122,20 @@ async def test_a_websocket_scope_gets_the_same_address_and_its_scheme(settings):
     assert seen[1]["client"] == ["203.0.113.9", 4000] and "scheme" not in seen[1]
 
 
+async def test_only_a_trusted_proxy_can_say_the_request_came_over_https(settings, transactional_db):
+    # With SECURE_SSL_REDIRECT on, Django redirects what it thinks came over http: a client claiming https itself
+    # is still redirected; the same claim made by a trusted proxy (nginx terminating TLS) is believed.
+    from django.core.handlers.asgi import ASGIHandler
+
+    settings.SECURE_SSL_REDIRECT = True
+    application = TrustedProxyMiddleware(ASGIHandler())  # a fresh handler reads the setting
+    claim = {"X-Forwarded-Proto": "https"}
+    direct = await request(application, "GET", "/accounts/login/", "203.0.113.9", claim)
+    proxied = await request(application, "GET", "/accounts/login/", "127.0.0.1", {**claim, "X-Forwarded-For": "203.0.113.9"})
+    assert direct["status"] == 301
+    assert proxied["status"] == 200
+
+
 def test_serve_refuses_daphnes_proxy_headers_with_what_to_set_instead():
     result = subprocess.run([sys.executable, "-m", "shop_assistant.serve", "--proxy-headers"], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=60)
