@@ -72,7 +72,7 @@ def saved_source(store: Store, kind: str, location: str, mapping: dict | None = 
 class FeedServer:
     """A feed on 127.0.0.x: /feed.json, /redirect?to=URL (302), /loop (302 to itself); records each path."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, feed: list[dict] = FEED) -> None:
         hits = self.hits = []
 
         class Handler(BaseHTTPRequestHandler):
@@ -88,7 +88,7 @@ class FeedServer:
                     self.send_header("Location", "/loop")
                     self.end_headers()
                 elif url.path in ("/feed.json", "/metrics"):
-                    body = json.dumps(FEED).encode()
+                    body = json.dumps(feed).encode()
                     self.send_response(200)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
