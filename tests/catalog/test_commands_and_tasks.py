@@ -230,6 +230,20 @@ def test_admin_refuses_a_form_without_a_source(store, admin_client):
     assert not ImportRun.objects.exists()
 
 
+def test_admin_imports_are_held_to_the_operators_lists(store, admin_client, settings):
+    # Only the ingest_catalog command is the operator's: the admin's form is checked like the studio's.
+    settings.CATALOG_SQL_HOSTS = ["db.example.com"]
+    mapping = '{"products": {"query": "SELECT 1", "columns": {"handle": "a", "title": "b", "price": "c"}}}'
+    response = admin_client.post(reverse("admin:catalog_importrun_add"), {
+        "store": store.pk, "database_url": "postgresql+psycopg://postgres@/shop?host=127.0.0.1",
+        "mapping_text": mapping})
+    assert response.status_code == 200 and "?host= is not allowed" in response.content.decode()
+    empty = SimpleUploadedFile("apparel.csv", b"\xef\xbb\xbf", content_type="text/csv")
+    response = admin_client.post(reverse("admin:catalog_importrun_add"), {"store": store.pk, "file": empty})
+    assert response.status_code == 200 and "The file is empty." in response.content.decode()
+    assert not ImportRun.objects.exists()
+
+
 def test_load_demo_store_is_idempotent_and_quiet_the_second_time(monkeypatch, embedding_model):
     from shop_assistant.studio.services import published_prompt
 

@@ -9,7 +9,9 @@ edited in the database, is refused at its sync: the sources below are written st
 from __future__ import annotations
 
 import json
+import datetime
 import socket
+import ssl
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,7 +74,7 @@ def saved_source(store: Store, kind: str, location: str, mapping: dict | None = 
 class FeedServer:
     """A feed on 127.0.0.x: /feed.json, /redirect?to=URL (302), /loop (302 to itself); records each path."""
 
-    def __init__(self, host: str, feed: list[dict] = FEED) -> None:
+    def __init__(self, host: str, feed: list[dict] = FEED, tls: ssl.SSLContext | None = None) -> None:
         hits = self.hits = []
 
         class Handler(BaseHTTPRequestHandler):
@@ -100,6 +102,8 @@ class FeedServer:
                 pass
 
         self.server = ThreadingHTTPServer((host, 0), Handler)
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.host, self.port = host, self.server.server_port
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -232,6 +236,55 @@ def test_the_fetch_connects_to_the_address_it_checked(store, feed_server, other_
     assert lookups["feed.example.com"] == 1 and other_server.hits == []
     # The server was asked for the URL's host, not the address.
     assert feed_server.hits == [("/feed.json", f"feed.example.com:{feed_server.port}")]
+
+
+def self_signed(folder, name: str) -> tuple[str, str]:
+    """A certificate for ``name`` (and its key), its own authority."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+def test_https_is_pinned_to_the_checked_address_and_checks_the_urls_name(tmp_path, resolver, monkeypatch):
+    cert, key = self_signed(tmp_path, "feed.example.com")
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    server = FeedServer("127.0.0.1", tls=tls)
+    monkeypatch.setenv("SSL_CERT_FILE", cert)  # the client's trust: this certificate only
+    answers, lookups = resolver
+    answers["feed.example.com"] = ["127.0.0.1", "127.0.0.2"]
+    answers["other.example.com"] = ["127.0.0.1"]
+    allowed = outbound.parse_networks(["127.0.0.1/32"])
+    try:
+        body = outbound.fetch(f"https://feed.example.com:{server.port}/feed.json", restricted=True,
+                              max_bytes=1024, networks=allowed)
+        assert json.loads(body) == FEED and lookups["feed.example.com"] == 1
+        assert server.hits == [("/feed.json", f"feed.example.com:{server.port}")]
+        # The same server under a name its certificate does not hold, or by address: refused by TLS.
+        for url in (f"https://other.example.com:{server.port}/feed.json", f"https://127.0.0.1:{server.port}/"):
+            with pytest.raises(outbound.FetchError, match="certificate"):
+                outbound.fetch(url, restricted=True, max_bytes=1024, networks=allowed)
+        assert len(server.hits) == 1
+    finally:
+        server.close()
 
 
 @pytest.mark.parametrize("url", [
