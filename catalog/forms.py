@@ -6,6 +6,7 @@ import json
 
 from django import forms
 
+from . import outbound
 from .ingest import SourceError, detect_format
 from .ingest.sql import validate_mapping
 from .models import ImportRun
@@ -61,15 +62,23 @@ class ImportRunForm(forms.ModelForm):
                 raise forms.ValidationError("SQL imports read a database: give its URL instead of a file.")
             self.instance.source = upload.name
             self.instance.upload = _decode(upload.read())
+            if not self.instance.upload.lstrip("\ufeff").strip():
+                raise forms.ValidationError("The file is empty.")
         else:
             fmt = ImportRun.Format.SQL
+            # An admin's import runs as a store owner's would (only the ingest_catalog command is the operator's):
+            # the same list of database servers, said here before the run fails on it.
+            try:
+                outbound.check_sql_url(url)
+            except outbound.Refused as exc:
+                raise forms.ValidationError(f"The database URL cannot be used: {exc}.") from None
             mapping_source = data.get("mapping_file")
             text = _decode(mapping_source.read()) if mapping_source else (data.get("mapping_text") or "")
             if not text.strip():
                 raise forms.ValidationError("A SQL import needs a mapping (upload it or paste it).")
             try:
                 self.instance.mapping = validate_mapping(json.loads(text))
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 raise forms.ValidationError(f"The mapping is not valid JSON: {exc}") from None
             except SourceError as exc:
                 raise forms.ValidationError(f"The mapping is not usable: {exc}") from None

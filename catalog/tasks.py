@@ -34,11 +34,14 @@ def _state_reporter(task, run_id: int | None):
 
 
 @shared_task(bind=True, name="catalog.ingest_catalog")
-def ingest_catalog(self, run_id: int, embed: bool = True) -> dict:
-    """Run the ImportRun ``run_id``; then queue the embedding of the store's new and changed products."""
+def ingest_catalog(self, run_id: int, embed: bool = True, operator: bool = False) -> dict:
+    """Run the ImportRun ``run_id``; then queue the embedding of the store's new and changed products.
+
+    ``operator``: queued by the operator's ``ingest_catalog --background``; the studio and the admin never set
+    it, so their runs connect only where catalog.outbound allows (checked here, as the run connects)."""
     ImportRun.objects.filter(pk=run_id).update(task_id=self.request.id or "")
     run = ImportRun.objects.select_related("store").get(pk=run_id)
-    result = execute_run(run, progress=_state_reporter(self, run_id))
+    result = execute_run(run, progress=_state_reporter(self, run_id), operator=operator)
     if result is None:
         return {"run_id": run_id, "status": run.status, "message": run.message}
     if embed:

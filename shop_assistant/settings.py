@@ -14,6 +14,7 @@ from pathlib import Path
 
 import dj_database_url
 
+from catalog import outbound as _outbound  # plain module: checks the catalog's outbound settings below
 from shop_assistant.environment import MissingSetting, secret_key_from_file
 from shop_assistant.runtime.proxy import parse_networks
 
@@ -224,6 +225,18 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(os.environ.get("CATALOG_SYNC_CHECK_SECONDS", "60")),
     },
 }
+
+# Where catalog imports started from the studio may connect: the operator's decision, not a store owner's
+# (catalog/outbound.py; docs/operations.md, "Outbound connections"). CATALOG_SQL_HOSTS: the database servers
+# SQL sources may read, host[:port][/database] each (empty: SQL sources are off). CATALOG_FEED_ALLOWED_NETWORKS:
+# networks (CIDR) feed URLs may reach besides the public internet (empty: public addresses only).
+CATALOG_SQL_HOSTS = env_list("CATALOG_SQL_HOSTS", [])
+CATALOG_FEED_ALLOWED_NETWORKS = env_list("CATALOG_FEED_ALLOWED_NETWORKS", [])
+try:
+    _outbound.parse_sql_hosts(CATALOG_SQL_HOSTS)
+    _outbound.parse_networks(CATALOG_FEED_ALLOWED_NETWORKS)
+except ValueError as exc:
+    raise MissingSetting(str(exc)) from None
 
 # --- Engine (inference/) -------------------------------------------------------------------
 # Keys are inference.EngineConfig fields. Only what the environment sets is passed: every default is the

@@ -3,10 +3,12 @@
 Public API:
 
 - ``detect_format(source) -> "shopify" | "json" | "sql"``
-- ``read_source(fmt, source, *, text=None, mapping=None) -> ParsedCatalog``
+- ``read_source(fmt, source, *, text=None, mapping=None, restricted=False) -> ParsedCatalog``
 - ``apply_catalog(store, parsed, progress=None) -> ImportResult`` (the upsert)
-- ``execute_run(run, progress=None) -> ImportResult | None``: does an ImportRun from start to end, keeping its
-  status, progress, summary and errors up to date. Celery's task and the management command both call it.
+- ``execute_run(run, progress=None, operator=False) -> ImportResult | None``: does an ImportRun from start to end,
+  keeping its status, progress, summary and errors up to date. Celery's task and the management command both
+  call it; only the operator's command passes ``operator=True``: every other run (a studio source, an upload,
+  the admin's form) reads only its upload's text, and connects only where ``catalog.outbound`` allows.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ import io
 import json
 import logging
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.utils import timezone
 
+from .. import outbound
 from ..models import ImportRun
 from .jsonfeed import parse_json_catalog
 from .records import ParsedCatalog, SourceError
@@ -95,15 +97,18 @@ def describe_source(source: str) -> str:
     return source
 
 
-def _read_text(source: str) -> str:
-    if _is_url(source) and urlsplit(source).scheme.lower() in ("http", "https"):
+def _is_feed(source: str) -> bool:
+    return _is_url(source) and urlsplit(source).scheme.lower() in ("http", "https")
+
+
+def _read_text(source: str, restricted: bool = False) -> str:
+    if _is_feed(source):
         try:
-            with urllib.request.urlopen(source, timeout=30) as response:  # noqa: S310 - scheme checked above
-                data = response.read(MAX_DOWNLOAD_BYTES + 1)
-        except OSError as exc:
-            raise SourceError(f"cannot download {source}: {exc}") from None
-        if len(data) > MAX_DOWNLOAD_BYTES:
-            raise SourceError(f"{source} is larger than {MAX_DOWNLOAD_BYTES // (1024 * 1024)} MiB")
+            data = outbound.fetch(source, restricted=restricted, max_bytes=MAX_DOWNLOAD_BYTES, timeout=30)
+        except outbound.FetchError as exc:
+            raise SourceError(str(exc)) from None
+    elif restricted:
+        raise SourceError("a studio import reads its upload or an http(s) feed, never a file on the server")
     else:
         path = Path(urlsplit(source).path if source.startswith("file://") else source)
         try:
@@ -134,13 +139,19 @@ def _sql_url(source: str) -> str:
     return f"sqlite:///{Path(source).resolve()}"
 
 
-def read_source(fmt: str, source: str, *, text: str | None = None, mapping: dict | None = None) -> ParsedCatalog:
-    """Parse a source; ``text`` (an upload's content) is used instead of reading ``source`` when given."""
+def read_source(fmt: str, source: str, *, text: str | None = None, mapping: dict | None = None,
+                restricted: bool = False) -> ParsedCatalog:
+    """Parse a source; ``text`` (an upload's content) is used instead of reading ``source`` when given.
+
+    ``restricted``: the source is a store owner's (catalog.outbound): a database only on the operator's list, a
+    feed only at an allowed address, checked as it connects, and never a file of this server."""
     if fmt == "sql":
         if not mapping:
             raise SourceError("a SQL import needs a mapping of tables/columns to fields (--mapping FILE)")
-        return read_sql_catalog(_sql_url(source), mapping)
-    content = text if text is not None else _read_text(source)
+        return read_sql_catalog(_sql_url(source), mapping, restricted=restricted)
+    content = text if text is not None else _read_text(source, restricted)
+    if not content.lstrip("\ufeff").strip():
+        raise SourceError(f"{describe_source(source) or 'the file'} is empty")
     if fmt == "shopify":
         return parse_shopify_csv(io.StringIO(content, newline=""))
     if fmt == "json":
@@ -148,10 +159,23 @@ def read_source(fmt: str, source: str, *, text: str | None = None, mapping: dict
     raise SourceError(f"unknown format {fmt!r} (shopify, json or sql)")
 
 
-def execute_run(run: ImportRun, progress: Progress | None = None) -> ImportResult | None:
+def _upload_text(run: ImportRun, operator: bool) -> str | None:
+    """The text to import instead of reading ``run.source``: an upload's, even when it decoded to nothing.
+
+    Only the operator's command names a file to read; for any other run a source that is no feed URL nor a
+    database is an upload's name, and an empty upload must fail as empty, not open a file of that name here.
+    """
+    if run.upload or operator or run.format == ImportRun.Format.SQL or _is_feed(run.source):
+        return run.upload or None
+    return ""
+
+
+def execute_run(run: ImportRun, progress: Progress | None = None, *, operator: bool = False) -> ImportResult | None:
     """Do an import run; returns None (and marks the run failed) when the source cannot be read at all.
 
     ``progress(phase, done, total)`` is called for every product, e.g. to move a tqdm bar or a Celery state.
+    ``operator``: the run is the operator's own command (``manage.py ingest_catalog``), free to read any file,
+    database or URL; every other run is a store owner's, held to ``catalog.outbound`` when it connects.
     """
     ImportRun.objects.filter(pk=run.pk).update(
         status=ImportRun.Status.RUNNING, phase="reading", started_at=timezone.now(), message=""
@@ -168,7 +192,8 @@ def execute_run(run: ImportRun, progress: Progress | None = None) -> ImportResul
     try:
         if progress:
             progress("reading", 0, 0)
-        parsed = read_source(run.format, run.source, text=run.upload or None, mapping=run.mapping)
+        parsed = read_source(run.format, run.source, text=_upload_text(run, operator), mapping=run.mapping,
+                             restricted=not operator)
         result = apply_catalog(run.store, parsed, progress=report, archive_missing=run.archive_missing)
     except SourceError as exc:
         logger.warning("import run %s failed: %s", run.pk, exc)

@@ -40,6 +40,8 @@ from .records import (
 )
 
 DOCUMENT_KINDS = {"returns", "shipping", "warranty", "faq", "other"}
+# A catalog nests five or six levels; far deeper is no catalog, and Python's parser would overflow its stack.
+MAX_DEPTH = 100
 
 
 def _load_with_lines(text: str) -> tuple[Any, dict[int, int]]:
@@ -55,13 +57,31 @@ def _load_with_lines(text: str) -> tuple[Any, dict[int, int]]:
         lines[id(obj)] = bisect.bisect_right(newlines, start) + 1
         return obj, end
 
-    decoder.parse_object = parse_object
-    # The C scanner ignores parse_object; the pure-Python one calls it for every object.
+    depth = 0
+
+    def nested(parse):
+        def parse_nested(*args, **kwargs):
+            nonlocal depth
+            depth += 1
+            try:
+                if depth > MAX_DEPTH:
+                    raise SourceError(f"the JSON is nested more than {MAX_DEPTH} levels deep")
+                return parse(*args, **kwargs)
+            finally:
+                depth -= 1
+
+        return parse_nested
+
+    decoder.parse_object = nested(parse_object)
+    decoder.parse_array = nested(decoder.parse_array)
+    # The C scanner ignores parse_object and parse_array; the pure-Python one calls them for every one.
     decoder.scan_once = scanner.py_make_scanner(decoder)
     try:
         return decoder.decode(text), lines
     except json.JSONDecodeError as exc:
         raise SourceError(f"invalid JSON: {exc}") from None
+    except RecursionError:  # a deep stack already: still a clear error, never a crash
+        raise SourceError(f"the JSON is nested more than {MAX_DEPTH} levels deep") from None
 
 
 def _text(value: Any) -> str:

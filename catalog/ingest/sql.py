@@ -31,6 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from .. import outbound
 from .jsonfeed import DOCUMENT_KINDS
 from .records import (
     DocumentRecord,
@@ -165,8 +166,15 @@ def safe_url(url: str) -> str:
         return "<unparsable database URL>"
 
 
-def read_sql_catalog(url: str, mapping: dict) -> ParsedCatalog:
+def read_sql_catalog(url: str, mapping: dict, *, restricted: bool = False) -> ParsedCatalog:
+    """Read a catalog through ``mapping``. ``restricted`` (a store owner's source): the URL must pass
+    ``catalog.outbound.check_sql_url`` here, as it connects, and the checked URL is the one connected to."""
     validate_mapping(mapping)
+    if restricted:
+        try:
+            url = outbound.check_sql_url(url)
+        except outbound.Refused as exc:
+            raise SourceError(f"cannot use database URL {safe_url(url)}: {exc}") from None
     try:
         engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     except Exception as exc:  # noqa: BLE001 - bad URLs and missing drivers both mean "cannot read"

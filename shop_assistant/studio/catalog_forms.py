@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import socket
-from urllib.parse import urlsplit
 
 from django import forms
 from django.conf import settings
 from sqlalchemy.engine import make_url
 
+from catalog import outbound
 from catalog.forms import MAX_UPLOAD_BYTES, _decode
 from catalog.ingest import SourceError, detect_format
 from catalog.ingest.sql import safe_url, validate_mapping
@@ -46,26 +44,16 @@ class UploadForm(forms.Form):
             raise forms.ValidationError("Upload a Shopify CSV or a JSON feed; add a database as a source.")
         data["format"] = fmt
         data["text"] = _decode(upload.read())
+        if not data["text"].lstrip("\ufeff").strip():
+            # Nothing to import; and an import never reads anything but the uploaded bytes.
+            raise forms.ValidationError("The file is empty.")
         return data
 
 
-def _inside_address(host: str | None) -> bool:
-    """Whether ``host`` is or resolves to an address of this server's own networks (loopback, private,
-    link-local such as the cloud metadata service): an owner's source must not reach what only the server can."""
-    if not host:
-        return False
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except (OSError, UnicodeError):
-        return False  # unresolvable now: the sync itself will fail and say so
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if address.is_private or address.is_loopback or address.is_link_local or address.is_reserved:
-            return True
-    return False
-
-
-INSIDE_MESSAGE = "That address is inside the server's own network; give the source's public address."
+def _refusal(exc: Exception) -> forms.ValidationError:
+    """catalog.outbound's reason, as a form error."""
+    text = str(exc)
+    return forms.ValidationError(text[:1].upper() + text[1:] + ("" if text.endswith(".") else "."))
 
 
 class SourceForm(forms.ModelForm):
@@ -88,6 +76,10 @@ class SourceForm(forms.ModelForm):
     def __init__(self, *args, store=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.store = store
+        if not settings.CATALOG_SQL_HOSTS:
+            self.fields["kind"].help_text = (
+                "Database (SQL) sources are off on this server: the operator has listed no database servers "
+                "that studio sources may read (CATALOG_SQL_HOSTS).")
 
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
@@ -101,19 +93,12 @@ class SourceForm(forms.ModelForm):
         if not kind or not location:
             return data
         if kind == ImportSource.Kind.SQL:
+            # The operator's list, early; the sync checks again as it connects (catalog.outbound).
             try:
-                url = make_url(location)
-            except Exception:  # noqa: BLE001 - any parse failure is the owner's typo
-                raise forms.ValidationError("That is not a SQLAlchemy database URL.") from None
-            if url.get_backend_name() == "sqlite" and not getattr(settings, "CATALOG_STUDIO_ALLOW_SQLITE", False):
-                # A SQLite "database" is a file on this server: an owner must not read other stores' data (or the
-                # app's own database) through it. The ingest_catalog command, run by the operator, still takes one.
-                raise forms.ValidationError("SQLite files on the server cannot be a studio source; use a database "
-                                            "server's URL (PostgreSQL, MySQL...).")
-            if url.host and _inside_address(url.host) and not getattr(
-                settings, "CATALOG_STUDIO_ALLOW_PRIVATE_HOSTS", False
-            ):
-                raise forms.ValidationError(INSIDE_MESSAGE)
+                outbound.check_sql_url(location)
+            except outbound.Refused as exc:
+                raise _refusal(exc) from None
+            url = make_url(location)
             if data.get("password"):
                 url = url.set(password=data["password"])
             location = url.render_as_string(hide_password=False)
@@ -122,17 +107,15 @@ class SourceForm(forms.ModelForm):
                 raise forms.ValidationError("A SQL source needs its query and columns (JSON).")
             try:
                 self.instance.mapping = validate_mapping(json.loads(text))
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 raise forms.ValidationError(f"The query and columns are not valid JSON: {exc}") from None
             except SourceError as exc:
                 raise forms.ValidationError(f"The query and columns are not usable: {exc}") from None
         else:
-            if urlsplit(location).scheme not in ("http", "https"):
-                raise forms.ValidationError("A feed source needs an http(s) URL.")
-            if _inside_address(urlsplit(location).hostname) and not getattr(
-                settings, "CATALOG_STUDIO_ALLOW_PRIVATE_HOSTS", False
-            ):
-                raise forms.ValidationError(INSIDE_MESSAGE)
+            try:
+                outbound.check_feed_url(location)
+            except outbound.Refused as exc:
+                raise _refusal(exc) from None
             self.instance.mapping = None
         data["location"] = location
         self.instance.location = location

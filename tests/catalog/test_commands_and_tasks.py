@@ -95,18 +95,19 @@ def test_celery_task_records_progress_and_summary(store, shopify_samples_dir, mo
     rows_seen = []
     real_report = ingest.execute_run
 
-    def execute_and_watch(run_arg, progress=None):
+    def execute_and_watch(run_arg, progress=None, operator=False):
         def watch(phase, done, total):
             # The row is written before the callback: what the admin would read at this moment.
             rows_seen.append(ImportRun.objects.values_list("phase", "processed", "total").get(pk=run_arg.pk))
             progress(phase, done, total)
 
-        return real_report(run_arg, progress=watch)
+        return real_report(run_arg, progress=watch, operator=operator)
 
     monkeypatch.setattr("catalog.tasks.execute_run", execute_and_watch)
     monkeypatch.setattr(ingest, "PROGRESS_WRITE_INTERVAL", 0.0)
 
-    result = ingest_catalog.delay(run.pk, embed=False).get()
+    # A file of this server: only the operator's command (ingest_catalog --background) queues such a run.
+    result = ingest_catalog.delay(run.pk, embed=False, operator=True).get()
 
     run.refresh_from_db()
     assert run.status == "succeeded" and run.task_id and run.started_at and run.finished_at
@@ -127,7 +128,7 @@ def test_celery_task_marks_an_unreadable_source_failed(store, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text("[1, 2")
     run = ImportRun.objects.create(store=store, format="json", source=str(path))
-    result = ingest_catalog.delay(run.pk).get()
+    result = ingest_catalog.delay(run.pk, operator=True).get()
     run.refresh_from_db()
     assert run.status == "failed" and "invalid JSON" in run.message
     assert result["status"] == "failed"
@@ -226,6 +227,20 @@ def test_admin_refuses_a_form_without_a_source(store, admin_client):
     response = admin_client.post(reverse("admin:catalog_importrun_add"), {"store": store.pk})
     assert response.status_code == 200
     assert "Upload a file or give a database URL" in response.content.decode()
+    assert not ImportRun.objects.exists()
+
+
+def test_admin_imports_are_held_to_the_operators_lists(store, admin_client, settings):
+    # Only the ingest_catalog command is the operator's: the admin's form is checked like the studio's.
+    settings.CATALOG_SQL_HOSTS = ["db.example.com"]
+    mapping = '{"products": {"query": "SELECT 1", "columns": {"handle": "a", "title": "b", "price": "c"}}}'
+    response = admin_client.post(reverse("admin:catalog_importrun_add"), {
+        "store": store.pk, "database_url": "postgresql+psycopg://postgres@/shop?host=127.0.0.1",
+        "mapping_text": mapping})
+    assert response.status_code == 200 and "?host= is not allowed" in response.content.decode()
+    empty = SimpleUploadedFile("apparel.csv", b"\xef\xbb\xbf", content_type="text/csv")
+    response = admin_client.post(reverse("admin:catalog_importrun_add"), {"store": store.pk, "file": empty})
+    assert response.status_code == 200 and "The file is empty." in response.content.decode()
     assert not ImportRun.objects.exists()
 
 

@@ -26,7 +26,9 @@ def store() -> Store:
 
 
 @pytest.fixture
-def sql_source(store, tmp_path) -> ImportSource:
+def sql_source(store, tmp_path, settings) -> ImportSource:
+    # A studio source is a store owner's: a SQLite file only where the tests allow it (catalog.outbound).
+    settings.CATALOG_STUDIO_ALLOW_SQLITE = True
     url = f"sqlite:///{tmp_path / 'shop.db'}"
     fill_source(sa.create_engine(url))
     return ImportSource.objects.create(
@@ -61,6 +63,24 @@ def test_an_upload_runs_through_the_task_and_counts_added_and_rejected(
     # A cell starting with "=" is quoted so that a spreadsheet does not run it.
     assert all(not value.startswith("=") for r in report for value in r.values())
     assert any(value.startswith("'=") for r in report for value in r.values())
+
+
+def test_an_empty_upload_never_reads_a_server_file_of_its_name(
+    store, shopify_samples_dir, django_capture_on_commit_callbacks, monkeypatch, tmp_path
+):
+    # Issue 39, item 7: a file of only a UTF-8 BOM decodes to "", and the run read "apparel.csv" from the
+    # server's working directory instead (its message told whether such a file exists).
+    monkeypatch.setattr("catalog.tasks.embed_store_products.delay", lambda *a, **k: None)
+    (tmp_path / "apparel.csv").write_bytes((shopify_samples_dir / "apparel.csv").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = sync.start_upload(store, ImportRun.Format.SHOPIFY, "apparel.csv", "")
+        missing = sync.start_upload(store, ImportRun.Format.SHOPIFY, "no-such-file.csv", "")
+    run.refresh_from_db()
+    missing.refresh_from_db()
+    assert (run.status, run.message) == ("failed", "apparel.csv is empty")
+    assert (missing.status, missing.message) == ("failed", "no-such-file.csv is empty")  # the same either way
+    assert not Product.objects.filter(store=store).exists()
 
 
 def test_a_full_sync_archives_what_the_source_no_longer_lists(

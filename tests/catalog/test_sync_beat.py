@@ -1,6 +1,8 @@
 """A scheduled sync under a real ``celery beat`` and worker against Redis and the test database: nothing here
 queues the sync; beat's catalog-scheduled-syncs entry (checking every second through CATALOG_SYNC_CHECK_SECONDS)
-finds the source due and the worker imports it, then embeds the new products."""
+finds the source due and the worker imports it, then embeds the new products. The source is a feed on this
+machine, which the worker may fetch only because the operator's setting (read from its environment) allows
+127.0.0.1."""
 
 from __future__ import annotations
 
@@ -10,16 +12,26 @@ import time
 from datetime import timedelta
 
 import pytest
-import sqlalchemy as sa
 from django.utils import timezone
 
 from catalog.models import ImportRun, ImportSource, Product, Store
 from tests.conftest import REPO_ROOT
 from tests.test_celery_worker import worker  # noqa: F401  (a real worker on Redis and this database)
 
-from .test_ingest_sql import MAPPING, fill_source
+from .test_outbound import FeedServer
 
 DEADLINE = 240  # seconds: the worker loads the embedding model on a shared CI machine
+PRODUCTS = [{"handle": f"beat-{i}", "title": title, "price": "9.50", "sku": f"BEAT-{i}"}
+            for i, title in enumerate(["Wool Scarf", "Rain Boots", "Camp Mug"])]
+
+
+@pytest.fixture
+def feed(monkeypatch):
+    """Served from this process; the worker started after it inherits the setting that allows it."""
+    monkeypatch.setenv("CATALOG_FEED_ALLOWED_NETWORKS", "127.0.0.1/32")
+    server = FeedServer("127.0.0.1", PRODUCTS)
+    yield server.url("/feed.json")
+    server.close()
 
 
 @pytest.fixture
@@ -38,12 +50,10 @@ def beat(worker, tmp_path):  # noqa: F811
 
 
 @pytest.mark.services
-def test_beat_runs_a_due_scheduled_sync_on_a_real_worker(beat, tmp_path):
-    url = f"sqlite:///{tmp_path / 'shop.db'}"
-    fill_source(sa.create_engine(url))
+def test_beat_runs_a_due_scheduled_sync_on_a_real_worker(feed, beat, tmp_path):
     store = Store.objects.create(slug="beat-test", name="Beat test")
     source = ImportSource.objects.create(
-        store=store, name="shop db", kind=ImportSource.Kind.SQL, location=url, mapping=MAPPING,
+        store=store, name="shop feed", kind=ImportSource.Kind.JSON, location=feed,
         schedule=ImportSource.Schedule.HOURLY, next_due_at=timezone.now() - timedelta(seconds=5),
     )
     deadline = time.monotonic() + DEADLINE
@@ -56,7 +66,7 @@ def test_beat_runs_a_due_scheduled_sync_on_a_real_worker(beat, tmp_path):
     assert run is not None, "beat never queued the sync:\n" + beat.read_text()[-3000:]
     assert run.status == ImportRun.Status.SUCCEEDED, run.message
     assert "embeddings" in run.summary, f"the worker never embedded the products (run #{run.pk})"
-    assert run.counts["added"] >= 2
+    assert run.counts["added"] == len(PRODUCTS)
     assert Product.objects.filter(store=store, embedding__isnull=False).count() == run.counts["added"]
     source.refresh_from_db()
     assert source.last_run_id == run.pk

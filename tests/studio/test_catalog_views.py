@@ -159,6 +159,7 @@ def test_a_bad_upload_is_refused_with_the_reason(store, owner):
 
 
 def test_a_sql_source_keeps_its_password_out_of_the_page(store, owner, settings):
+    settings.CATALOG_SQL_HOSTS = ["db.example.com"]
     client = Client()
     client.force_login(owner)
     mapping = '{"products": {"query": "SELECT slug, name, price FROM p", "columns": ' \
@@ -251,18 +252,63 @@ def test_a_run_is_followed_until_its_products_are_embedded(store, owner):
         True, 3, 3, 100, "succeeded")
 
 
-@pytest.mark.parametrize("kind,location", [
-    ("json", "http://127.0.0.1:8000/feed.json"),
-    ("csv", "http://169.254.169.254/latest/meta-data/"),
-    ("json", "http://localhost/feed.json"),
-    ("sql", "postgresql+psycopg://postgres@127.0.0.1:5432/shop"),
-    ("sql", "postgresql+psycopg://postgres@10.0.0.5/shop"),
+@pytest.mark.parametrize("kind,location,hosts,reason", [
+    ("json", "http://127.0.0.1:8000/feed.json", [], "inside the server"),
+    ("csv", "http://169.254.169.254/latest/meta-data/", [], "inside the server"),
+    ("json", "http://localhost/feed.json", [], "inside the server"),
+    ("json", "http://127.0.0.1%3A8000/metrics", [], "percent-encoded"),
+    ("sql", "postgresql+psycopg://postgres@127.0.0.1:5432/shop", [], "Database sources are off on this server"),
+    ("sql", "postgresql+psycopg://postgres@10.0.0.5/shop", ["db.example.com"], "not among the database servers"),
+    ("sql", "postgresql+psycopg://postgres@/shop?host=127.0.0.1", ["db.example.com"], "?host= is not allowed"),
+    ("sql", "postgresql+psycopg://postgres@/shop", ["db.example.com"], "names no database server"),
 ])
-def test_a_source_cannot_point_inside_the_servers_network(store, owner, kind, location):
+def test_a_source_cannot_point_inside_the_servers_network(store, owner, settings, kind, location, hosts, reason):
+    settings.CATALOG_SQL_HOSTS = hosts
     client = Client()
     client.force_login(owner)
     mapping = json.dumps(FLAT_MAPPING) if kind == "sql" else ""
     response = client.post("/studio/corner/catalog/sources", {
         "name": "inside", "kind": kind, "location": location, "mapping_text": mapping, "schedule": "off"})
-    assert response.status_code == 400 and b"inside the server" in response.content
+    assert response.status_code == 400 and reason in response.content.decode()
     assert not ImportSource.objects.filter(store=store).exists()
+
+
+def test_the_form_says_when_database_sources_are_off(store, owner, settings):
+    client = Client()
+    client.force_login(owner)
+    settings.CATALOG_SQL_HOSTS = []
+    assert "Database (SQL) sources are off on this server" in client.get("/studio/corner/catalog/").content.decode()
+    settings.CATALOG_SQL_HOSTS = ["db.example.com"]
+    assert "sources are off" not in client.get("/studio/corner/catalog/").content.decode()
+
+
+def test_an_upload_of_only_a_byte_order_mark_is_refused_as_empty(store, owner):
+    client = Client()
+    client.force_login(owner)
+    empty = SimpleUploadedFile("catalog.csv", b"\xef\xbb\xbf", content_type="text/csv")
+    response = client.post("/studio/corner/catalog/upload", {"file": empty})
+    assert response.status_code == 400 and b"The file is empty." in response.content
+    assert not ImportRun.objects.exists()
+
+
+def test_a_json_upload_nested_100000_deep_fails_its_run_with_the_reason(store, owner, no_embedding,
+                                                                        django_capture_on_commit_callbacks):
+    client = Client()
+    client.force_login(owner)
+    deep = SimpleUploadedFile("deep.json", b"[" * 100_000 + b"]" * 100_000, content_type="application/json")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/studio/corner/catalog/upload", {"file": deep})
+    assert response.status_code == 302
+    run = ImportRun.objects.get(store=store)
+    assert run.status == "failed" and run.message == "the JSON is nested more than 100 levels deep"
+    assert "nested more than 100 levels deep" in client.get("/studio/corner/catalog/").content.decode()
+
+
+def test_a_mapping_nested_100000_deep_is_a_form_error(store, owner, settings):
+    settings.CATALOG_SQL_HOSTS = ["db.example.com"]
+    client = Client()
+    client.force_login(owner)
+    response = client.post("/studio/corner/catalog/sources", {
+        "name": "deep", "kind": "sql", "location": "postgresql+psycopg://shop@db.example.com/shop",
+        "mapping_text": "[" * 100_000 + "]" * 100_000, "schedule": "off"})
+    assert response.status_code == 400 and b"not valid JSON" in response.content

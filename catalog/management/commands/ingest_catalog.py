@@ -1,4 +1,8 @@
-"""python manage.py ingest_catalog <path-or-url> [--store SLUG] [--format shopify|json|sql] [--mapping FILE]"""
+"""python manage.py ingest_catalog <path-or-url> [--store SLUG] [--format shopify|json|sql] [--mapping FILE]
+
+The operator's tool: its runs may read any file, database or URL the operator names (``operator=True``); the
+lists of catalog.outbound (CATALOG_SQL_HOSTS, CATALOG_FEED_ALLOWED_NETWORKS) bind what store owners start.
+"""
 
 from __future__ import annotations
 
@@ -84,7 +88,7 @@ class Command(BaseCommand):
             bar.update(done - bar.n)  # update() redraws at most every 0.1 s; refresh() would redraw every product
 
         try:
-            result = execute_run(run, progress=progress)
+            result = execute_run(run, progress=progress, operator=True)
         finally:
             if bar is not None:
                 bar.close()
@@ -111,7 +115,7 @@ class Command(BaseCommand):
 
         if settings.CELERY_TASK_ALWAYS_EAGER:
             self.stderr.write("REDIS_URL is not set: the task runs here, not on a worker.")
-        ingest_catalog.delay(run.pk, embed=embed)
+        ingest_catalog.delay(run.pk, embed=embed, operator=True)
         bar = self._bar("importing", None, quiet)
         try:
             while True:
