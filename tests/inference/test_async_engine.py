@@ -285,3 +285,56 @@ async def test_prefill_warms_the_prefix_for_the_next_request_of_the_same_salt_on
     other = await engine.generate(question, _greedy(2), cache_salt="store-b")
     assert other[-1].usage.cached_tokens == 0
     await _wait_for(lambda: _idle(engine))
+
+
+async def test_a_request_failing_in_a_step_ends_its_stream_alone(engine: AsyncLLM, monkeypatch) -> None:
+    """Issue 39: one request's fault inside a step (here its sampler setup raising, as torch's manual_seed did for
+    a seed past 64 bits) ends that stream with finish_reason "error" and the message; a concurrent stream in the
+    same batches finishes normally with the tokens it has alone."""
+    prompt = "Three reasons to buy a rain jacket:"
+    alone = [t for d in await engine.generate(prompt, _greedy(8), "alone") for t in d.token_ids]
+    sampler = engine.engine.sampler
+    setup = sampler._generator
+
+    def generator(request_id: str, seed: int | None, device: Any) -> Any:
+        if request_id == "faulty":
+            raise ValueError("Overflow when unpacking long long")
+        return setup(request_id, seed, device)
+
+    monkeypatch.setattr(sampler, "_generator", generator)
+    good, bad = await asyncio.wait_for(asyncio.gather(
+        engine.generate(prompt, _greedy(8), "good"),
+        engine.generate("Tell me about socks.", SamplingParams(max_tokens=8, seed=1), "faulty"),
+    ), 60)
+    assert [t for d in good for t in d.token_ids] == alone and good[-1].finish_reason == "length"
+    assert bad[-1].finished and bad[-1].finish_reason == "error"
+    assert "Overflow when unpacking long long" in (bad[-1].error or "")
+    await _wait_for(lambda: _idle(engine))
+
+
+async def test_a_failed_forward_closes_every_open_stream_and_the_engine_goes_on(engine: AsyncLLM, monkeypatch) -> None:
+    """A failure of the whole step (the model's forward) fails the batch, but no stream is left open: each one
+    raises, and the next requests are served."""
+    runner = engine.engine.runner
+    execute = runner.execute
+    calls = {"n": 0}
+
+    def failing(sched: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("device lost")
+        return execute(sched)
+
+    monkeypatch.setattr(runner, "execute", failing)
+
+    async def consume(rid: str) -> list[StreamDelta]:
+        got = []
+        async for d in engine.stream(rid, "Tell me everything about boots.", _greedy(200)):
+            got.append(d)
+        return got
+
+    results = await asyncio.wait_for(asyncio.gather(consume("one"), consume("two"), return_exceptions=True), 60)
+    assert all(isinstance(r, RuntimeError) and "device lost" in str(r) for r in results), results
+    await _wait_for(lambda: _idle(engine))
+    after = await engine.generate("Hello", _greedy(2), "after")
+    assert after[-1].finish_reason == "length"
