@@ -22,8 +22,9 @@ head of the waiting queue with its generated tokens kept as part of what it will
 Priorities (vLLM's ``priority``; ``Sequence.priority``, lower first): the waiting queue is kept in priority
 order (first come first served within a priority; a preempted sequence goes to the head of its own priority),
 running sequences are scheduled and topped up in priority order, the victim of a preemption is the newest of
-the lowest priority, and a waiting sequence that finds no seat or no memory preempts running ones of a lower
-priority (newest first) to get in. With one priority for everyone all of this is the plain order above.
+the lowest priority, a waiting sequence that finds no seat or no memory preempts running ones of a lower
+priority (newest first) to get in, and a step that prefills a sequence runs none of a lower priority (they sit
+that step out). With one priority for everyone all of this is the plain order above.
 
 Parallel sampling (``add(seq, forks=...)``): only ``seq`` is queued and prefilled; the step that finishes its
 prompt samples a first token for it and for each fork from the same logits (``ScheduledSeq.forks``), and
@@ -218,6 +219,7 @@ class Scheduler:
         # Admitting right after a preemption would only take the blocks just freed for the running ones; only a
         # request of a higher priority than every sequence preempted may still come in (_admit_waiting).
         self._admit_waiting(step)
+        self._yield_to_urgent_prefills(step)
         self._top_up_prefills(step)
         for item in step.scheduled.values():
             if item.samples and item.seq.request_id in self._forks:
@@ -333,6 +335,20 @@ class Scheduler:
         if num_hits >= (seq.num_tokens - 1) // self.kv.block_size:
             return False  # nothing more it could hit
         return num_hits < len(seq.block_hashes) and seq.block_hashes[num_hits] in in_flight
+
+    def _yield_to_urgent_prefills(self, step: _StepBudget) -> None:
+        """A step that prefills a request runs nothing of a lower priority (a larger value): a shopper's prompt
+        then costs what it costs alone, not that plus a batch of the API's decodes (64 candidates of a long prompt
+        doubled a shopper's first token). They sit out that step (usually one) with their slots kept, and the
+        tokens they give back go to the prefill's top-up. With one priority for everyone this does nothing."""
+        urgent = min((item.seq.priority for item in step.scheduled.values() if item.seq.num_uncomputed_tokens > 1),
+                     default=None)
+        if urgent is None:
+            return
+        for request_id, item in list(step.scheduled.items()):
+            if item.seq.priority > urgent:
+                del step.scheduled[request_id]
+                step.tokens += item.num_new_tokens
 
     def _top_up_prefills(self, step: _StepBudget) -> None:
         """Give the budget left after every prefill got its first chunk to the oldest capped prefills (of the

@@ -523,8 +523,10 @@ def test_a_chat_request_takes_a_seat_from_a_running_api_request_with_every_seat(
     sched.add(seq("chat", 5))
     out = fork_step(sched)
     assert [s.request_id for s in out.preempted] == ["api#3"]  # the newest of the lowest priority
-    assert plan(out) == [("api", 1), ("api#1", 1), ("api#2", 1), ("chat", 5)]
+    # The API's decodes sit out the step that prefills the chat's prompt, then run with its decode.
+    assert plan(out) == [("chat", 5)]
     assert [s.request_id for s in sched.running] == ["api", "api#1", "api#2", "chat"]
+    assert plan(fork_step(sched)) == [("chat", 1), ("api", 1), ("api#1", 1), ("api#2", 1)]
     # Once the chat's request is done, the preempted candidate comes back with its 8 tokens (6 + 2 sampled):
     # its first block from the cache, the other 4 recomputed, and it samples its third.
     sched.finish("chat", SequenceStatus.FINISHED_STOPPED)
@@ -540,9 +542,9 @@ def test_memory_goes_to_the_higher_priority_first():
     sched.add(api)
     step(sched)
     sched.add(chat)
-    for _ in range(4):
+    for _ in range(5):  # the chat's prefill (the API's decode sits it out), then four decodes of both
         step(sched)
-    assert api.num_computed_tokens == 12 and chat.num_computed_tokens == 11
+    assert api.num_computed_tokens == chat.num_computed_tokens == 12 and sched.kv.pool.num_free_blocks == 0
     out = sched.schedule()  # both need a block at once; none is free
     assert [s.request_id for s in out.preempted] == ["api"] and plan(out) == [("chat", 1)]
     sched.update(out, {"chat": 7})
