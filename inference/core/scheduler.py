@@ -150,7 +150,7 @@ class Scheduler:
         seq = self.requests.pop(request_id, None)
         if seq is None:
             return False
-        queue_index = 0  # where an heir takes its place in the waiting queue
+        queue_index: int | None = None  # where an heir takes its place in the waiting queue
         if seq.status == SequenceStatus.RUNNING:
             self.running.remove(seq)
             self.kv.free(seq)
@@ -165,7 +165,8 @@ class Scheduler:
             # Its candidates lose the prefill they were waiting for: the first one takes its place and the
             # others are forked from that one instead.
             heir, *rest = forks
-            self.waiting.insert(queue_index, heir)
+            # A running parent's heir heads its priority, as a preempted sequence would.
+            self.waiting.insert(self._head_of(heir.priority) if queue_index is None else queue_index, heir)
             if rest:
                 self._forks[heir.request_id] = rest
         return True
@@ -288,11 +289,14 @@ class Scheduler:
             return
         in_flight = self._blocks_in_flight()
         seats = self._num_seats()
+        urgent = _urgent_priority(step)
         i = 0
         while i < len(self.waiting) and step.tokens > 0:
             seq = self.waiting[i]
             if step.preempted and seq.priority >= min(p.priority for p in step.preempted):
                 break  # the queue is in priority order: nobody behind it may come in either
+            if urgent is not None and seq.priority > urgent:
+                break  # a step that prefills a request runs none of a lower priority (_yield_to_urgent_prefills)
             num_forks = len(self._forks.get(seq.request_id, ()))
             while seats + 1 + num_forks > self.max_num_seqs and self._preempt_lower(seq, step):
                 seats = self._num_seats()
@@ -318,6 +322,8 @@ class Scheduler:
             in_flight.update(self._uncomputed_block_hashes(seq))
             step.scheduled[seq.request_id] = ScheduledSeq(seq, num_new)
             step.tokens -= num_new
+            if seq.num_uncomputed_tokens > 1:
+                urgent = seq.priority if urgent is None else min(urgent, seq.priority)
 
     def _blocks_in_flight(self) -> set[BlockHash]:
         """Hashes of full blocks that running sequences have yet to compute."""
@@ -340,15 +346,18 @@ class Scheduler:
         """A step that prefills a request runs nothing of a lower priority (a larger value): a shopper's prompt
         then costs what it costs alone, not that plus a batch of the API's decodes (64 candidates of a long prompt
         doubled a shopper's first token). They sit out that step (usually one) with their slots kept, and the
-        tokens they give back go to the prefill's top-up. With one priority for everyone this does nothing."""
-        urgent = min((item.seq.priority for item in step.scheduled.values() if item.seq.num_uncomputed_tokens > 1),
-                     default=None)
+        tokens they give back go to the prefill's top-up. With one priority for everyone this does nothing.
+
+        Only sequences that were running sit out (admission stops at a lower priority than a prefill's): the
+        slots just allocated for them are given back, so each holds the blocks of what it has computed."""
+        urgent = _urgent_priority(step)
         if urgent is None:
             return
         for request_id, item in list(step.scheduled.items()):
             if item.seq.priority > urgent:
                 del step.scheduled[request_id]
                 step.tokens += item.num_new_tokens
+                self.kv.trim(item.seq)
 
     def _top_up_prefills(self, step: _StepBudget) -> None:
         """Give the budget left after every prefill got its first chunk to the oldest capped prefills (of the
@@ -408,10 +417,12 @@ class Scheduler:
         seq.num_computed_tokens = 0
         seq.status = SequenceStatus.WAITING
         seq.num_preemptions += 1
-        # The head of its own priority (the whole queue's head when all have one priority).
-        index = next((i for i, s in enumerate(self.waiting) if s.priority >= seq.priority), len(self.waiting))
-        self.waiting.insert(index, seq)
+        self.waiting.insert(self._head_of(seq.priority), seq)
         self.num_preemptions += 1
+
+    def _head_of(self, priority: int) -> int:
+        """Where the head of ``priority`` is in the waiting queue (0 when everyone has one priority)."""
+        return next((i for i, s in enumerate(self.waiting) if s.priority >= priority), len(self.waiting))
 
     def _enqueue(self, seq: Sequence) -> None:
         """A new request goes behind every waiting one of its priority or a higher one (lower value)."""
@@ -441,3 +452,9 @@ class Scheduler:
 
 def _priority(seq: Sequence) -> int:
     return seq.priority
+
+
+def _urgent_priority(step: _StepBudget) -> int | None:
+    """The highest priority (lowest value) among the step's prefill chunks, None without one."""
+    return min((item.seq.priority for item in step.scheduled.values() if item.seq.num_uncomputed_tokens > 1),
+               default=None)
