@@ -154,7 +154,9 @@ class LLMEngine:
             # identical samples.
             # Wrapped within the signed 64-bit range SamplingParams accepts: the same generator stream as seed + i
             # (the sampler seeds torch with the value modulo 2**64).
-            p = params if params.seed is None or i == 0 else dataclasses.replace(params, seed=_wrap_seed(params.seed + i))
+            p = params if params.seed is None or i == 0 else dataclasses.replace(
+                params, seed=_wrap_seed(params.seed + i)
+            )
             seq = Sequence(
                 seq_id, ids, p, session_id=session_id, cache_salt=cache_salt, arrival_time=arrival, priority=priority
             )

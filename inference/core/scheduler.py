@@ -319,34 +319,47 @@ class Scheduler:
             seq.num_computed_tokens = num_hit_tokens
             seq.num_cached_tokens = num_hit_tokens
             self.running.append(seq)
-            in_flight.update(self._uncomputed_block_hashes(seq))
+            self._mark_in_flight(in_flight, seq)
             step.scheduled[seq.request_id] = ScheduledSeq(seq, num_new)
             step.tokens -= num_new
             if seq.num_uncomputed_tokens > 1:
                 urgent = seq.priority if urgent is None else min(urgent, seq.priority)
 
-    def _blocks_in_flight(self) -> set[BlockHash]:
-        """Hashes of full blocks that running sequences have yet to compute."""
-        return {h for seq in self.running if seq.num_uncomputed_tokens > 1 for h in self._uncomputed_block_hashes(seq)}
+    def _blocks_in_flight(self) -> dict[BlockHash, int]:
+        """Hashes of full blocks that running sequences have yet to compute, with the highest priority (lowest
+        value) of those computing each."""
+        in_flight: dict[BlockHash, int] = {}
+        for seq in self.running:
+            if seq.num_uncomputed_tokens > 1:
+                self._mark_in_flight(in_flight, seq)
+        return in_flight
+
+    def _mark_in_flight(self, in_flight: dict[BlockHash, int], seq: Sequence) -> None:
+        for h in self._uncomputed_block_hashes(seq):
+            in_flight[h] = min(in_flight.get(h, seq.priority), seq.priority)
 
     def _uncomputed_block_hashes(self, seq: Sequence) -> list[BlockHash]:
         return seq.block_hashes[seq.num_computed_tokens // self.kv.block_size :]
 
-    def _waits_for_in_flight_prefix(self, seq: Sequence, num_hits: int, in_flight: set[BlockHash]) -> bool:
-        """Whether the next block this request would compute is being computed by a running one.
+    def _waits_for_in_flight_prefix(self, seq: Sequence, num_hits: int, in_flight: dict[BlockHash, int]) -> bool:
+        """Whether the next block this request would compute is being computed by a running one (of its
+        priority or a higher one: a lower one may sit steps out for it, see ``_yield_to_urgent_prefills``).
 
         Then it waits (later requests may go first) and takes that block as a cache hit a step or two
         later, instead of computing it again: a burst of sessions sharing a system prompt computes it once.
         """
         if num_hits >= (seq.num_tokens - 1) // self.kv.block_size:
             return False  # nothing more it could hit
-        return num_hits < len(seq.block_hashes) and seq.block_hashes[num_hits] in in_flight
+        if num_hits >= len(seq.block_hashes):
+            return False
+        computing = in_flight.get(seq.block_hashes[num_hits])
+        return computing is not None and computing <= seq.priority
 
     def _yield_to_urgent_prefills(self, step: _StepBudget) -> None:
         """A step that prefills a request runs nothing of a lower priority (a larger value): a shopper's prompt
         then costs what it costs alone, not that plus a batch of the API's decodes (64 candidates of a long prompt
-        doubled a shopper's first token). They sit out that step (usually one) with their slots kept, and the
-        tokens they give back go to the prefill's top-up. With one priority for everyone this does nothing.
+        doubled a shopper's first token). They sit out that step (usually one), and the tokens they give back go
+        to the prefill's top-up. With one priority for everyone this does nothing.
 
         Only sequences that were running sit out (admission stops at a lower priority than a prefill's): the
         slots just allocated for them are given back, so each holds the blocks of what it has computed."""

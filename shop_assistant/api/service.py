@@ -28,19 +28,18 @@ from shop_assistant.runtime.text import clean_text
 
 logger = logging.getLogger(__name__)
 
-# The engine's priority for /v1 requests (lower runs first): the chat's answers (0) go before them, and a shopper's
-# request preempts an API sequence when seats or KV memory are short, so a heavy API request cannot hold a
-# shopper's first token back (issue 39).
-API_PRIORITY = 1
-
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, code: str, kind: str = "invalid_request_error", **headers: str):
+    def __init__(
+        self, status: int, message: str, code: str, kind: str = "invalid_request_error", param: str | None = None,
+        **headers: str,
+    ):
         super().__init__(message)
         self.status, self.message, self.code, self.kind, self.headers = status, message, code, kind, headers
+        self.param = param  # the request field at fault, as OpenAI names it
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "param": None, "code": self.code}}
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
 def model_name() -> str:
@@ -86,7 +85,7 @@ def _number(body: dict[str, Any], name: str, default: Any, low: float, high: flo
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise ApiError(400, f"{name} must be a number in [{low}, {high}]", "invalid_parameter")
+        raise ApiError(400, f"{name} must be a number in [{low}, {high}]", "invalid_parameter", param=name)
     return value
 
 
@@ -96,7 +95,7 @@ def _flag(body: dict[str, Any], name: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise ApiError(400, f"{name} must be a boolean", "invalid_parameter")
+        raise ApiError(400, f"{name} must be a boolean", "invalid_parameter", param=name)
     return value
 
 
@@ -108,7 +107,7 @@ def _seed(body: dict[str, Any]) -> int | None:
         return None
     # A signed 64-bit integer, as vLLM's server takes it: a larger one overflowed torch's manual_seed mid-step.
     if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_MIN <= seed <= SEED_MAX:
-        raise ApiError(400, f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}]", "invalid_parameter")
+        raise ApiError(400, f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}]", "invalid_parameter", param="seed")
     return seed
 
 
@@ -122,9 +121,10 @@ def _stop(body: dict[str, Any]) -> list[str] | None:
         return None
     stops = [stop] if isinstance(stop, str) else stop
     if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
-        raise ApiError(400, "stop must be a non-empty string or a list of non-empty strings", "invalid_parameter")
+        raise ApiError(400, "stop must be a non-empty string or a list of non-empty strings", "invalid_parameter",
+                       param="stop")
     if len(stops) > MAX_STOP_SEQUENCES:
-        raise ApiError(400, f"stop takes at most {MAX_STOP_SEQUENCES} sequences", "invalid_parameter")
+        raise ApiError(400, f"stop takes at most {MAX_STOP_SEQUENCES} sequences", "invalid_parameter", param="stop")
     return stops
 
 
@@ -135,16 +135,16 @@ def _logprobs(body: dict[str, Any], kind: str) -> None:
     if kind == "chat":
         top = body.get("top_logprobs")
         if value is not None and not isinstance(value, bool):
-            raise ApiError(400, "logprobs must be a boolean", "invalid_parameter")
+            raise ApiError(400, "logprobs must be a boolean", "invalid_parameter", param="logprobs")
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20):
-            raise ApiError(400, "top_logprobs must be an integer in [0, 20]", "invalid_parameter")
+            raise ApiError(400, "top_logprobs must be an integer in [0, 20]", "invalid_parameter", param="top_logprobs")
         asked = bool(value) or bool(top)
     else:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5):
-            raise ApiError(400, "logprobs must be an integer in [0, 5]", "invalid_parameter")
+            raise ApiError(400, "logprobs must be an integer in [0, 5]", "invalid_parameter", param="logprobs")
         asked = value is not None
     if asked:
-        raise ApiError(400, "logprobs are not supported by this server", "invalid_parameter")
+        raise ApiError(400, "logprobs are not supported by this server", "invalid_parameter", param="logprobs")
 
 
 def _stream_options(body: dict[str, Any], stream: bool) -> bool:
@@ -153,12 +153,14 @@ def _stream_options(body: dict[str, Any], stream: bool) -> bool:
     if options is None:
         return False
     if not isinstance(options, dict):
-        raise ApiError(400, "stream_options must be an object", "invalid_parameter")
+        raise ApiError(400, "stream_options must be an object", "invalid_parameter", param="stream_options")
     if not stream:
-        raise ApiError(400, "stream_options is only allowed when stream is true", "invalid_parameter")
+        raise ApiError(400, "stream_options is only allowed when stream is true", "invalid_parameter",
+                       param="stream_options")
     unknown = sorted(set(options) - {"include_usage"})
     if unknown:
-        raise ApiError(400, f"stream_options has unknown fields: {', '.join(unknown)}", "invalid_parameter")
+        raise ApiError(400, f"stream_options has unknown fields: {', '.join(unknown)}", "invalid_parameter",
+                       param="stream_options")
     return _flag(options, "include_usage")
 
 
@@ -213,7 +215,7 @@ def parse(body: Any, kind: str, engine: Any) -> Request:
     cap = min(room, settings.API["max_tokens"])
     requested = body.get("max_completion_tokens", body.get("max_tokens"))
     if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int) or requested < 1):
-        raise ApiError(400, "max_tokens must be a positive integer", "invalid_parameter")
+        raise ApiError(400, "max_tokens must be a positive integer", "invalid_parameter", param="max_tokens")
     max_tokens = cap if requested is None else min(requested, cap)
     try:
         params = SamplingParams(
@@ -231,7 +233,7 @@ def parse(body: Any, kind: str, engine: Any) -> Request:
         raise ApiError(400, str(exc), "invalid_parameter") from None
     if stream and best_of > n:
         # The best candidates are only known once all have finished (OpenAI: "results cannot be streamed").
-        raise ApiError(400, "best_of greater than n cannot be streamed", "invalid_parameter")
+        raise ApiError(400, "best_of greater than n cannot be streamed", "invalid_parameter", param="best_of")
     return Request(kind, prompt_ids, params, stream, include_usage)
 
 
@@ -253,18 +255,18 @@ def _choices(body: dict[str, Any], kind: str, engine: Any) -> tuple[int, int]:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ApiError(400, f"{name} must be a positive integer", "invalid_parameter")
+            raise ApiError(400, f"{name} must be a positive integer", "invalid_parameter", param=name)
         return value
 
     n = positive("n", 1)
     if kind == "chat" and body.get("best_of") is not None:
-        raise ApiError(400, "best_of is only supported by /v1/completions", "invalid_parameter")
+        raise ApiError(400, "best_of is only supported by /v1/completions", "invalid_parameter", param="best_of")
     best_of = positive("best_of", n)
     if best_of < n:
-        raise ApiError(400, f"best_of must be at least n ({n})", "invalid_parameter")
+        raise ApiError(400, f"best_of must be at least n ({n})", "invalid_parameter", param="best_of")
     limit = engine.max_num_seqs
     if best_of > limit:
-        raise ApiError(400, f"n and best_of must be at most {limit}", "invalid_parameter")
+        raise ApiError(400, f"n and best_of must be at most {limit}", "invalid_parameter", param="n")
     return n, best_of
 
 
@@ -288,7 +290,8 @@ async def deltas(engine: Any, request: Request, cache_salt: str) -> AsyncIterato
     """The engine's deltas for the request; the final one is observed for /metrics."""
     import contextlib
 
-    stream = engine.stream(request.id, request.prompt_ids, request.params, cache_salt=cache_salt, priority=API_PRIORITY)
+    stream = engine.stream(request.id, request.prompt_ids, request.params, cache_salt=cache_salt,
+                           priority=engine_service.API_PRIORITY)
     async with contextlib.aclosing(stream):  # a client that leaves aborts the request at once
         async for delta in stream:
             if delta.usage is not None:

@@ -343,7 +343,8 @@ _BAD_FIELDS = [
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("kind, fields, name", _BAD_FIELDS, ids=[f"{k}-{n}-{i}" for i, (k, _, n) in enumerate(_BAD_FIELDS)])
+@pytest.mark.parametrize("kind, fields, name", _BAD_FIELDS,
+                         ids=[f"{k}-{n}-{i}" for i, (k, _, n) in enumerate(_BAD_FIELDS)])
 async def test_each_out_of_range_field_is_a_400_naming_it(chat_engine, kind, fields, name):  # noqa: F811
     """Out of OpenAI's types or ranges: a JSON 400 with an OpenAI-style error naming the field, never a 500
     (``stream_options`` as a list or a string was an HTML 500)."""
@@ -367,10 +368,13 @@ async def test_each_out_of_range_field_is_a_400_naming_it(chat_engine, kind, fie
     assert response["Content-Type"].startswith("application/json")
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error" and name in error["message"], error
+    assert error["param"] == name, error  # the field at fault, as OpenAI names it
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_request_failing_in_the_engine_ends_its_own_response_with_an_error(chat_engine, monkeypatch):  # noqa: F811
+async def test_a_request_failing_in_the_engine_ends_its_own_response_with_an_error(
+    chat_engine, monkeypatch  # noqa: F811
+):
     """One request's fault inside the engine step (injected in the sampler's per-request setup, where torch's
     manual_seed raised) fails that request only: streamed, an OpenAI-style error event then [DONE] (the response
     is closed, not left open); not streamed, a JSON 500; a concurrent stream ends normally."""

@@ -342,7 +342,7 @@ async def test_a_failed_forward_closes_every_open_stream_and_the_engine_goes_on(
 
 # --- fair share: a shopper's first token while a heavy API request runs (issue 39, item 11) -------------------------
 
-_CHAT_PRIORITY, _API_PRIORITY = 0, 1  # shop_assistant.api.service.API_PRIORITY; the chat uses the default, 0
+_CHAT_PRIORITY, _API_PRIORITY = 0, 1  # the web app's (shop_assistant.runtime.engine_service): chat, /v1
 
 
 def _chat_prompt(engine: AsyncLLM, i: int) -> list[int]:
