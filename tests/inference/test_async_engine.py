@@ -411,8 +411,8 @@ async def test_a_shoppers_first_token_keeps_its_latency_while_a_heavy_api_reques
     defaults (EngineConfig's: 64 seats, 512 MiB of KV cache, the default dtype), as settings.ENGINE leaves them.
 
     Measured on the 2-core machine (shared with other jobs): before (one priority for all, the old order) idle
-    1,013 ms, loaded > 60,000 ms (no seat until a candidate ended; 22 preemptions); after, over five runs, idle
-    505-623 ms, loaded 533-1,064 ms (0.98-1.71x, 1-2 preemptions)."""
+    1,013 ms, loaded > 60,000 ms (no seat until a candidate ended; 22 preemptions); after, over six runs, idle
+    437-623 ms, loaded 397-1,064 ms (0.91-1.71x, 1-2 preemptions; the machine shared with other jobs)."""
     llm = LLM(str(model_path), device=test_device)
     engine = AsyncLLM(engine=llm.llm_engine)
     try:
