@@ -198,8 +198,10 @@ class AsyncLLM:
         params: SamplingParams | None = None,
         session_id: str | None = None,
         cache_salt: str | None = None,
+        priority: int = 0,
     ) -> RequestStream:
         """``async for delta in engine.stream(...)``; a rejected request raises its ValueError on iteration.
+        ``priority``: lower first (``LLMEngine.add_request``).
 
         With ``n > 1`` the candidates' deltas interleave, each with its ``index``; with ``best_of > n`` the
         chosen ``n`` arrive only when the request finishes (see ``engine``)."""
@@ -209,7 +211,7 @@ class AsyncLLM:
         arrival = time.monotonic()
 
         def submit(sink: _Sink) -> None:
-            self._enqueue(lambda: self._add(sink, prompt, params, session_id, cache_salt, arrival))
+            self._enqueue(lambda: self._add(sink, prompt, params, session_id, cache_salt, arrival, priority))
 
         return RequestStream(self, rid, submit)
 
@@ -293,6 +295,7 @@ class AsyncLLM:
         session_id: str | None,
         cache_salt: str | None,
         arrival_time: float,
+        priority: int = 0,
     ) -> None:
         if sink.cancelled:  # the consumer left before the engine saw the request
             return
@@ -302,9 +305,11 @@ class AsyncLLM:
         try:
             if _is_text(prompt):  # the engine encodes it here, on this thread: not while a web thread does
                 with self._tokenizer_lock:
-                    self.engine.add_request(sink.request_id, prompt, params, session_id, cache_salt, arrival_time)
+                    self.engine.add_request(
+                        sink.request_id, prompt, params, session_id, cache_salt, arrival_time, priority
+                    )
             else:
-                self.engine.add_request(sink.request_id, prompt, params, session_id, cache_salt, arrival_time)
+                self.engine.add_request(sink.request_id, prompt, params, session_id, cache_salt, arrival_time, priority)
         except Exception as exc:  # rejected: the consumer gets the error instead of a delta
             sink.deliver(exc)
             return
@@ -402,4 +407,5 @@ def _to_deltas(output: RequestOutput) -> list[StreamDelta]:
             deltas.append(StreamDelta(output.request_id, ""))
         deltas[-1].usage = output.usage
         deltas[-1].metrics = output.metrics
+        deltas[-1].error = output.error
     return deltas

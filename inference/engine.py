@@ -17,13 +17,14 @@ finished; then the ``n`` with the highest cumulative logprob come out at once, b
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
 from inference.core.config import EngineConfig
-from inference.core.sampling_params import SamplingParams
+from inference.core.sampling_params import SEED_MAX, SEED_MIN, SamplingParams
 from inference.core.scheduler import Scheduler, SchedulerOutput
 from inference.core.sequence import FinishReason, Sequence, SequenceStatus
 from inference.core.stats import SchedulerStats
@@ -32,6 +33,8 @@ from inference.outputs import CompletionOutput, RequestMetrics, RequestOutput, U
 from inference.worker.sampler import Sampler
 
 PromptType = Union[str, list[int], dict[str, Any]]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,6 +60,7 @@ class _Request:
     params: SamplingParams
     metrics: RequestMetrics
     completions: list[_Completion]  # every candidate (best_of of them)
+    error: str | None = None  # set when an exception of its own failed it ("error"); see ``_fail_request``
 
     @property
     def finished(self) -> bool:
@@ -125,8 +129,13 @@ class LLMEngine:
         session_id: str | None = None,
         cache_salt: str | None = None,
         arrival_time: float | None = None,
+        priority: int = 0,
     ) -> None:
-        """Queue a request. Raises ValueError (``RequestTooLongError`` when it can never fit) before queueing."""
+        """Queue a request. Raises ValueError (``RequestTooLongError`` when it can never fit) before queueing.
+
+        ``priority`` (vLLM's): lower values are scheduled first and may preempt higher ones (``core.scheduler``)."""
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ValueError(f"priority must be an integer, got {priority!r}")
         if request_id in self._requests:
             raise ValueError(f"request {request_id!r} is already running")
         params = params or SamplingParams()
@@ -143,8 +152,14 @@ class LLMEngine:
                 raise ValueError(f"request id {seq_id!r} clashes with a running request")
             # Candidates get distinct seeds (vLLM: seed + index), else a seeded request would return n
             # identical samples.
-            p = params if params.seed is None or i == 0 else dataclasses.replace(params, seed=params.seed + i)
-            seq = Sequence(seq_id, ids, p, session_id=session_id, cache_salt=cache_salt, arrival_time=arrival)
+            # Wrapped within the signed 64-bit range SamplingParams accepts: the same generator stream as seed + i
+            # (the sampler seeds torch with the value modulo 2**64).
+            p = params if params.seed is None or i == 0 else dataclasses.replace(
+                params, seed=_wrap_seed(params.seed + i)
+            )
+            seq = Sequence(
+                seq_id, ids, p, session_id=session_id, cache_salt=cache_salt, arrival_time=arrival, priority=priority
+            )
             completions.append(_Completion(i, seq, IncrementalDetokenizer(self._decoder, ids, p)))
         # Candidate 0 prefills the prompt; the others are forked from it. Raises before anything is registered.
         self.scheduler.add(completions[0].seq, [c.seq for c in completions[1:]])
@@ -203,28 +218,49 @@ class LLMEngine:
             if request.metrics.first_scheduled_time is None:
                 request.metrics.first_scheduled_time = now
                 request.metrics.num_cached_tokens = item.seq.num_cached_tokens
-        sampled, logprobs = self._sample(sched)
+        sampled, logprobs, failed = self._sample(sched)
+        touched: dict[str, _Request] = {}
+        # A request whose row could not be sampled fails alone, before update() looks for its token: its blocks
+        # are freed now and the scheduler skips it; the rest of the batch goes on.
+        for seq_id, exc in failed.items():
+            entry = self._by_seq.get(seq_id)
+            if entry is not None and entry[0].error is None:
+                self._fail_request(entry[0], exc)
+                touched[entry[0].request_id] = entry[0]
         finished = self.scheduler.update(sched, sampled)
         now = time.monotonic()
-        touched: dict[str, _Request] = {}
         for seq_id in sampled:
-            request, completion = self._by_seq[seq_id]
-            self._on_token(request, completion, logprobs.get(seq_id), now)
+            entry = self._by_seq.get(seq_id)
+            if entry is None or entry[1].finish_reason is not None:  # its request failed above
+                continue
+            request, completion = entry
             touched[request.request_id] = request
+            try:  # detokenization and stop checks: this request's own work
+                self._on_token(request, completion, logprobs.get(seq_id), now)
+            except Exception as exc:
+                self._fail_request(request, exc)
         for seq in finished:
             if seq.prefill_only:  # its prompt is in the cache; there is no token to report
                 request, completion = self._by_seq[seq.request_id]
-                self._finish_completion(request, completion, "length")
                 touched[request.request_id] = request
+                try:
+                    self._finish_completion(request, completion, "length")
+                except Exception as exc:
+                    self._fail_request(request, exc)
         for request in touched.values():
-            output = self._make_output(request)
+            try:
+                output = self._make_output(request)
+            except Exception as exc:
+                self._fail_request(request, exc)
+                output = self._make_output(request)  # the error output touches no detokenizer
             if output is not None:
                 outputs.append(output)
         return outputs
 
-    def _sample(self, sched: SchedulerOutput) -> tuple[dict[str, int], dict[str, float]]:
-        """Each sampling sequence's token (and logprob, where needed). Logits row ``i`` belongs to the ``i``-th
-        sampling item; the forks of an item that finishes its prompt sample from that same row."""
+    def _sample(self, sched: SchedulerOutput) -> tuple[dict[str, int], dict[str, float], dict[str, Exception]]:
+        """Each sampling sequence's token (and logprob, where needed), and the sequences that could not be
+        sampled (``Sampler``'s per-row errors). Logits row ``i`` belongs to the ``i``-th sampling item; the forks
+        of an item that finishes its prompt sample from that same row. A failure of the forward itself raises."""
         rows: list[int] = []
         seqs: list[Sequence] = []
         for row, item in enumerate(item for item in sched.scheduled if item.samples):
@@ -233,7 +269,7 @@ class LLMEngine:
                 seqs.append(seq)
         logits = self.runner.execute(sched)
         if not seqs:
-            return {}, {}
+            return {}, {}, {}
         if len(rows) != logits.shape[0]:
             logits = logits[rows]
         ids = [s.request_id for s in seqs]
@@ -244,8 +280,9 @@ class LLMEngine:
             [s.prompt_token_ids for s in seqs],
             [s.output_token_ids for s in seqs],
         )
-        logprobs = {rid: lp for rid, lp in zip(ids, out.logprobs) if lp is not None}
-        return dict(zip(ids, out.token_ids)), logprobs
+        failed = {ids[row]: exc for row, exc in out.errors.items()}
+        logprobs = {rid: lp for rid, lp in zip(ids, out.logprobs) if lp is not None and rid not in failed}
+        return {rid: t for rid, t in zip(ids, out.token_ids) if rid not in failed}, logprobs, failed
 
     def _on_token(self, request: _Request, c: _Completion, logprob: float | None, now: float) -> None:
         seq = c.seq
@@ -279,13 +316,23 @@ class LLMEngine:
             c.stop_reason = stop_reason
             self._finish_completion(request, c, reason)
 
+    def _fail_request(self, request: _Request, exc: Exception) -> None:
+        """An exception raised by this request's own work in a step (its sampler setup or row, its detokenizer
+        or stop checks, its output): it ends, every candidate with finish_reason "error", its blocks freed now,
+        and the message goes out with its last output. The other requests of the step are not touched."""
+        logger.error("request %s failed in an engine step", request.request_id, exc_info=exc)
+        request.error = f"{type(exc).__name__}: {exc}"
+        for c in reversed(request.completions):  # forks first, as in _finish_request
+            if c.finish_reason is None:
+                self._finish_completion(request, c, "error")
+
     def _finish_completion(self, request: _Request, c: _Completion, reason: FinishReason) -> None:
         c.finish_reason = reason
         if not c.seq.status.is_finished:
             self.scheduler.finish(c.seq.request_id, SequenceStatus.finished_by(reason))  # frees its blocks now
         # Also for a candidate never forked, or one the scheduler already finished for its length.
         c.seq.status = SequenceStatus.finished_by(reason)
-        if c.detok.stop_reason is None:
+        if c.detok.stop_reason is None and reason != "error":  # a failed request's detokenizer may be the fault
             c.detok.flush()
         self.sampler.free(c.seq.request_id)
         if request.finished:
@@ -300,6 +347,8 @@ class LLMEngine:
 
     def _make_output(self, request: _Request) -> RequestOutput | None:
         """What is new in ``request`` since its last output; None while a best_of > n request is running."""
+        if request.error is not None:
+            return self._error_output(request)
         candidates = list(enumerate(request.completions))
         if request.ranks_candidates:
             if not request.finished:
@@ -337,6 +386,29 @@ class LLMEngine:
             metrics=request.metrics,
             num_cached_tokens=request.metrics.num_cached_tokens,
             usage=request.usage() if request.finished else None,
+        )
+
+    def _error_output(self, request: _Request) -> RequestOutput:
+        """The last output of a failed request: each unreported completion ends with "error", without the text
+        its detokenizer held back (it may be what failed). With best_of > n nothing was ranked: indices 0..n-1."""
+        shown = request.completions[: request.params.n] if request.ranks_candidates else request.completions
+        completions = []
+        for index, c in enumerate(shown):
+            if c.reported:
+                continue
+            tokens = c.new_token_ids if not request.ranks_candidates else []
+            completions.append(CompletionOutput(index, "", tokens, "error"))
+            c.new_token_ids, c.new_logprobs, c.reported = [], [], True
+        return RequestOutput(
+            request_id=request.request_id,
+            prompt=request.prompt,
+            prompt_token_ids=request.prompt_token_ids,
+            outputs=completions,
+            finished=True,
+            metrics=request.metrics,
+            num_cached_tokens=request.metrics.num_cached_tokens,
+            usage=request.usage(),
+            error=request.error,
         )
 
     # -- reconfiguration ----------------------------------------------------------------------------------
@@ -391,3 +463,8 @@ class LLMEngine:
             num_requests_aborted=self.num_requests_aborted,
         )
         return out
+
+
+def _wrap_seed(seed: int) -> int:
+    """``seed`` brought into [SEED_MIN, SEED_MAX] modulo 2**64 (two's complement), as int64 arithmetic wraps."""
+    return (seed - SEED_MIN) % 2**64 + SEED_MIN

@@ -88,6 +88,8 @@ class RequestOutput:
     metrics: RequestMetrics
     num_cached_tokens: int = 0
     usage: Usage | None = None  # set once the request is finished
+    # Why the request ended with finish_reason "error" (an exception of its own in the engine step); None otherwise.
+    error: str | None = None
 
 
 @dataclass
@@ -120,6 +122,7 @@ class StreamDelta:
     stop_reason: str | int | None = None
     usage: Usage | None = None
     metrics: RequestMetrics | None = None
+    error: str | None = None  # on the last delta of a request that ended with finish_reason "error"
 
     @property
     def finished(self) -> bool:

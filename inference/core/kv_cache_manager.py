@@ -193,6 +193,14 @@ class KVCacheManager:
         self._copies.clear()
         return copies
 
+    def trim(self, seq: Sequence) -> None:
+        """Give back the blocks allocated past ``seq``'s computed tokens (it was given slots for a step, then left
+        out of it), so that it holds exactly the policy's blocks for what it has computed."""
+        keep = self.blocks_needed(seq.num_computed_tokens)
+        if len(seq.block_table) > keep:
+            self.pool.free_blocks(self.pool.blocks[i] for i in reversed(seq.block_table[keep:]))
+            del seq.block_table[keep:]
+
     def free(self, seq: Sequence) -> None:
         """Release all of ``seq``'s blocks, tail first (see ``BlockPool.free_blocks``)."""
         self.pool.free_blocks(self.pool.blocks[i] for i in reversed(seq.block_table))

@@ -8,7 +8,12 @@ finishes (the OpenAI API refuses to stream it, as OpenAI and vLLM do).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+# Seeds are signed 64-bit integers, as in vLLM's OpenAI server (and C's int64_t): anything else is refused here,
+# so no caller can hand the sampler a seed torch's ``Generator.manual_seed`` would reject mid-step.
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass
@@ -34,10 +39,25 @@ class SamplingParams:
     logprobs: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("n", "best_of", "top_k", "min_tokens", "max_tokens", "seed", "logprobs"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        for name in ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"):
+            value = getattr(self, name)
+            # NaN passes every range check below and would turn a row's probabilities into NaN.
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
+        if self.seed is not None and not SEED_MIN <= self.seed <= SEED_MAX:
+            raise ValueError(f"seed must be a signed 64-bit integer, in [{SEED_MIN}, {SEED_MAX}], got {self.seed}")
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = list(self.stop or [])
         self.stop_token_ids = list(self.stop_token_ids or [])
+        if not all(isinstance(s, str) for s in self.stop):
+            raise ValueError("stop must be a string or a list of strings")
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t in self.stop_token_ids):
+            raise ValueError("stop_token_ids must be a list of integers")
         if self.top_k is None or self.top_k < 0:
             self.top_k = 0
         if self.n < 1:

@@ -19,6 +19,13 @@ When the KV cache is out of blocks, the newest running sequence is preempted by 
 freed (the full ones stay cached, so it usually gets them back), its progress is reset and it goes to the
 head of the waiting queue with its generated tokens kept as part of what it will prefill again.
 
+Priorities (vLLM's ``priority``; ``Sequence.priority``, lower first): the waiting queue is kept in priority
+order (first come first served within a priority; a preempted sequence goes to the head of its own priority),
+running sequences are scheduled and topped up in priority order, the victim of a preemption is the newest of
+the lowest priority, a waiting sequence that finds no seat or no memory preempts running ones of a lower
+priority (newest first) to get in, and a step that prefills a sequence runs none of a lower priority (they sit
+that step out). With one priority for everyone all of this is the plain order above.
+
 Parallel sampling (``add(seq, forks=...)``): only ``seq`` is queued and prefilled; the step that finishes its
 prompt samples a first token for it and for each fork from the same logits (``ScheduledSeq.forks``), and
 ``update`` forks them: each fork holds the prompt's blocks by reference (``KVCacheManager.fork``) and runs on
@@ -132,7 +139,7 @@ class Scheduler:
         for s in group:
             s.status = SequenceStatus.WAITING
             self.requests[s.request_id] = s
-        self.waiting.append(seq)
+        self._enqueue(seq)
         if forks:
             self._forks[seq.request_id] = list(forks)
 
@@ -143,7 +150,7 @@ class Scheduler:
         seq = self.requests.pop(request_id, None)
         if seq is None:
             return False
-        queue_index = 0  # where an heir takes its place in the waiting queue
+        queue_index: int | None = None  # where an heir takes its place in the waiting queue
         if seq.status == SequenceStatus.RUNNING:
             self.running.remove(seq)
             self.kv.free(seq)
@@ -158,7 +165,8 @@ class Scheduler:
             # Its candidates lose the prefill they were waiting for: the first one takes its place and the
             # others are forked from that one instead.
             heir, *rest = forks
-            self.waiting.insert(queue_index, heir)
+            # A running parent's heir heads its priority, as a preempted sequence would.
+            self.waiting.insert(self._head_of(heir.priority) if queue_index is None else queue_index, heir)
             if rest:
                 self._forks[heir.request_id] = rest
         return True
@@ -199,7 +207,8 @@ class Scheduler:
         step = _StepBudget(self.max_num_batched_tokens)
         decodes = [s for s in self.running if s.num_uncomputed_tokens == 1]
         prefills = [s for s in self.running if s.num_uncomputed_tokens > 1]
-        for seq in decodes + prefills:
+        # Stable: within a priority, decodes then prefills, in admission order, as without priorities.
+        for seq in sorted(decodes + prefills, key=_priority):
             if step.tokens == 0:
                 break
             if seq.status != SequenceStatus.RUNNING:  # preempted earlier in this step
@@ -208,9 +217,10 @@ class Scheduler:
             if self._allocate_or_preempt(seq, num_new, step):
                 step.scheduled[seq.request_id] = ScheduledSeq(seq, num_new)
                 step.tokens -= num_new
-        # Admitting right after a preemption would only take the blocks just freed for the running ones.
-        if not step.preempted:
-            self._admit_waiting(step)
+        # Admitting right after a preemption would only take the blocks just freed for the running ones; only a
+        # request of a higher priority than every sequence preempted may still come in (_admit_waiting).
+        self._admit_waiting(step)
+        self._yield_to_urgent_prefills(step)
         self._top_up_prefills(step)
         for item in step.scheduled.values():
             if item.samples and item.seq.request_id in self._forks:
@@ -279,10 +289,17 @@ class Scheduler:
             return
         in_flight = self._blocks_in_flight()
         seats = self._num_seats()
+        urgent = _urgent_priority(step)
         i = 0
         while i < len(self.waiting) and step.tokens > 0:
             seq = self.waiting[i]
+            if step.preempted and seq.priority >= min(p.priority for p in step.preempted):
+                break  # the queue is in priority order: nobody behind it may come in either
+            if urgent is not None and seq.priority > urgent:
+                break  # a step that prefills a request runs none of a lower priority (_yield_to_urgent_prefills)
             num_forks = len(self._forks.get(seq.request_id, ()))
+            while seats + 1 + num_forks > self.max_num_seqs and self._preempt_lower(seq, step):
+                seats = self._num_seats()
             if seats + 1 + num_forks > self.max_num_seqs:
                 break  # FCFS, as for memory: a request with many candidates is not overtaken
             hits = self.kv.get_computed_blocks(seq)
@@ -291,38 +308,74 @@ class Scheduler:
                 continue
             num_hit_tokens = len(hits) * self.kv.block_size
             num_new = min(seq.num_tokens - num_hit_tokens, step.tokens, self.long_prefill_token_threshold)
-            if not self.kv.allocate_slots(seq, num_new, hits, num_free_to_keep=self._headroom(num_forks)):
-                break  # FCFS: later requests do not overtake one that is waiting for memory
+            while not self.kv.allocate_slots(seq, num_new, hits, num_free_to_keep=self._headroom(num_forks)):
+                if not self._preempt_lower(seq, step):
+                    return  # FCFS: later requests do not overtake one that is waiting for memory
+                # A victim scheduled earlier in this step gave its tokens back.
+                num_new = min(seq.num_tokens - num_hit_tokens, step.tokens, self.long_prefill_token_threshold)
             del self.waiting[i]
-            seats += 1 + num_forks
+            seats = self._num_seats() + 1 + num_forks  # victims, if any, freed seats too
             seq.status = SequenceStatus.RUNNING
             seq.num_computed_tokens = num_hit_tokens
             seq.num_cached_tokens = num_hit_tokens
             self.running.append(seq)
-            in_flight.update(self._uncomputed_block_hashes(seq))
+            self._mark_in_flight(in_flight, seq)
             step.scheduled[seq.request_id] = ScheduledSeq(seq, num_new)
             step.tokens -= num_new
+            if seq.num_uncomputed_tokens > 1:
+                urgent = seq.priority if urgent is None else min(urgent, seq.priority)
 
-    def _blocks_in_flight(self) -> set[BlockHash]:
-        """Hashes of full blocks that running sequences have yet to compute."""
-        return {h for seq in self.running if seq.num_uncomputed_tokens > 1 for h in self._uncomputed_block_hashes(seq)}
+    def _blocks_in_flight(self) -> dict[BlockHash, int]:
+        """Hashes of full blocks that running sequences have yet to compute, with the highest priority (lowest
+        value) of those computing each."""
+        in_flight: dict[BlockHash, int] = {}
+        for seq in self.running:
+            if seq.num_uncomputed_tokens > 1:
+                self._mark_in_flight(in_flight, seq)
+        return in_flight
+
+    def _mark_in_flight(self, in_flight: dict[BlockHash, int], seq: Sequence) -> None:
+        for h in self._uncomputed_block_hashes(seq):
+            in_flight[h] = min(in_flight.get(h, seq.priority), seq.priority)
 
     def _uncomputed_block_hashes(self, seq: Sequence) -> list[BlockHash]:
         return seq.block_hashes[seq.num_computed_tokens // self.kv.block_size :]
 
-    def _waits_for_in_flight_prefix(self, seq: Sequence, num_hits: int, in_flight: set[BlockHash]) -> bool:
-        """Whether the next block this request would compute is being computed by a running one.
+    def _waits_for_in_flight_prefix(self, seq: Sequence, num_hits: int, in_flight: dict[BlockHash, int]) -> bool:
+        """Whether the next block this request would compute is being computed by a running one (of its
+        priority or a higher one: a lower one may sit steps out for it, see ``_yield_to_urgent_prefills``).
 
         Then it waits (later requests may go first) and takes that block as a cache hit a step or two
         later, instead of computing it again: a burst of sessions sharing a system prompt computes it once.
         """
         if num_hits >= (seq.num_tokens - 1) // self.kv.block_size:
             return False  # nothing more it could hit
-        return num_hits < len(seq.block_hashes) and seq.block_hashes[num_hits] in in_flight
+        if num_hits >= len(seq.block_hashes):
+            return False
+        computing = in_flight.get(seq.block_hashes[num_hits])
+        return computing is not None and computing <= seq.priority
+
+    def _yield_to_urgent_prefills(self, step: _StepBudget) -> None:
+        """A step that prefills a request runs nothing of a lower priority (a larger value): a shopper's prompt
+        then costs what it costs alone, not that plus a batch of the API's decodes (64 candidates of a long prompt
+        doubled a shopper's first token). They sit out that step (usually one), and the tokens they give back go
+        to the prefill's top-up. With one priority for everyone this does nothing.
+
+        Only sequences that were running sit out (admission stops at a lower priority than a prefill's): the
+        slots just allocated for them are given back, so each holds the blocks of what it has computed."""
+        urgent = _urgent_priority(step)
+        if urgent is None:
+            return
+        for request_id, item in list(step.scheduled.items()):
+            if item.seq.priority > urgent:
+                del step.scheduled[request_id]
+                step.tokens += item.num_new_tokens
+                self.kv.trim(item.seq)
 
     def _top_up_prefills(self, step: _StepBudget) -> None:
-        """Give the budget left after every prefill got its first chunk to the oldest capped prefills."""
-        for item in step.scheduled.values():
+        """Give the budget left after every prefill got its first chunk to the oldest capped prefills (of the
+        highest priority first)."""
+        for item in sorted(step.scheduled.values(), key=lambda item: item.seq.priority):
             if step.tokens == 0:
                 return
             extra = min(item.seq.num_uncomputed_tokens - item.num_new_tokens, step.tokens)
@@ -343,23 +396,54 @@ class Scheduler:
 
     def _allocate_or_preempt(self, seq: Sequence, num_new: int, step: _StepBudget) -> bool:
         while not self.kv.allocate_slots(seq, num_new):
-            victim = self.running.pop()
-            self._preempt(victim)
-            step.preempted.append(victim)
+            victim = self._pop_victim()
+            self._preempt_in_step(victim, step)
             if victim is seq:
                 return False
-            unscheduled = step.scheduled.pop(victim.request_id, None)
-            if unscheduled is not None:
-                step.tokens += unscheduled.num_new_tokens
         return True
+
+    def _pop_victim(self) -> Sequence:
+        """Take out of ``running`` the sequence to preempt: the newest of the lowest priority (the largest
+        value); with one priority for all, simply the newest."""
+        worst = max(s.priority for s in self.running)
+        index = max(i for i, s in enumerate(self.running) if s.priority == worst)
+        return self.running.pop(index)
+
+    def _preempt_lower(self, seq: Sequence, step: _StepBudget) -> bool:
+        """Preempt one running sequence of a lower priority than ``seq`` (a larger value), so that it may come
+        in; False when there is none."""
+        if not self.running or max(s.priority for s in self.running) <= seq.priority:
+            return False
+        self._preempt_in_step(self._pop_victim(), step)
+        return True
+
+    def _preempt_in_step(self, victim: Sequence, step: _StepBudget) -> None:
+        """Preempt ``victim`` (already out of ``running``); if it was scheduled this step, it gives its tokens back."""
+        self._preempt(victim)
+        step.preempted.append(victim)
+        unscheduled = step.scheduled.pop(victim.request_id, None)
+        if unscheduled is not None:
+            step.tokens += unscheduled.num_new_tokens
 
     def _preempt(self, seq: Sequence) -> None:
         self.kv.free(seq)
         seq.num_computed_tokens = 0
         seq.status = SequenceStatus.WAITING
         seq.num_preemptions += 1
-        self.waiting.appendleft(seq)
+        self.waiting.insert(self._head_of(seq.priority), seq)
         self.num_preemptions += 1
+
+    def _head_of(self, priority: int) -> int:
+        """Where the head of ``priority`` is in the waiting queue (0 when everyone has one priority)."""
+        return next((i for i, s in enumerate(self.waiting) if s.priority >= priority), len(self.waiting))
+
+    def _enqueue(self, seq: Sequence) -> None:
+        """A new request goes behind every waiting one of its priority or a higher one (lower value)."""
+        if not self.waiting or self.waiting[-1].priority <= seq.priority:
+            self.waiting.append(seq)
+            return
+        index = next(i for i, s in enumerate(self.waiting) if s.priority > seq.priority)
+        self.waiting.insert(index, seq)
 
     def _reached_length_limit(self, seq: Sequence) -> bool:
         max_tokens = seq.sampling_params.max_tokens
@@ -377,3 +461,13 @@ class Scheduler:
             f"prompt has {num_tokens} tokens but at most {self.max_seq_len} fit ({where}); "
             f"shorten it to {self.max_seq_len} tokens or fewer"
         )
+
+
+def _priority(seq: Sequence) -> int:
+    return seq.priority
+
+
+def _urgent_priority(step: _StepBudget) -> int | None:
+    """The highest priority (lowest value) among the step's prefill chunks, None without one."""
+    return min((item.seq.priority for item in step.scheduled.values() if item.seq.num_uncomputed_tokens > 1),
+               default=None)

@@ -65,6 +65,8 @@ class Sequence:
     # Part of every block hash: requests with different salts (different stores) never share blocks.
     cache_salt: str | None = None
     arrival_time: float = field(default_factory=time.monotonic)
+    # vLLM's request priority: lower values are scheduled first (the web app: the chat 0, the /v1 API 1).
+    priority: int = 0
 
     token_ids: list[int] = field(init=False)
     num_prompt_tokens: int = field(init=False)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -255,9 +255,11 @@ def sample(
 
 @dataclass
 class SamplerOutput:
-    token_ids: list[int]
+    token_ids: list[int]  # -1 in a row of ``errors``
     # The sampled token's logprob in each row that asked for it (SamplingParams.needs_logprobs), else None.
     logprobs: list[float | None]
+    # Rows that could not be sampled, with why: their requests fail alone, the other rows are sampled as usual.
+    errors: dict[int, Exception] = field(default_factory=dict)
 
 
 class Sampler:
@@ -281,7 +283,9 @@ class Sampler:
         gen = self._generators.get(request_id)
         if gen is None:
             gen = torch.Generator(device=device)
-            gen.manual_seed(seed)
+            # manual_seed takes [-2**63, 2**64 - 1] (a negative seed as its 64-bit pattern); the modulo is that
+            # same mapping, extended to any int, so a candidate's seed + i past 2**63 - 1 cannot fail the step.
+            gen.manual_seed(seed % 2**64)
             self._generators[request_id] = gen
         return gen
 
@@ -303,12 +307,58 @@ class Sampler:
         prompt_token_ids: Sequence[Sequence[int]],
         output_token_ids: Sequence[Sequence[int]],
     ) -> SamplerOutput:
-        """Row ``i`` of ``logits`` belongs to request ``request_ids[i]``; one token per row."""
+        """Row ``i`` of ``logits`` belongs to request ``request_ids[i]``; one token per row.
+
+        A row whose own setup or sampling raises is reported in ``errors`` instead of failing the call: one
+        request's bad settings must not cost the other requests of the batch their tokens."""
         device = logits.device
-        requests = [
-            SamplingRequest(p, prompt, out, self._generator(rid, p.seed, device))
-            for rid, p, prompt, out in zip(request_ids, params, prompt_token_ids, output_token_ids)
-        ]
+        errors: dict[int, Exception] = {}
+        rows: list[int] = []
+        requests: list[SamplingRequest] = []
+        for row, (rid, p, prompt, out) in enumerate(zip(request_ids, params, prompt_token_ids, output_token_ids)):
+            try:  # the per-request part: its generator (seed)
+                requests.append(SamplingRequest(p, prompt, out, self._generator(rid, p.seed, device)))
+            except Exception as exc:
+                errors[row] = exc
+                continue
+            rows.append(row)
+        token_ids: list[int] = [-1] * len(request_ids)
+        values: list[float | None] = [None] * len(request_ids)
+        if not rows:
+            return SamplerOutput(token_ids, values, errors)
+        if len(rows) < logits.shape[0]:
+            logits = logits[rows]
+        # Draws are rolled back if the batch fails, so a seeded neighbour's retried row draws what it would have.
+        states = self._generator_states(requests, device)
+        try:
+            # Only the min_tokens mask writes into ``logits`` in place; writing it again on a retry is harmless.
+            results = [self._sample_batch(logits, requests, device)]
+            groups = [rows]
+        except Exception as exc:
+            if len(rows) == 1:
+                errors[rows[0]] = exc
+                return SamplerOutput(token_ids, values, errors)
+            for gen, state in states:
+                gen.set_state(state)
+            # Row by row: only the rows that fail alone are reported (each row's tokens are its own already:
+            # the processors work per row and seeded rows have their own generators).
+            results, groups = [], []
+            for i, (row, request) in enumerate(zip(rows, requests)):
+                try:
+                    results.append(self._sample_batch(logits[i : i + 1], [request], device))
+                except Exception as exc:
+                    errors[row] = exc
+                    continue
+                groups.append([row])
+        for group, (tokens, logprobs) in zip(groups, results):
+            for row, token, value in zip(group, tokens, logprobs):
+                token_ids[row] = token
+                values[row] = value
+        return SamplerOutput(token_ids, values, errors)
+
+    def _sample_batch(
+        self, logits: torch.Tensor, requests: list[SamplingRequest], device: torch.device
+    ) -> tuple[list[int], list[float | None]]:
         md = build_metadata(requests, logits.shape[-1], device, self.eos_token_ids)
         default = None if md.all_greedy else self._default_generator(device)
         tokens, logprobs = sample_with_logprobs(logits, md, default)
@@ -317,4 +367,18 @@ class Sampler:
         if wanted:
             for row, value in zip(wanted, logprobs[wanted].tolist()):
                 values[row] = value
-        return SamplerOutput(tokens.tolist(), values)
+        return tokens.tolist(), values
+
+    def _generator_states(
+        self, requests: list[SamplingRequest], device: torch.device
+    ) -> list[tuple[torch.Generator, torch.Tensor]]:
+        """The state of every generator a sampled (not greedy) row would draw from."""
+        sampled = [r for r in requests if not r.params.greedy]
+        if not sampled:
+            return []
+        gens = {id(r.generator): r.generator for r in sampled if r.generator is not None}
+        if any(r.generator is None for r in sampled):
+            default = self._default_generator(device)
+            gens[id(default)] = default
+        return [(g, g.get_state()) for g in gens.values()]
+

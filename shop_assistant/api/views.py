@@ -62,6 +62,8 @@ async def _generate(request: HttpRequest, kind: str, endpoint: str) -> HttpRespo
         return response
     try:
         body = await service.complete(engine, parsed, salt)
+    except ApiError as error:
+        return _error(error, endpoint)
     except Exception:
         # An OpenAI-style body and a 500 in /metrics rather than Django's traceback page counted as a 200.
         logger.exception("%s request %s failed", endpoint, parsed.id)

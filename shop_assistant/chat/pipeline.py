@@ -27,7 +27,7 @@ from shop_assistant.studio.models import PromptVersion
 from shop_assistant.studio.services import published_prompt
 
 from . import continuation
-from shop_assistant.runtime import metrics
+from shop_assistant.runtime import engine_service, metrics
 from .checker import Evidence
 from .composition import HANDOFF, Composition, compose
 from .decoding import (
@@ -239,6 +239,7 @@ async def generate(
         prepared.decoding.sampling_params(prepared.max_tokens, n=candidates),
         session_id=session_id,
         cache_salt=cache_salt,
+        priority=engine_service.CHAT_PRIORITY,  # before the /v1 API's requests
     )
     continuation = _checked if prepared.model_text == MODEL_TEXT_CHECKED else _unchecked
     # aclosing: a cancel or an error closes the stream now, which aborts the request and frees its blocks.

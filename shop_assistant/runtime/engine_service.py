@@ -28,6 +28,11 @@ _load_error: BaseException | None = None
 _loader: threading.Thread | None = None
 # The bundled model (the engine's default when ENGINE_MODEL is unset).
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+# Engine priorities (vLLM's: lower runs first, and may preempt higher). A shopper's answer goes before /v1
+# requests: it takes a seat or KV memory from a running API sequence and prefills without the API's decodes in its
+# step, so one heavy API key cannot hold a shopper's first token back (issue 39).
+CHAT_PRIORITY = 0
+API_PRIORITY = 1
 
 
 class EngineUnavailableError(RuntimeError):

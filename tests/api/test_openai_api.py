@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 
 from shop_assistant.api.models import ApiKey, hash_key
-from tests.chat.conftest import daphne_server, demo_store  # noqa: F401 - fixtures
+from tests.chat.conftest import chat_engine, daphne_server, demo_store  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
 
@@ -248,3 +248,175 @@ def _models(server, api_key: str) -> bytes:
     request = urllib.request.Request(f"{server.http}/v1/models", headers={"Authorization": f"Bearer {api_key}"})
     with urllib.request.urlopen(request, timeout=120) as response:
         return response.read()
+
+
+# --- issue 39: every field checked to OpenAI's ranges; one request's failure is its own -----------------------------
+
+SEED_2_80 = 1208925819614629174706176  # the issue's seed: 2**80, past torch's manual_seed
+
+
+def _post_path(server, api_key: str, path: str, body: dict, timeout: float = 30) -> tuple[int, bytes]:
+    import http.client
+    import json
+
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+    try:
+        connection.request("POST", path, body=json.dumps(body),
+                           headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_the_issues_seed_is_a_400_and_a_concurrent_stream_finishes_normally(metered_server, api_key):
+    """The attack: a seed of 2**80 overflowed torch's manual_seed inside the engine step, which failed the whole
+    batch: a concurrent streaming response was never closed (the client timed out at 120 s). Now the seed is a
+    400 before the engine sees it, and the stream in flight ends with its finish_reason and [DONE]."""
+    import json
+    import threading
+
+    model = json.loads(_models(metered_server, api_key))["data"][0]["id"]
+    streamed: dict[str, object] = {}
+
+    def stream() -> None:
+        streamed["result"] = _post_path(metered_server, api_key, "/v1/chat/completions", {
+            "model": model, "messages": [{"role": "user", "content": "Describe a wool sweater."}], "stream": True,
+            "max_tokens": 48, "temperature": 0, "stream_options": {"include_usage": True}}, timeout=120)
+
+    thread = threading.Thread(target=stream)
+    thread.start()
+    try:
+        import time
+
+        time.sleep(1.0)  # the stream is decoding
+        for path, key in (("/v1/chat/completions", "messages"), ("/v1/completions", "prompt")):
+            content = [{"role": "user", "content": "Hi"}] if key == "messages" else "Hi"
+            status, body = _post_path(metered_server, api_key, path,
+                                      {"model": model, key: content, "max_tokens": 4, "seed": SEED_2_80})
+            assert status == 400, body
+            error = json.loads(body)["error"]
+            assert error["type"] == "invalid_request_error" and "seed" in error["message"]
+    finally:
+        thread.join(150)
+    status, body = streamed["result"]
+    events = [line[len("data: "):] for line in body.decode().splitlines() if line.startswith("data: ")]
+    assert status == 200 and events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert not any("error" in c for c in chunks)
+    finishes = [ch["finish_reason"] for c in chunks for ch in c["choices"] if ch.get("finish_reason")]
+    assert finishes in (["length"], ["stop"]) and chunks[-1]["usage"]["completion_tokens"] >= 1
+
+
+_BAD_FIELDS = [
+    ("chat", {"seed": SEED_2_80}, "seed"),
+    ("chat", {"seed": -(2**63) - 1}, "seed"),
+    ("text", {"seed": "7"}, "seed"),
+    ("chat", {"seed": True}, "seed"),
+    ("chat", {"seed": 1.5}, "seed"),
+    ("chat", {"stream": True, "stream_options": ["include_usage"]}, "stream_options"),
+    ("text", {"stream": True, "stream_options": "include_usage"}, "stream_options"),
+    ("chat", {"stream": True, "stream_options": {"include_usage": "yes"}}, "include_usage"),
+    ("chat", {"stream": True, "stream_options": {"bogus": True}}, "stream_options"),
+    ("chat", {"stream_options": {"include_usage": True}}, "stream_options"),
+    ("chat", {"stream": "true"}, "stream"),
+    ("chat", {"n": 0}, "n"),
+    ("chat", {"n": "2"}, "n"),
+    ("chat", {"n": 10**6}, "n"),
+    ("text", {"n": 2, "best_of": 1}, "best_of"),
+    ("chat", {"best_of": 2}, "best_of"),
+    ("chat", {"max_tokens": 0}, "max_tokens"),
+    ("text", {"max_tokens": "5"}, "max_tokens"),
+    ("chat", {"temperature": 2.5}, "temperature"),
+    ("chat", {"temperature": "hot"}, "temperature"),
+    ("chat", {"top_p": 1.5}, "top_p"),
+    ("chat", {"presence_penalty": -3}, "presence_penalty"),
+    ("chat", {"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ("chat", {"stop": [1]}, "stop"),
+    ("text", {"stop": ""}, "stop"),
+    ("chat", {"logprobs": "yes"}, "logprobs"),
+    ("chat", {"logprobs": True}, "logprobs"),
+    ("chat", {"top_logprobs": 21}, "top_logprobs"),
+    ("text", {"logprobs": 6}, "logprobs"),
+    ("text", {"logprobs": 1}, "logprobs"),
+]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("kind, fields, name", _BAD_FIELDS,
+                         ids=[f"{k}-{n}-{i}" for i, (k, _, n) in enumerate(_BAD_FIELDS)])
+async def test_each_out_of_range_field_is_a_400_naming_it(chat_engine, kind, fields, name):  # noqa: F811
+    """Out of OpenAI's types or ranges: a JSON 400 with an OpenAI-style error naming the field, never a 500
+    (``stream_options`` as a list or a string was an HTML 500)."""
+    from asgiref.sync import sync_to_async
+    from django.test import AsyncClient
+
+    from catalog.models import Store
+    from shop_assistant.runtime.engine_service import model_name
+
+    store = await sync_to_async(Store.objects.create)(slug="v", name="V")
+    _, key = await sync_to_async(ApiKey.create_key)(store, "validation")
+    body = {"model": model_name(), "max_tokens": 2, **fields}
+    if kind == "chat":
+        body.setdefault("messages", [{"role": "user", "content": "Hi"}])
+    else:
+        body.setdefault("prompt", "Hi")
+    path = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
+    response = await AsyncClient().post(path, body, content_type="application/json",
+                                        headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 400, response.content
+    assert response["Content-Type"].startswith("application/json")
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and name in error["message"], error
+    assert error["param"] == name, error  # the field at fault, as OpenAI names it
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_request_failing_in_the_engine_ends_its_own_response_with_an_error(
+    chat_engine, monkeypatch  # noqa: F811
+):
+    """One request's fault inside the engine step (injected in the sampler's per-request setup, where torch's
+    manual_seed raised) fails that request only: streamed, an OpenAI-style error event then [DONE] (the response
+    is closed, not left open); not streamed, a JSON 500; a concurrent stream ends normally."""
+    import asyncio
+    import json
+
+    from asgiref.sync import sync_to_async
+    from django.test import AsyncClient
+
+    from catalog.models import Store
+    from shop_assistant.runtime.engine_service import model_name
+
+    sampler = chat_engine.engine.sampler
+    setup = sampler._generator
+
+    def generator(request_id, seed, device):
+        if seed == 424242:
+            raise ValueError("Overflow when unpacking long long")
+        return setup(request_id, seed, device)
+
+    monkeypatch.setattr(sampler, "_generator", generator)
+    store = await sync_to_async(Store.objects.create)(slug="f", name="F")
+    _, key = await sync_to_async(ApiKey.create_key)(store, "faults")
+    client = AsyncClient()
+
+    async def post(body: dict) -> tuple[int, str]:
+        body = {"model": model_name(), "messages": [{"role": "user", "content": "Name a colour."}], **body}
+        response = await client.post("/v1/chat/completions", body, content_type="application/json",
+                                     headers={"Authorization": f"Bearer {key}"})
+        if response.streaming:
+            return response.status_code, b"".join([part async for part in response.streaming_content]).decode()
+        return response.status_code, response.content.decode()
+
+    (ok_status, ok), (bad_status, bad) = await asyncio.wait_for(asyncio.gather(
+        post({"stream": True, "max_tokens": 12, "temperature": 0}),
+        post({"stream": True, "max_tokens": 12, "seed": 424242}),
+    ), 120)
+    assert ok_status == bad_status == 200
+    assert ok.rstrip().endswith("data: [DONE]") and '"error"' not in ok
+    events = [line[len("data: "):] for line in bad.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    error = json.loads(events[-2])["error"]
+    assert error["type"] == "server_error" and error["code"] == "internal_error"
+    status, body = await post({"max_tokens": 4, "seed": 424242})
+    assert status == 500 and json.loads(body)["error"]["type"] == "server_error"

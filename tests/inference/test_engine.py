@@ -509,3 +509,97 @@ def test_the_answer_does_not_depend_on_the_prefix_cache_chunking_or_batch(invari
     both = _answer(llm, [first, second])
     assert [tuple(b[1:]) for b in both] == [tuple(cold), tuple(second_cold)], "answers changed in a batch"
     llm.reset()
+
+
+# --- one request's fault fails that request only (issue 39, item 3) -----------------------------------------------
+
+_NEIGHBOURS = {
+    "good-a": ("Our waterproof hiking boots are", SamplingParams(max_tokens=8, ignore_eos=True, **GREEDY)),
+    "good-n": ("A gift for a cyclist could be", SamplingParams(n=2, max_tokens=8, ignore_eos=True, **GREEDY)),
+}
+
+
+def _finals(engine: LLMEngine, on_step=None) -> tuple[dict[str, dict[int, list[int]]], dict[str, object]]:
+    """Step until idle: each request's tokens per completion index, and its last output."""
+    tokens: dict[str, dict[int, list[int]]] = {}
+    last: dict[str, object] = {}
+    step = 0
+    while engine.has_unfinished():
+        for out in engine.step():
+            for c in out.outputs:
+                tokens.setdefault(out.request_id, {}).setdefault(c.index, []).extend(c.token_ids)
+            last[out.request_id] = out
+        step += 1
+        if on_step is not None:
+            on_step(step)
+    return tokens, last
+
+
+@pytest.mark.parametrize("where", ["sampler", "detokenizer"])
+def test_a_fault_of_one_request_fails_it_alone_and_the_batch_goes_on(llm: LLM, monkeypatch, where: str) -> None:
+    """The issue's attack made the sampler's per-request setup (torch's manual_seed) raise inside a step, and the
+    whole batch failed. Here a fault is injected at the per-sequence boundary, on the faulty request's third step
+    (mid-decode, blocks held): the greedy neighbours, in the same batches, produce exactly their tokens without
+    it, and the faulty one ends with "error", its message and its blocks released at once."""
+    engine = llm.llm_engine
+    for rid, (prompt, params) in _NEIGHBOURS.items():
+        engine.add_request(rid, prompt, params)
+    alone, _ = _finals(engine)
+    _assert_blocks_released(engine)
+
+    for rid, (prompt, params) in _NEIGHBOURS.items():
+        engine.add_request(rid, prompt, params)
+    engine.add_request("faulty", "Tell me about the return policy of", SamplingParams(max_tokens=8, seed=5))
+    calls = {"n": 0}
+    if where == "sampler":
+        setup = engine.sampler._generator
+
+        def generator(request_id, seed, device):
+            if request_id == "faulty":
+                calls["n"] += 1
+                if calls["n"] == 3:
+                    raise ValueError("Overflow when unpacking long long")
+            return setup(request_id, seed, device)
+
+        monkeypatch.setattr(engine.sampler, "_generator", generator)
+    else:
+        detok = engine._by_seq["faulty"][1].detok
+        update = detok.update
+
+        def faulty_update(token_ids, stop_terminated=False):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise ValueError("Overflow when unpacking long long")
+            return update(token_ids, stop_terminated=stop_terminated)
+
+        monkeypatch.setattr(detok, "update", faulty_update)
+    gone: list[bool] = []
+    together, last = _finals(engine, lambda step: gone.append(engine.scheduler.get_request("faulty") is None))
+
+    assert calls["n"] == 3  # the fault fired, mid-decode
+    assert gone.index(True) == 2  # released in the very step that failed (the third)
+    failed = last["faulty"]
+    assert failed.finished and [c.finish_reason for c in failed.outputs] == ["error"]
+    assert failed.error is not None and "Overflow when unpacking long long" in failed.error
+    for rid in _NEIGHBOURS:
+        assert together[rid] == alone[rid], rid
+        assert all(c.finish_reason == "length" for c in last[rid].outputs)
+    _assert_blocks_released(engine)
+    assert not engine._by_seq and not engine.sampler._generators
+
+
+def test_a_seed_beyond_64_bits_is_refused_and_every_int64_seed_samples(llm: LLM) -> None:
+    """The issue's seed, 2**80: refused by SamplingParams (vLLM's range, a signed 64-bit integer) before any step.
+    The extremes of the range sample, and so do their candidates (seed + i wraps within 64 bits)."""
+    with pytest.raises(ValueError, match="signed 64-bit"):
+        SamplingParams(seed=1208925819614629174706176)
+    with pytest.raises(ValueError, match="signed 64-bit"):
+        SamplingParams(seed=2**63)
+    with pytest.raises(ValueError, match="integer"):
+        SamplingParams(seed=True)
+    params = [SamplingParams(n=n, seed=seed, max_tokens=3, ignore_eos=True)
+              for seed, n in ((2**63 - 1, 3), (-(2**63), 2), (-1, 1))]
+    outs = llm.generate(["Boots", "Socks", "Hats"], params)
+    assert [len(o.outputs) for o in outs] == [3, 2, 1]
+    assert all(len(c.token_ids) == 3 and c.finish_reason == "length" for o in outs for c in o.outputs)
+    _assert_blocks_released(llm.llm_engine)

@@ -489,3 +489,81 @@ def test_forks_must_be_fresh_sequences_of_the_same_prompt():
     with pytest.raises(ValueError):
         sched.add(parent, [Sequence("a", [1, 2, 3])])  # duplicate id
     assert not sched.has_unfinished_requests()
+
+
+# --- priorities (vLLM's: lower first); the chat runs at 0, the /v1 API at 1 (issue 39, item 11) ------------------
+
+
+def test_the_waiting_queue_is_in_priority_order_and_a_preempted_one_heads_its_own_priority():
+    sched = make(num_blocks=32, max_num_seqs=1, max_num_batched_tokens=64, threshold=64)
+    api1, api2 = seq("api1", 4, priority=1), seq("api2", 4, priority=1)
+    sched.add(api1)
+    step(sched)  # api1 runs and holds the only seat
+    sched.add(api2)
+    chat1, chat2 = seq("chat1", 4), seq("chat2", 4)
+    sched.add(chat1)
+    assert list(sched.waiting) == [chat1, api2]  # the chat's request goes before the API's queued earlier
+    out = step(sched)  # no seat: chat1 takes api1's, which goes to the head of the API's requests
+    assert plan(out) == [("chat1", 4)] and [s.request_id for s in out.preempted] == ["api1"]
+    sched.add(chat2)
+    assert list(sched.waiting) == [chat2, api1, api2]
+    assert plan(step(sched)) == [("chat1", 1)]  # one priority: chat2 waits its turn, nobody preempted
+
+
+def test_a_chat_request_takes_a_seat_from_a_running_api_request_with_every_seat():
+    """The issue: n = best_of = max_num_seqs held every seat; a shopper waited for the whole request."""
+    sched = make(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64, threshold=64)
+    parent, forks = group("api", list(range(6)), n=4)
+    for s in (parent, *forks):
+        s.priority = 1
+    sched.add(parent, forks)
+    fork_step(sched)
+    fork_step(sched)
+    assert len(sched.running) == 4
+    sched.add(seq("chat", 5))
+    out = fork_step(sched)
+    assert [s.request_id for s in out.preempted] == ["api#3"]  # the newest of the lowest priority
+    # The API's decodes sit out the step that prefills the chat's prompt, then run with its decode.
+    assert plan(out) == [("chat", 5)]
+    assert [s.request_id for s in sched.running] == ["api", "api#1", "api#2", "chat"]
+    assert plan(fork_step(sched)) == [("chat", 1), ("api", 1), ("api#1", 1), ("api#2", 1)]
+    # Once the chat's request is done, the preempted candidate comes back with its 8 tokens (6 + 2 sampled):
+    # its first block from the cache, the other 4 recomputed, and it samples its third.
+    sched.finish("chat", SequenceStatus.FINISHED_STOPPED)
+    out = fork_step(sched)
+    assert ("api#3", 4) in plan(out) and sched.get_request("api#3").num_output_tokens == 3
+
+
+def test_memory_goes_to_the_higher_priority_first():
+    """Out of blocks: a growing chat decode preempts the API's sequence even though the API's is older (without
+    priorities the newest goes), and a waiting chat request preempts an API one to be admitted."""
+    sched = make(num_blocks=6, max_num_batched_tokens=64, threshold=64)
+    api, chat = seq("api", 8, priority=1), seq("chat", 8)
+    sched.add(api)
+    step(sched)
+    sched.add(chat)
+    for _ in range(5):  # the chat's prefill (the API's decode sits it out), then four decodes of both
+        step(sched)
+    assert api.num_computed_tokens == chat.num_computed_tokens == 12 and sched.kv.pool.num_free_blocks == 0
+    out = sched.schedule()  # both need a block at once; none is free
+    assert [s.request_id for s in out.preempted] == ["api"] and plan(out) == [("chat", 1)]
+    sched.update(out, {"chat": 7})
+    # A new chat request that does not fit while the API's sequence holds memory takes it.
+    sched2 = make(num_blocks=4, max_num_batched_tokens=64, threshold=64)
+    big = seq("api-big", 12, priority=1)
+    sched2.add(big)
+    step(sched2)
+    sched2.add(seq("chat-new", 8))
+    out = step(sched2)
+    assert [s.request_id for s in out.preempted] == ["api-big"] and plan(out) == [("chat-new", 8)]
+    assert big.status == SequenceStatus.WAITING and big.block_table == []
+
+
+def test_a_lower_priority_request_never_preempts_a_higher_one():
+    sched = make(num_blocks=4, max_num_batched_tokens=64, threshold=64)
+    sched.add(seq("chat", 12))
+    step(sched)
+    sched.add(seq("api", 8, priority=1))
+    out = step(sched)
+    assert out.preempted == [] and plan(out) == [("chat", 1)]  # the API request waits for memory
+    assert [s.request_id for s in sched.waiting] == ["api"]

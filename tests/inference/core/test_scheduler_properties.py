@@ -71,11 +71,13 @@ class SchedulerMachine(RuleBasedStateMachine):
         salt=st.sampled_from(SALTS),
         conversation=st.sampled_from(CONVERSATIONS),
         max_tokens=st.integers(1, 16),
+        priority=st.sampled_from([0, 0, 1]),
     )
-    def add(self, prefix, suffixes, salt, conversation, max_tokens):
-        """A burst of requests sharing a prefix (a store's system prompt), arriving together."""
+    def add(self, prefix, suffixes, salt, conversation, max_tokens, priority):
+        """A burst of requests sharing a prefix (a store's system prompt), arriving together (the chat's at
+        priority 0, the API's at 1)."""
         for suffix in suffixes:
-            self._add(prefix + suffix, salt, conversation, max_tokens)
+            self._add(prefix + suffix, salt, conversation, max_tokens, priority=priority)
 
     @rule(
         prefix=st.sampled_from(PREFIXES),
@@ -83,10 +85,11 @@ class SchedulerMachine(RuleBasedStateMachine):
         salt=st.sampled_from(SALTS),
         max_tokens=st.integers(1, 12),
         num_forks=st.integers(1, 3),
+        priority=st.sampled_from([0, 1, 1]),
     )
-    def add_parallel(self, prefix, suffix, salt, max_tokens, num_forks):
+    def add_parallel(self, prefix, suffix, salt, max_tokens, num_forks, priority):
         """A request sampling several candidates from one prefill (n > 1)."""
-        self._add(prefix + suffix, salt, None, max_tokens, num_forks)
+        self._add(prefix + suffix, salt, None, max_tokens, num_forks, priority)
 
     @precondition(lambda self: self.histories)
     @rule(pick=st.randoms(use_true_random=False), message=st.lists(TOKENS, min_size=1, max_size=6))
@@ -118,7 +121,8 @@ class SchedulerMachine(RuleBasedStateMachine):
             was_running = seq.status == SequenceStatus.RUNNING
             assert self.sched.preempt(seq.request_id) == was_running
             assert seq.status == SequenceStatus.WAITING and seq.block_table == []
-            assert not was_running or self.sched.waiting[0] is seq
+            # The head of its own priority (of the whole queue with one priority).
+            assert not was_running or next(s for s in self.sched.waiting if s.priority == seq.priority) is seq
             return
         pool = self.sched.kv.pool
         exclusive = sum(1 for i in seq.block_table if pool.blocks[i].ref_cnt == 1)
@@ -149,11 +153,12 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     # -- helpers --------------------------------------------------------------------------------------------
 
-    def _add(self, tokens, salt, conversation, max_tokens, num_forks=0):
+    def _add(self, tokens, salt, conversation, max_tokens, num_forks=0, priority=0):
         params = SamplingParams(max_tokens=max_tokens, n=1 + num_forks)
         rid = f"r{self.next_id}"
-        seq = Sequence(rid, tokens, params, conversation, salt)
-        forks = [Sequence(f"{rid}#{i}", tokens, params, conversation, salt) for i in range(1, 1 + num_forks)]
+        seq = Sequence(rid, tokens, params, conversation, salt, priority=priority)
+        forks = [Sequence(f"{rid}#{i}", tokens, params, conversation, salt, priority=priority)
+                 for i in range(1, 1 + num_forks)]
         self.next_id += 1
         if 0 < len(tokens) <= self.sched.max_seq_len and 1 + num_forks <= self.sched.max_num_seqs:
             self.sched.add(seq, forks)
@@ -179,9 +184,13 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert out.num_batched_tokens <= sched.max_num_batched_tokens
         assert len(items) <= sched.max_num_seqs and len(sched.running) <= sched.max_num_seqs
         assert len({i.seq.request_id for i in items}) == len(items)
-        # Decodes first: every scheduled decode comes before every prefill chunk.
-        kinds = [i.seq.request_id in decode_ids for i in items]
-        assert kinds == sorted(kinds, reverse=True)
+        # Decodes first: within a priority, every scheduled decode comes before every prefill chunk.
+        for priority in {i.seq.priority for i in items}:
+            kinds = [i.seq.request_id in decode_ids for i in items if i.seq.priority == priority]
+            assert kinds == sorted(kinds, reverse=True)
+        # A step that prefills a request (more than one token to compute) runs nothing of a lower priority.
+        prefills = [i.seq.priority for i in items if i.seq.num_uncomputed_tokens > 1]
+        assert not prefills or all(i.seq.priority <= min(prefills) for i in items)
         # Copies on write land before the step's writes; each destination is a fresh block of one sequence.
         pool = sched.kv.pool
         dsts = [d for _, d in out.blocks_to_copy]
@@ -252,6 +261,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         pending_ids = {f.request_id for f in pending}
         assert len(pending_ids) == len(pending) and not pending_ids & (running_ids | waiting_ids)
         assert not running_ids & waiting_ids and running_ids | waiting_ids | pending_ids == set(sched.requests)
+        priorities = [s.priority for s in sched.waiting]
+        assert priorities == sorted(priorities)  # the waiting queue is in priority order
         for seq in list(sched.waiting) + pending:
             assert seq.status == SequenceStatus.WAITING and seq.block_table == [] and seq.num_computed_tokens == 0
         for seq in sched.running:

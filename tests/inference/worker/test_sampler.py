@@ -204,3 +204,59 @@ def test_a_rows_logprob_does_not_depend_on_the_other_rows() -> None:
         token_logprobs(logits[:1].clone(), tokens[:1], [0], alone)
         token_logprobs(logits.clone(), tokens, [0, 1], batched)
         assert torch.equal(alone, batched[:1])
+
+
+def test_a_row_that_fails_is_reported_alone_and_the_others_sample_as_without_it(monkeypatch) -> None:
+    """Issue 39: one row's failure (its seed's generator, or the batched processors raising because of it) is
+    the sampler's ``errors`` for that row; every other row gets the token it gets without that neighbour, seeded
+    rows included (their draws of the failed batch attempt are rolled back)."""
+    import inference.worker.sampler as sampler_module
+
+    torch.manual_seed(5)
+    steps = 6
+    rows = [("seeded", SamplingParams(temperature=1.0, seed=11), torch.randn(steps, V)),
+            ("greedy", SamplingParams(temperature=0), torch.randn(steps, V))]
+    alone = _run(Sampler(V, [EOS]), rows, steps)
+    batched = sampler_module.sample_with_logprobs
+
+    def fails_with_the_marked_row(logits, md, default=None):
+        tokens, logprobs = batched(logits, md, default)  # the draws happen, then the batch fails
+        if md.presence is not None and bool((md.presence == 1.5).any()):
+            raise RuntimeError("a processor failed on this row")
+        return tokens, logprobs
+
+    monkeypatch.setattr(sampler_module, "sample_with_logprobs", fails_with_the_marked_row)
+    sampler = Sampler(V, [EOS])
+    setup = sampler._generator
+
+    def generator(rid, seed, device):  # what torch's manual_seed did with a seed past 64 bits
+        if rid == "overflow":
+            raise ValueError("Overflow when unpacking long long")
+        return setup(rid, seed, device)
+
+    monkeypatch.setattr(sampler, "_generator", generator)
+    got: dict[str, list[int]] = {"seeded": [], "greedy": []}
+    for step in range(steps):
+        logits = torch.stack([rows[0][2][step], torch.randn(V), rows[1][2][step], torch.randn(V)])
+        params = [rows[0][1], SamplingParams(presence_penalty=1.5), rows[1][1], SamplingParams(seed=3)]
+        out = sampler(logits, ["seeded", "marked", "greedy", "overflow"], params, [[1, 2]] * 4,
+                      [got["seeded"], [], got["greedy"], []])
+        assert sorted(out.errors) == [1, 3] and out.token_ids[1] == out.token_ids[3] == -1
+        assert "failed on this row" in str(out.errors[1]) and "Overflow" in str(out.errors[3])
+        got["seeded"].append(out.token_ids[0])
+        got["greedy"].append(out.token_ids[2])
+    assert got == alone
+
+
+def test_any_integer_seed_seeds_its_generator_modulo_2_64() -> None:
+    """SamplingParams refuses seeds outside int64; the sampler stays safe for a caller that bypasses it (the
+    issue's 2**80 overflowed torch's manual_seed mid-step): it seeds with the value modulo 2**64, as torch maps
+    a negative seed."""
+    torch.manual_seed(2)
+    logits = torch.randn(10, V)
+    rows = []
+    for seed in (2**80 + 5, 5, -1, 2**64 - 1):
+        params = SamplingParams(temperature=1.0)
+        params.seed = seed  # past the validation, as a mutated params object would be
+        rows.append(_run(Sampler(V, [EOS]), [("r", params, logits)], 10)["r"])
+    assert rows[0] == rows[1] and rows[2] == rows[3]
