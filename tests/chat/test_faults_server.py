@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -14,14 +13,13 @@ import urllib.error
 import urllib.request
 
 import pytest
-from django.db import connection
 
 from shop_assistant.chat.models import Message
 from shop_assistant.chat.conversations import new_conversation
 from shop_assistant.chat.writes import MessageRecord
 from tests.conftest import REPO_ROOT
 
-from .conftest import ANSWERED, free_port, run_daphne, subprocess_env
+from .conftest import ANSWERED, free_port, hold_write_lock, run_daphne, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -67,21 +65,6 @@ def test_with_redis_down_the_shopper_still_gets_answers_and_readyz_says_why(demo
         assert "1011" not in server.log_text()
 
 
-def _hold_write_lock():
-    """Block every writer of the test database until released: SQLite's write lock, or PostgreSQL's table lock."""
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        lock = sqlite3.connect(str(db["NAME"]), isolation_level=None, timeout=30)
-        lock.execute("BEGIN IMMEDIATE")
-        return lock
-    import psycopg
-
-    lock = psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
-                           password=db["PASSWORD"] or None, dbname=db["NAME"])
-    lock.execute("LOCK TABLE chat_message IN EXCLUSIVE MODE")
-    return lock
-
-
 @pytest.mark.services
 @pytest.mark.heavy
 def test_a_worker_child_killed_mid_write_gets_the_message_redelivered(transactional_db, redis_url, tmp_path):
@@ -109,7 +92,7 @@ def test_a_worker_child_killed_mid_write_gets_the_message_redelivered(transactio
         while "ready." not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.5)
         assert "ready." in log.read_text(), log.read_text()
-        lock = _hold_write_lock()
+        lock = hold_write_lock("IMMEDIATE")
         record = MessageRecord(conversation.id, "user", "survive the kill")
         Celery(broker=redis_url, set_as_current=False).send_task("chat.log_message", args=[record.payload()])
         deadline = time.monotonic() + 60
