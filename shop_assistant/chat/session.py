@@ -605,6 +605,8 @@ class ChatSession:
         # The console sees the message; when a person has taken the conversation the bot stays silent.
         if await self._hold_for_agent(answer, held=prepared is None) or prepared is None:
             return
+        if prepared.composition.kind == pipeline.HANDOFF:
+            await self._record_handoff()
         answer.plan = prepared
         # What the model saw of the message, with its answer's row (pending until the answer's own write), so a
         # node dying mid-answer leaves both. Not waited for: the message itself is kept already (step 0).
@@ -632,19 +634,24 @@ class ChatSession:
         self, engine: Any, answer: Answer, turns: list[Turn], previous: str, shown: list[dict[str, Any]]
     ) -> Plan | None:
         """On a worker thread: None when a person has the conversation, else the plan (and a handoff it asks for,
-        recorded on the conversation). Reads only, but for a handoff: the message was kept before (``_keep``).
+        recorded on the conversation by ``_record_handoff``). Reads only: the message was kept before (``_keep``).
 
         One trip to a worker for all of it. Twenty shoppers writing at once queued for the status read on the
         shared sync thread (up to 180 ms for the last, measured with the load test) before their planning began.
         """
         if events.is_held(self.conversation.id):
             return None
-        prepared = pipeline.plan(engine, self.store, turns, answer.text, previous, shown=shown)
-        if prepared.composition.kind == pipeline.HANDOFF:
-            handoff.request_handoff(self.conversation)
-            # Out of hours the reply says when agents are back; the widget then offers to take an email.
-            self.agents_back = None if self.conversation.shopper_email else handoff.agents_back(self.store)
-        return prepared
+        return pipeline.plan(engine, self.store, turns, answer.text, previous, shown=shown)
+
+    async def _record_handoff(self) -> None:
+        """The shopper asked for a person: recorded on the conversation within the writes' deadline (a hung
+        database delays the reply that long at most; the write goes on and lands when the database is back)."""
+        try:
+            await keeping.within_deadline(functools.partial(handoff.request_handoff, self.conversation))
+        except Exception:  # noqa: BLE001 - the reply still goes out; the object holds the request for what follows
+            logger.warning("conversation %s: handoff request not recorded in time", self.conversation.id, exc_info=True)
+        # Out of hours the reply says when agents are back; the widget then offers to take an email.
+        self.agents_back = None if self.conversation.shopper_email else handoff.agents_back(self.store)
 
     async def _plan(self, answer: Answer) -> tuple[Any, Plan | None] | None:
         """Steps 1-2 on a worker thread; None (after an error frame) when there is nothing to answer with, a
