@@ -302,6 +302,11 @@ CHAT_LIMITS = {
 # Messages that could not reach the database (after retries) wait in this file until it is back.
 CHAT_SPOOL_DIR = Path(os.environ.get("CHAT_SPOOL_DIR", VAR_DIR / "spool"))
 CHAT_WRITE_RETRIES = env_int("CHAT_WRITE_RETRIES", 4)  # direct-write attempts, backoff 0.1 s doubling
+# How long a shopper's message (or an answer) waits for its database write before it goes to the spool instead and
+# the chat goes on (a locked SQLite, a stuck PostgreSQL); the write is replayed from the spool later, once per id.
+CHAT_WRITE_TIMEOUT = env_float("CHAT_WRITE_TIMEOUT", 2.0)
+if not CHAT_WRITE_TIMEOUT or CHAT_WRITE_TIMEOUT <= 0:
+    raise MissingSetting("CHAT_WRITE_TIMEOUT must be a number of seconds above 0")
 
 # --- Operations: /metrics and the OpenAI-compatible API -------------------------------------
 # /metrics answers staff sessions, or `Authorization: Bearer <METRICS_TOKEN>` when this is set.

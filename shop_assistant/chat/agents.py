@@ -8,6 +8,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
+from . import keeping
 from .writes import MessageRecord
 from .tasks import record_message
 from .events import group_name
@@ -16,7 +17,8 @@ from .events import group_name
 async def asend_agent_message(conversation_id: uuid.UUID | str, text: str, agent: str) -> uuid.UUID:
     """Log the agent's message and push it to every connection showing the conversation."""
     record = MessageRecord(uuid.UUID(str(conversation_id)), "agent", text, agent=agent)
-    await database_sync_to_async(record_message)(record)
+    # On the chat's writer threads, never the shared sync thread every connection opens through.
+    await database_sync_to_async(record_message, thread_sensitive=False, executor=keeping.WRITERS)(record)
     await get_channel_layer().group_send(
         group_name(conversation_id),
         {"type": "chat.agent_message", "text": text, "agent": agent, "message_id": str(record.id)},

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from shop_assistant.runtime import metrics
 
-from . import events, identity
+from . import events, identity, keeping
 from .events import group_name
 from .admission import CLOSE_TOO_MANY, ConnectionGuard
 from .session import ChatSession, Frame
@@ -84,8 +84,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             logger.warning("conversation %s: customer identity with a bad signature refused",
                            self.session.conversation.id)
         try:
-            await database_sync_to_async(identity.remember)(self.session.conversation, context)
-        except Exception as exc:  # noqa: BLE001 - the database is down: the shopper still chats (see writes.py)
+            # Within the writes' deadline, off the shared sync thread: a hung database holds up no connection.
+            await keeping.within_deadline(functools.partial(identity.remember, self.session.conversation, context))
+        except Exception as exc:  # noqa: BLE001 - the database is down or hung: the shopper still chats
             logger.warning("conversation %s: page context not saved (%s: %s)", self.session.conversation.id,
                            type(exc).__name__, exc)
 

@@ -117,12 +117,22 @@ class Message(models.Model):
     # The shopper's thumbs on an assistant answer: 1 up, -1 down, null not rated.
     rating = models.SmallIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(db_index=True)
+    # A shopper's message: the id the widget gave it (`message.client_id`), kept in its outbox until the `ack`
+    # and sent again after a reconnect; the message is stored once per (conversation, client id).
+    client_id = models.UUIDField(null=True, blank=True)
 
     objects = MessageQuerySet.as_manager()
 
     class Meta:
         ordering = ["conversation", "created_at"]
         indexes = [models.Index(fields=["conversation", "created_at"], name="chat_msg_conv_time")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "client_id"],
+                condition=models.Q(client_id__isnull=False),
+                name="chat_msg_once_per_client_id",
+            )
+        ]
 
     @property
     def is_pending(self) -> bool:

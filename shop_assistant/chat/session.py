@@ -14,7 +14,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -29,13 +29,12 @@ from shop_assistant.runtime import engine_service, nodes
 from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 from shop_assistant.runtime.text import clean_text
 from shop_assistant.studio.models import SampleQuestion
-from . import composition, events, feedback, handoff, pipeline
+from . import composition, events, feedback, handoff, keeping, pipeline
 from .conversations import default_store, draft_conversation, recent_messages, resume_conversation
 from .models import Conversation, Message
 from .pipeline import Generated, Plan
 from .prompting import PromptTooLongError, Turn, user_turn_content
-from .tasks import record_message
-from .writes import MessageRecord
+from .writes import MessageRecord, NotSavedError, client_message_id
 
 if TYPE_CHECKING:
     from inference import AsyncLLM
@@ -79,7 +78,7 @@ class ProtocolError(Exception):
         return {"type": "error", "code": self.code, "message": self.message, **self.extra}
 
 
-def not_saved_frame(text: str, message_id: str | None = None) -> Frame:
+def not_saved_frame(text: str, message_id: str | None = None, client_id: uuid.UUID | None = None) -> Frame:
     """The shopper's message (or its answer) could be saved neither to the database nor to the spool: without
     this they would see a normal ending and find the exchange missing after a reload."""
     frame: Frame = {
@@ -90,6 +89,8 @@ def not_saved_frame(text: str, message_id: str | None = None) -> Frame:
     }
     if message_id is not None:
         frame["message_id"] = message_id
+    if client_id is not None:
+        frame["client_id"] = str(client_id)
     return frame
 
 
@@ -110,6 +111,8 @@ def _end_interrupted(message_ids: list[uuid.UUID]) -> None:
 
 def _history_frame(message: Message) -> Frame:
     item: Frame = {"role": message.role, "text": message.text}
+    if message.client_id is not None:  # the widget's outbox: this message is kept, its entry may go
+        item["client_id"] = str(message.client_id)
     if message.role == Message.Role.ASSISTANT:
         item["message_id"] = str(message.id)  # for thumbs (`rate`) and card clicks after a reload
         if message.rating is not None:
@@ -178,10 +181,12 @@ class Answer:
     engine: AsyncLLM | None = None  # set while the engine streams it, so a stop can abort the request
     stop_requested: bool = False
     ended: bool = False  # its `end` (or error) frame is out: the session takes the next message
-    # Whether the shopper's message was kept (Celery took it, or the database or the spool has it). It is recorded
-    # on the planning thread as soon as its plan is known, before any answer text goes out, so a node dying
-    # mid-answer never loses a question the shopper saw answered.
+    # Whether the shopper's message was kept (the database or the spool has it): the first thing done with it
+    # (``keeping.keep``), before its `ack` and before anything of the answer, so a node dying at any moment after
+    # the `ack` never loses it, and the widget sends again what was not acknowledged.
     user_saved: bool = False
+    client_id: uuid.UUID | None = None  # the widget's id of the shopper's message (`message.client_id`)
+    user_id: uuid.UUID = field(default_factory=uuid.uuid4)  # the shopper's message's row
 
     def stop(self) -> None:
         """Stop it: the engine request, if one runs, is aborted now, so its KV blocks are freed at once."""
@@ -297,7 +302,8 @@ class ChatSession:
         if not pending:
             return
         try:
-            await database_sync_to_async(_end_interrupted)([message.id for message in pending])
+            # Within the writes' deadline: a hung database must not hold up this connection's `ready`.
+            await keeping.within_deadline(functools.partial(_end_interrupted, [message.id for message in pending]))
         except Exception:  # noqa: BLE001 - shown as interrupted anyway; the next resume tries again
             logger.warning("could not end %d interrupted answers", len(pending), exc_info=True)
         for message in pending:
@@ -379,6 +385,26 @@ class ChatSession:
         return frame
 
     async def _on_message(self, frame: Frame) -> None:
+        try:
+            client_id = keeping.client_id(frame.get("client_id"))
+        except ValueError:
+            raise ProtocolError("bad_frame", '"client_id" is a UUID string (the widget\'s id of the message)') from None
+        try:
+            text = await self._accept(frame)
+        except ProtocolError as error:
+            if client_id is not None:  # the widget's outbox learns which message was refused
+                error.extra["client_id"] = str(client_id)
+            raise
+        # Whether a person has the conversation is read when the message is kept (see _generate).
+        answer = self._answer = Answer(text, timezone.now(), client_id=client_id)
+        if client_id is not None:  # the same row on every node and every resend: stored once per client id
+            answer.user_id = client_message_id(self.conversation.id, client_id)
+        task = asyncio.create_task(self._run(answer), name=f"chat-answer-{self.conversation.id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _accept(self, frame: Frame) -> str:
+        """The message's text, checked against the limits; ProtocolError when it is refused."""
         text = frame.get("text")
         if not isinstance(text, str):
             raise ProtocolError("bad_frame", 'a message needs a string "text"')
@@ -408,17 +434,14 @@ class ChatSession:
                 f"too many messages from this address or to this store; try again in {wait:.0f} s",
                 retry_after=round(wait, 1),
             )
-        # Whether a person has the conversation is read on the thread that plans the answer (see _plan).
-        answer = self._answer = Answer(text, timezone.now())
-        task = asyncio.create_task(self._run(answer), name=f"chat-answer-{self.conversation.id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        return text
 
     async def _on_feedback(self, kind: str, frame: Frame) -> None:
         """`rate`, `csat`, `email`, `card_click`: shapes checked here, the writes in ``feedback``. Each is
         acknowledged (`rated`, `csat_saved`, `email_saved`) except card clicks, which the page follows away."""
         conversation_id = self.conversation.id
-        write = functools.partial(database_sync_to_async, thread_sensitive=False)
+        # On the chat's writer threads: a hung database holds these, never the threads that plan answers.
+        write = functools.partial(database_sync_to_async, thread_sensitive=False, executor=keeping.WRITERS)
         if kind == "rate":
             message_id = feedback.message_uuid(frame.get("message_id"))
             value = frame.get("value")
@@ -482,26 +505,17 @@ class ChatSession:
 
     # --- answering ----------------------------------------------------------------------------------------
 
-    def _record_now(self, record: MessageRecord) -> bool:
-        """Blocking: the one place a message of this conversation is written (the console may hook in here). False
-        when it could not be saved anywhere (database and spool): the caller tells the shopper."""
-        try:
-            record_message(record)
-        except Exception:
-            # The shopper still gets the answer, but must learn it is not kept: a resume would show a gap.
-            logger.exception("chat message %s could not be saved", record.id)
-            return False
-        return True
-
     async def _record(self, record: MessageRecord) -> bool:
-        return await database_sync_to_async(self._record_now, thread_sensitive=False)(record)
+        """The one place a message of this conversation is logged (Celery, else the database, else the spool),
+        within the writes' deadline. False when it could be saved nowhere: the caller tells the shopper."""
+        return await keeping.record(record)
 
     async def record_or_report(self, record: MessageRecord) -> bool:
         """Record a message that gets no answer (a person has the conversation): when it cannot be saved the
         shopper is told at once, since no `end` will follow."""
         saved = await self._record(record)
         if not saved:
-            await self.send(not_saved_frame(record.text))
+            await self.send(not_saved_frame(record.text, client_id=record.client_id))
         return saved
 
     async def _emit_token(self, message_id: str, text: str) -> None:
@@ -519,37 +533,86 @@ class ChatSession:
         finally:
             answer.ended = True  # also when preparing failed or the task was cancelled
 
-    async def _hold_for_agent(self, text: str, held: bool | None = None) -> bool:
+    def _user_record(self, answer: Answer, model_text: str, pending: bool = False) -> MessageRecord:
+        """The shopper's message of ``answer`` as a row: always the same id, so each write of it is the same row."""
+        return MessageRecord(
+            self.conversation.id,
+            "user",
+            answer.text,
+            id=answer.user_id,
+            model_text=model_text,
+            created_at=answer.received_at,
+            client_id=answer.client_id,
+            answer_id=uuid.UUID(answer.id) if pending else None,
+        )
+
+    async def _keep(self, answer: Answer) -> keeping.Kept | None:
+        """Step 0: make the shopper's message durable (the database, or the spool when the database does not
+        answer in time) and acknowledge it (`ack`) before anything else; None when it could be saved nowhere
+        (then it is answered anyway, and `not_saved` follows its `end`)."""
+        try:
+            kept = await keeping.keep(self._user_record(answer, model_text=""))
+        except NotSavedError:
+            logger.exception("chat message %s could not be saved", answer.user_id)
+            return None
+        answer.user_saved = True
+        if not kept.new:
+            # Sent again (the widget did not get the `ack`): the row is there. Its earlier answer ended: nothing
+            # more; it was never answered (or that answer was cut): it is answered now, as the same row.
+            logger.info("chat message %s sent again; stored once", answer.user_id)
+            if self.turns and self.turns[-1] == Turn("user", kept.content):
+                self.turns.pop()  # the history already holds it: the prompt must not say it twice
+        if answer.client_id is not None:
+            answers = kept.new or not kept.answered
+            await self.send(
+                {
+                    "type": "ack",
+                    "client_id": str(answer.client_id),
+                    "message_id": answer.id if answers and not kept.held else None,
+                    "duplicate": not kept.new,
+                }
+            )
+        return kept
+
+    async def _hold_for_agent(self, answer: Answer, held: bool | None = None) -> bool:
         """A shopper's (valid) message: shown to the console; True when a person has the conversation, and then
         the bot stays silent: the message is logged and kept in the transcript the bot will see after a hand back.
 
         ``held``: ``events.is_held`` as already read (on the thread that plans the answer, so a message costs one
         trip to a worker thread, not two); None reads it here.
         """
+        text = answer.text
         if held is None:
             held = await database_sync_to_async(events.is_held)(self.conversation.id)
         await events.shopper_message(self.conversation, text, held)
         if held:
             content = user_turn_content(text, "")
             self.turns.append(Turn("user", content))
-            await self.record_or_report(MessageRecord(self.conversation.id, "user", text, model_text=content))
+            await self.record_or_report(self._user_record(answer, model_text=content))
         return held
 
     async def _generate(self, answer: Answer) -> None:
-        """Retrieve and assemble, send what is known at once, generate, then end and record."""
-        text = answer.text
+        """Keep the message, retrieve and assemble, send what is known at once, generate, then end and record."""
+        kept = await self._keep(answer)
+        if kept is not None and not kept.new and kept.answered:
+            return  # sent again after its answer had ended: acknowledged, not answered twice
         planned = await self._plan(answer)
         if planned is None:  # the shopper has the error frame; the console still sees the message
             with contextlib.suppress(Exception):
-                await self._hold_for_agent(text)
+                await self._hold_for_agent(answer)
             return
         engine, prepared = planned
         # The console sees the message; when a person has taken the conversation the bot stays silent.
-        if await self._hold_for_agent(text, held=prepared is None) or prepared is None:
+        if await self._hold_for_agent(answer, held=prepared is None) or prepared is None:
             return
+        if prepared.composition.kind == pipeline.HANDOFF:
+            await self._record_handoff()
         answer.plan = prepared
+        # What the model saw of the message, with its answer's row (pending until the answer's own write), so a
+        # node dying mid-answer leaves both. Not waited for: the message itself is kept already (step 0).
+        self._spawn(self._record(self._user_record(answer, prepared.user_content, pending=True)))
         self.turns.append(Turn("user", prepared.user_content))
-        self.last_shopper_text = text
+        self.last_shopper_text = answer.text
         if prepared.composition.cards:
             self.shown_cards = list(prepared.composition.cards)
         await self._send_known_parts(answer.id, prepared)
@@ -561,36 +624,34 @@ class ChatSession:
         finally:
             await self._finish(answer)
 
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` alongside; ``close`` and ``wait_idle`` wait for it as for an answer."""
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _plan_unless_held(
         self, engine: Any, answer: Answer, turns: list[Turn], previous: str, shown: list[dict[str, Any]]
     ) -> Plan | None:
         """On a worker thread: None when a person has the conversation, else the plan (and a handoff it asks for,
-        recorded on the conversation), with the shopper's message recorded (``answer.user_saved``).
+        recorded on the conversation by ``_record_handoff``). Reads only: the message was kept before (``_keep``).
 
         One trip to a worker for all of it. Twenty shoppers writing at once queued for the status read on the
-        shared sync thread (up to 180 ms for the last, measured with the load test) before their planning began;
-        and the message's write, sent to the worker pool after the plan, queued there behind the other sessions'
-        plans (150-330 ms) while its answer's first text waited for it.
+        shared sync thread (up to 180 ms for the last, measured with the load test) before their planning began.
         """
         if events.is_held(self.conversation.id):
             return None
-        prepared = pipeline.plan(engine, self.store, turns, answer.text, previous, shown=shown)
-        if prepared.composition.kind == pipeline.HANDOFF:
-            handoff.request_handoff(self.conversation)
-            # Out of hours the reply says when agents are back; the widget then offers to take an email.
-            self.agents_back = None if self.conversation.shopper_email else handoff.agents_back(self.store)
-        # With its answer's row (pending until the answer's own write), so a node dying mid-answer leaves both.
-        answer.user_saved = self._record_now(
-            MessageRecord(
-                self.conversation.id,
-                "user",
-                answer.text,
-                model_text=prepared.user_content,
-                created_at=answer.received_at,
-                answer_id=uuid.UUID(answer.id),
-            )
-        )
-        return prepared
+        return pipeline.plan(engine, self.store, turns, answer.text, previous, shown=shown)
+
+    async def _record_handoff(self) -> None:
+        """The shopper asked for a person: recorded on the conversation within the writes' deadline (a hung
+        database delays the reply that long at most; the write goes on and lands when the database is back)."""
+        try:
+            await keeping.within_deadline(functools.partial(handoff.request_handoff, self.conversation))
+        except Exception:  # noqa: BLE001 - the reply still goes out; the object holds the request for what follows
+            logger.warning("conversation %s: handoff request not recorded in time", self.conversation.id, exc_info=True)
+        # Out of hours the reply says when agents are back; the widget then offers to take an email.
+        self.agents_back = None if self.conversation.shopper_email else handoff.agents_back(self.store)
 
     async def _plan(self, answer: Answer) -> tuple[Any, Plan | None] | None:
         """Steps 1-2 on a worker thread; None (after an error frame) when there is nothing to answer with, a
@@ -601,7 +662,7 @@ class ChatSession:
             prepared = await database_sync_to_async(self._plan_unless_held, thread_sensitive=False)(
                 engine, answer, list(self.turns), self.last_shopper_text, list(self.shown_cards)
             )
-            logger.debug("planning and recording the message took %.0f ms", (time.perf_counter() - started) * 1000)
+            logger.debug("planning the answer took %.0f ms", (time.perf_counter() - started) * 1000)
             return engine, prepared
         except PromptTooLongError as exc:
             error: Frame = {"type": "error", "code": "prompt_too_long", "message": str(exc), "limit": exc.limit}
@@ -694,4 +755,4 @@ class ChatSession:
         await self.send(end)
         if not (answer.user_saved and answer_saved):
             # After `end`, so a client's answer is complete and its input free; the text lets it offer a resend.
-            await self.send(not_saved_frame(answer.text, answer.id))
+            await self.send(not_saved_frame(answer.text, answer.id, answer.client_id))

@@ -34,14 +34,23 @@ def path() -> Path:
 
 
 @contextmanager
-def _lock() -> Iterator[None]:
-    """One writer or replayer at a time, across processes on this machine (the worker and daphne)."""
+def _lock(suffix: str = ".lock", blocking: bool = True) -> Iterator[bool]:
+    """An exclusive lock across processes on this machine (the worker and daphne); yields whether it was taken
+    (always, when ``blocking``).
+
+    ``.lock`` guards the file (appending, rewriting: moments); ``.replay`` lets one replay run at a time. A
+    replay writes to the database without holding ``.lock``: a database that hangs must not stop a message
+    from being spooled, which is what the spool is for."""
     spool = path()
     spool.parent.mkdir(parents=True, exist_ok=True)
-    with open(spool.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with open(spool.with_suffix(suffix), "a") as lock:
         try:
-            yield
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -76,37 +85,48 @@ def depth() -> int:
 metrics.SPOOL_DEPTH.set_function(depth)
 
 
+def _lines() -> list[str]:
+    try:
+        return [line for line in path().read_text(encoding="ascii").splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
 def replay() -> int:
     """Write the spooled messages, oldest first; stops at the first database error and keeps the rest.
 
     A line the database refuses for good (integrity, bad data) moves to ``rejected.jsonl`` next to the spool,
-    so it neither blocks the others nor disappears. Returns how many were written.
+    so it neither blocks the others nor disappears. Returns how many were written (0 while another replay runs).
     """
     written = 0
-    with _lock():
-        spool = path()
-        try:
-            lines = [line for line in spool.read_text(encoding="ascii").splitlines() if line.strip()]
-        except FileNotFoundError:
+    with _lock(".replay", blocking=False) as mine:
+        if not mine:
             return 0
-        remaining = list(lines)
+        with _lock():
+            lines = _lines()
+        done = 0  # lines handled (written or set aside), from the top
         for line in lines:
             payload = json.loads(line)
             try:
                 write_message(payload)
             except (IntegrityError, DataError) as exc:
                 logger.error("spooled chat message %s refused by the database: %s", payload.get("id"), exc)
-                with open(spool.with_name("rejected.jsonl"), "a", encoding="ascii") as rejected:
+                with open(path().with_name("rejected.jsonl"), "a", encoding="ascii") as rejected:
                     rejected.write(line + "\n")
             except DatabaseError as exc:
                 logger.warning("replaying the chat spool stopped, database still unavailable: %s", exc)
                 break
             else:
                 written += 1
-            remaining.pop(0)
-        tmp = spool.with_suffix(".tmp")
-        tmp.write_text("".join(line + "\n" for line in remaining), encoding="ascii")
-        os.replace(tmp, spool)  # atomic: a crash mid-replay leaves the old file, and rewrites are idempotent
+            done += 1
+        if done:
+            with _lock():
+                # Only appends happened meanwhile (one replay at a time): the file still starts with ``lines``.
+                remaining = _lines()[done:]
+                spool = path()
+                tmp = spool.with_suffix(".tmp")
+                tmp.write_text("".join(line + "\n" for line in remaining), encoding="ascii")
+                os.replace(tmp, spool)  # atomic: a crash mid-replay leaves the old file; rewrites are idempotent
     if written:
         logger.info("replayed %d spooled chat messages", written)
     return written

@@ -7,6 +7,7 @@ Run eagerly in the embedded default, by a worker process in the full stack. Call
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import shared_task
@@ -60,10 +61,12 @@ def log_message(self: Any, payload: dict[str, Any]) -> str:
     return str(message.pk)
 
 
-def record_message(record: MessageRecord) -> None:
+def record_message(record: MessageRecord, spool_append: Callable[[dict[str, Any]], None] = spool.append) -> None:
     """Log a message through Celery; if the broker is unreachable, write it here (retried), and if the database
     is down too, spool it to a local file that is replayed later. It is never dropped silently: when the spool
-    cannot be written either, ``writes.NotSavedError`` is raised (the chat tells the shopper)."""
+    cannot be written either, ``writes.NotSavedError`` is raised (the chat tells the shopper).
+
+    ``spool_append``: how to spool it (``keeping.Job`` spools a message at most once, whoever gives up first)."""
     payload = record.payload()
     metrics.MESSAGES.labels(role=record.role).inc()
     try:
@@ -80,7 +83,7 @@ def record_message(record: MessageRecord) -> None:
         write_with_retry(payload)
     except DatabaseError as exc:
         try:
-            spool.append(payload)
+            spool_append(payload)
         except OSError as spool_exc:
             logger.error(
                 "chat message %s NOT saved: database unavailable (%s) and spool unwritable (%s)",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -51,6 +51,16 @@ def _one_writer() -> Iterator[None]:
         yield
 
 
+# Namespace of the ids of shoppers' messages that came with the widget's client id: the same (conversation, client
+# id) always names the same row, so a message sent again after a reconnect, or spooled and replayed, is one row.
+CLIENT_MESSAGE_NAMESPACE = uuid.UUID("5b0c1f7e-3d4a-4f61-9a8e-0c2f64b1d7a3")
+
+
+def client_message_id(conversation_id: uuid.UUID, client_id: uuid.UUID) -> uuid.UUID:
+    """The row id of the shopper's message ``client_id`` in this conversation (the same on every node)."""
+    return uuid.uuid5(CLIENT_MESSAGE_NAMESPACE, f"{conversation_id}:{client_id}")
+
+
 class NotSavedError(Exception):
     """A message could be written neither to the database nor to the spool: it is gone unless resent."""
 
@@ -74,6 +84,10 @@ class MessageRecord:
     # A shopper's message being answered: the answer's row is created with it, empty and pending (no finish
     # reason), so that an answer cut by a node's death is seen as such from any node.
     answer_id: uuid.UUID | None = None
+    client_id: uuid.UUID | None = None  # a shopper's message: the widget's id for it (``client_message_id``)
+    # Insert only, never overwrite: the shopper's message kept the moment it arrives (``keeping``). Its later write
+    # (with what the model saw) may land first, and a replay of this one must not undo it.
+    keep: bool = False
 
     def payload(self) -> dict[str, Any]:
         usage = self.usage or {}
@@ -93,6 +107,10 @@ class MessageRecord:
             "first_token_ms": self.first_token_ms,
             "created_at": self.created_at.isoformat(),
         }
+        if self.client_id is not None:
+            payload["client_id"] = str(self.client_id)
+        if self.keep:
+            payload["keep"] = True
         if self.answer_id is not None:
             # Just after the question, so the history keeps its order; the answer's own write moves it to its end.
             payload["pending_answer"] = {
@@ -118,7 +136,12 @@ class MessageRecord:
 
 def write_message(payload: dict[str, Any]) -> Message:
     """Insert or overwrite the message ``payload["id"]`` (idempotent) and touch its conversation, creating the
-    conversation first when the payload carries a draft's fields."""
+    conversation first when the payload carries a draft's fields. A payload marked ``keep`` only inserts."""
+    return store_message(payload)[0]
+
+
+def store_message(payload: dict[str, Any]) -> tuple[Message, bool]:
+    """``write_message``, and whether this call created the message's row."""
     payload = clean_value(payload)
     created_at = parse_datetime(payload["created_at"]) or timezone.now()
     conversation_id = uuid.UUID(payload["conversation_id"])
@@ -142,24 +165,25 @@ def write_message(payload: dict[str, Any]) -> Message:
                 Conversation.objects.filter(
                     pk=conversation_id, handoff_requested_at__isnull=True, status=Conversation.Status.BOT
                 ).update(status=Conversation.Status.HANDOFF, handoff_requested_at=handoff_at)
-        message, _ = Message.objects.update_or_create(
-            id=uuid.UUID(payload["id"]),
-            defaults={
-                "conversation_id": conversation_id,
-                "role": payload["role"],
-                "text": payload.get("text", ""),
-                "model_text": payload.get("model_text", ""),
-                "products": payload.get("products") or [],
-                "quotes": payload.get("quotes") or [],
-                "agent": payload.get("agent", ""),
-                "finish_reason": payload.get("finish_reason", ""),
-                "prompt_tokens": payload.get("prompt_tokens"),
-                "completion_tokens": payload.get("completion_tokens"),
-                "cached_tokens": payload.get("cached_tokens"),
-                "first_token_ms": payload.get("first_token_ms"),
-                "created_at": created_at,
-            },
-        )
+        fields: dict[str, Any] = {
+            "conversation_id": conversation_id,
+            "role": payload["role"],
+            "text": payload.get("text", ""),
+            "model_text": payload.get("model_text", ""),
+            "products": payload.get("products") or [],
+            "quotes": payload.get("quotes") or [],
+            "agent": payload.get("agent", ""),
+            "finish_reason": payload.get("finish_reason", ""),
+            "prompt_tokens": payload.get("prompt_tokens"),
+            "completion_tokens": payload.get("completion_tokens"),
+            "cached_tokens": payload.get("cached_tokens"),
+            "first_token_ms": payload.get("first_token_ms"),
+            "created_at": created_at,
+        }
+        if payload.get("client_id"):  # only when given: a later write of the same message never clears it
+            fields["client_id"] = uuid.UUID(payload["client_id"])
+        store = Message.objects.get_or_create if payload.get("keep") else Message.objects.update_or_create
+        message, created = store(id=uuid.UUID(payload["id"]), defaults=fields)
         pending = payload.get("pending_answer")
         if pending:
             # Created only: when the answer's own write came first (tasks run out of order), it stays as it is.
@@ -174,7 +198,19 @@ def write_message(payload: dict[str, Any]) -> Message:
         Conversation.objects.filter(pk=message.conversation_id, last_activity_at__lt=created_at).update(
             last_activity_at=created_at
         )
-    return message
+    return message, created
+
+
+def answered(message: Message) -> bool:
+    """Blocking (database). The shopper's message has an answer that ended (not one in progress, nor one a
+    node's death cut): a message sent again is then acknowledged, not answered twice."""
+    return (
+        Message.objects.filter(
+            conversation_id=message.conversation_id, role=Message.Role.ASSISTANT, created_at__gt=message.created_at
+        )
+        .exclude(finish_reason__in=("", Message.FinishReason.INTERRUPTED))
+        .exists()
+    )
 
 
 def _worth_retrying(error: BaseException) -> bool:
@@ -182,8 +218,11 @@ def _worth_retrying(error: BaseException) -> bool:
     return isinstance(error, DatabaseError) and not isinstance(error, (IntegrityError, DataError))
 
 
-def write_with_retry(payload: dict[str, Any], attempts: int | None = None) -> Message:
-    """``write_message``, retried with exponential backoff while the database errors; the last error is raised."""
+def write_with_retry(
+    payload: dict[str, Any], attempts: int | None = None, write: Callable[[dict[str, Any]], Any] = write_message
+) -> Any:
+    """``write`` (``write_message``), retried with exponential backoff while the database errors; the last error
+    is raised."""
 
     def before_retry(attempt: int, error: BaseException) -> None:
         metrics.LOG_WRITE_RETRIES.inc()
@@ -197,4 +236,4 @@ def write_with_retry(payload: dict[str, Any], attempts: int | None = None) -> Me
         first_wait=RETRY_BACKOFF_START,
         before_retry=before_retry,
     )
-    return policy(write_message, payload)
+    return policy(write, payload)

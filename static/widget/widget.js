@@ -23,10 +23,12 @@
   var cssUrl = new URL("widget.css", scriptUrl).href;
   var storageKey = "shop-assistant:" + scriptUrl.host + ":" + store;
   var openKey = storageKey + ":open";
+  var outboxKey = storageKey + ":outbox";
 
   var CLOSE_NO_STORE = 4404;
   var MAX_BACKOFF_MS = 30000;
   var TYPING_NOTICE_MS = 2000;
+  var MAX_OUTBOX = 20; // messages waiting to be sent: enough for a long time offline, small in localStorage
 
   // ---------------------------------------------------------------------------------------------------------
   // Safe markdown: a small subset (paragraphs, line breaks, bulleted and numbered lists, **bold**, *italics*,
@@ -256,12 +258,86 @@
   var ended = false; // the conversation was resolved (until the shopper writes again)
   var PHONE = window.matchMedia ? window.matchMedia("(max-width: 480px)") : null;
   var savedOverflow = null; // the page's own overflow values while the full-screen panel locks its scroll
+  // The outbox (docs/chat-protocol.md, "Exactly once"): the shopper's messages, each with its client id, kept in
+  // localStorage from the moment they are sent until the server has them (`ack`) and their answer has started,
+  // and sent again, in order, after a reconnect or a reload. The server stores a message once per client id.
+  var outbox = loadOutbox(); // [{id, text}], oldest first
+  var inflight = null; // the client id sent on this socket and not acknowledged yet
+  var answering = null; // the client id acknowledged whose answer has not started yet (it stays in the outbox)
+  var readyHere = false; // this socket had its `ready`: messages may go
+  var retryTimer = null;
 
   function loadSaved() {
     try { return JSON.parse(localStorage.getItem(storageKey) || "null") || {}; } catch (e) { return {}; }
   }
   function save(data) {
     try { localStorage.setItem(storageKey, JSON.stringify(data)); } catch (e) { /* private mode: no resume */ }
+  }
+
+  function loadOutbox() {
+    try {
+      var entries = JSON.parse(localStorage.getItem(outboxKey) || "[]");
+      return Array.isArray(entries) ? entries.filter(function (e) { return e && typeof e.id === "string" && typeof e.text === "string"; }) : [];
+    } catch (e) { return []; }
+  }
+  function saveOutbox() {
+    try { localStorage.setItem(outboxKey, JSON.stringify(outbox)); } catch (e) { /* private mode: kept for this page only */ }
+  }
+  function dropFromOutbox(id) {
+    outbox = outbox.filter(function (entry) { return entry.id !== id; });
+    saveOutbox();
+  }
+
+  // A v4 UUID: crypto.randomUUID where the page is a secure context, else from crypto.getRandomValues.
+  function newClientId() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    var bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    var hex = Array.prototype.map.call(bytes, function (b) { return (b + 0x100).toString(16).slice(1); }).join("");
+    return hex.slice(0, 8) + "-" + hex.slice(8, 12) + "-" + hex.slice(12, 16) + "-" + hex.slice(16, 20) + "-" + hex.slice(20);
+  }
+
+  function bubbleFor(id) {
+    return log.querySelector('.sa-user[data-client-id="' + String(id).replace(/[^0-9a-f-]/gi, "") + '"]');
+  }
+
+  // A message not acknowledged yet: "Sending…" while it is on its way, "Not sent yet…" while offline. Never
+  // "failed" for a message the outbox will send again.
+  var PENDING_TEXT = { sending: "Sending\u2026", queued: "Not sent yet \u2013 it will be sent when the chat reconnects" };
+  function setPending(bubble, state) {
+    if (!bubble) return;
+    var note = bubble.querySelector(".sa-pending-note");
+    bubble.classList.toggle("sa-pending", !!state);
+    if (!state) { if (note) note.remove(); return; }
+    if (!note) {
+      note = el("p", { className: "sa-note sa-pending-note" });
+      bubble.appendChild(note);
+    }
+    note.textContent = PENDING_TEXT[state];
+  }
+
+  // The oldest message of the outbox goes out when this socket is ready and nothing else is on its way.
+  function flush() {
+    clearTimeout(retryTimer);
+    if (!readyHere || inflight || answering || generating || pendingUser || !outbox.length) return;
+    var entry = outbox[0];
+    if (!sendFrame({ type: "message", text: entry.text, client_id: entry.id })) return;
+    inflight = entry.id;
+    var bubble = bubbleFor(entry.id);
+    setPending(bubble, "sending");
+    if (!agentName) { // a person answers in their own time: nothing to wait for
+      pendingUser = bubble;
+      typing.hidden = false;
+      setGenerating(true);
+    }
+  }
+
+  // The message's answer started, or none follows: it has left the outbox for good.
+  function delivered(id) {
+    if (answering === id) answering = null;
+    dropFromOutbox(id);
   }
 
   function setStatus(text) { status.textContent = text; }
@@ -422,6 +498,7 @@
     log.appendChild(bubble);
     var messageId = extra && extra.message_id;
     if (messageId) bubble.setAttribute("data-message-id", messageId);
+    if (role === "user" && extra && extra.client_id) bubble.setAttribute("data-client-id", extra.client_id);
     if (extra && extra.products && extra.products.length) bubble.appendChild(productCards(extra.products, messageId));
     if (extra && extra.quotes && extra.quotes.length) bubble.appendChild(sourceQuotes(extra.quotes));
     if (role === "assistant" && messageId && text && !(extra && extra.interrupted)) {
@@ -517,11 +594,32 @@
           if (item.role === "user") lastQuestion = item.text || "";
           if (item.interrupted) addInterrupted(bubble, item.notice, lastQuestion);
         });
-        if (!lastQuestion) addSuggestions(frame.suggestions);
+        // What the outbox still holds: shown after the history (once: a message the server kept already is in it)
+        // and sent again, in order; the server acknowledges a message it has without storing it twice.
+        outbox.forEach(function (entry) {
+          setPending(bubbleFor(entry.id) || addBubble("user", entry.text, { client_id: entry.id }), "queued");
+        });
+        if (!lastQuestion && !outbox.length) addSuggestions(frame.suggestions);
         if (frame.status === "handoff" && frame.ask_email) addEmailOffer(frame.ask_email);
         if (ended) endConversation(frame.csat);
+        readyHere = true;
+        inflight = answering = null;
+        flush();
+        break;
+      case "ack":
+        if (frame.client_id !== inflight) break;
+        inflight = null;
+        setPending(bubbleFor(frame.client_id), null);
+        if (frame.message_id && !agentName) {
+          answering = frame.client_id; // kept until `start`: a server lost before it sends it again
+        } else {
+          delivered(frame.client_id);
+          if (pendingUser) { pendingUser = null; setGenerating(false); }
+          flush();
+        }
         break;
       case "start":
+        if (answering) delivered(answering);
         pendingUser = null;
         generating = { id: frame.message_id, text: "", bubble: addBubble("assistant", "") };
         generating.bubble.setAttribute("aria-busy", "true");
@@ -565,6 +663,7 @@
           var handoffAway = frame.reply === "handoff" && frame.ask_email;
           finishGenerating(notes[frame.finish_reason] || "", frame.finish_reason !== "error");
           if (handoffAway) addEmailOffer(frame.ask_email);
+          flush();
         }
         break;
       case "rated":
@@ -610,11 +709,28 @@
         break;
       case "error":
         showError(frame.message || "Something went wrong.");
+        if (frame.client_id && (frame.client_id === inflight || frame.client_id === answering)) {
+          var refused = bubbleFor(frame.client_id);
+          if (frame.client_id === inflight) inflight = null;
+          if (frame.code === "rate_limited" || frame.code === "busy") { // not now: the outbox sends it again
+            setPending(refused, "queued");
+            pendingUser = null;
+            setGenerating(false);
+            retryTimer = setTimeout(flush, Math.max(1, Number(frame.retry_after) || 2) * 1000);
+            break;
+          }
+          delivered(frame.client_id); // refused for good, or saved nowhere: the shopper sends it again if they want
+          setPending(refused, null);
+          if (refused) refused.classList.add("sa-failed");
+        } else if (answering && !frame.client_id) {
+          delivered(answering); // kept, but its answer could not be prepared (the message says why)
+        }
         if (pendingUser) {
           pendingUser.classList.add("sa-failed");
           pendingUser = null;
           setGenerating(false);
         }
+        flush();
         break;
       default:
         break; // newer server, older widget: ignore what we do not know
@@ -651,11 +767,13 @@
     socket.onclose = function (event) {
       if (ws !== socket) return;
       ws = null;
+      readyHere = false;
+      inflight = answering = null;
+      clearTimeout(retryTimer);
       if (generating) finishGenerating("(connection lost)");
-      if (pendingUser) {
-        pendingUser.classList.add("sa-failed"); // its answer never started; the shopper can send it again
-        pendingUser = null;
-      }
+      // Not failed: what the server has not acknowledged is still in the outbox and goes again after the reconnect.
+      pendingUser = null;
+      outbox.forEach(function (entry) { setPending(bubbleFor(entry.id), "queued"); });
       setGenerating(false);
       if (event.code === CLOSE_NO_STORE) {
         stopped = true;
@@ -679,12 +797,15 @@
 
   function submit() {
     var text = input.value.trim();
-    if (!text || generating || pendingUser) return;
-    if (!sendFrame({ type: "message", text: text })) {
-      showError("Not connected yet \u2013 your message is still in the box.");
-      connect();
+    if (!text || generating || pendingUser || inflight) return;
+    if (outbox.length >= MAX_OUTBOX) {
+      showError("Not connected \u2013 your earlier messages are still waiting to be sent.");
       return;
     }
+    // Into the outbox first (it survives a reload), then out when the socket is ready.
+    var entry = { id: newClientId(), text: text };
+    outbox.push(entry);
+    saveOutbox();
     showError("");
     input.value = "";
     hideSuggestions();
@@ -692,13 +813,9 @@
       ended = false;
       setStatus("Online");
     }
-    if (agentName) { // a person answers, in their own time: no answer to wait for
-      addBubble("user", text);
-      return;
-    }
-    pendingUser = addBubble("user", text);
-    typing.hidden = false;
-    setGenerating(true);
+    setPending(addBubble("user", text, { client_id: entry.id }), "queued");
+    if (!readyHere) connect();
+    flush();
   }
 
   // On a phone the open panel covers the screen: the page behind must not scroll under the shopper's finger.
@@ -728,6 +845,9 @@
     launcher.hidden = true;
     lockPageScroll(true);
     try { sessionStorage.setItem(openKey, "1"); } catch (e) { /* ignore */ }
+    if (!log.firstChild) { // before the first `ready` (offline after a reload): what is still to be sent
+      outbox.forEach(function (entry) { setPending(addBubble("user", entry.text, { client_id: entry.id }), "queued"); });
+    }
     connect();
     input.focus();
   }

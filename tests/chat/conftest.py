@@ -169,6 +169,24 @@ async def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02) -> 
     return predicate()
 
 
+def hold_write_lock(begin: str = "EXCLUSIVE"):
+    """Block every writer of the test database until the returned connection is closed, as another process
+    would: SQLite's write lock (``BEGIN EXCLUSIVE``, or ``IMMEDIATE``), or PostgreSQL's table lock."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        import sqlite3
+
+        lock = sqlite3.connect(str(db["NAME"]), isolation_level=None, timeout=30)
+        lock.execute(f"BEGIN {begin}")
+        return lock
+    import psycopg
+
+    lock = psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
+                           password=db["PASSWORD"] or None, dbname=db["NAME"])
+    lock.execute("LOCK TABLE chat_message IN EXCLUSIVE MODE")
+    return lock
+
+
 # --- real processes ------------------------------------------------------------------------------------------
 
 

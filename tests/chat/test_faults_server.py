@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 
 import pytest
-from django.db import connection
 
+from shop_assistant.chat import spool
 from shop_assistant.chat.models import Message
 from shop_assistant.chat.conversations import new_conversation
 from shop_assistant.chat.writes import MessageRecord
 from tests.conftest import REPO_ROOT
 
-from .conftest import ANSWERED, free_port, run_daphne, subprocess_env
+from .conftest import ANSWERED, free_port, hold_write_lock, run_daphne, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -67,21 +68,6 @@ def test_with_redis_down_the_shopper_still_gets_answers_and_readyz_says_why(demo
         assert "1011" not in server.log_text()
 
 
-def _hold_write_lock():
-    """Block every writer of the test database until released: SQLite's write lock, or PostgreSQL's table lock."""
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        lock = sqlite3.connect(str(db["NAME"]), isolation_level=None, timeout=30)
-        lock.execute("BEGIN IMMEDIATE")
-        return lock
-    import psycopg
-
-    lock = psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
-                           password=db["PASSWORD"] or None, dbname=db["NAME"])
-    lock.execute("LOCK TABLE chat_message IN EXCLUSIVE MODE")
-    return lock
-
-
 @pytest.mark.services
 @pytest.mark.heavy
 def test_a_worker_child_killed_mid_write_gets_the_message_redelivered(transactional_db, redis_url, tmp_path):
@@ -109,7 +95,7 @@ def test_a_worker_child_killed_mid_write_gets_the_message_redelivered(transactio
         while "ready." not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.5)
         assert "ready." in log.read_text(), log.read_text()
-        lock = _hold_write_lock()
+        lock = hold_write_lock("IMMEDIATE")
         record = MessageRecord(conversation.id, "user", "survive the kill")
         Celery(broker=redis_url, set_as_current=False).send_task("chat.log_message", args=[record.payload()])
         deadline = time.monotonic() + 60
@@ -138,3 +124,175 @@ def test_a_worker_child_killed_mid_write_gets_the_message_redelivered(transactio
             worker.wait(timeout=30)
         except subprocess.TimeoutExpired:
             worker.kill()
+
+
+# --- Exactly once from send to storage (issue 39, item 10) -------------------------------------------------------
+
+
+class Outbox:
+    """What the widget does with a shopper's messages: each keeps its client id in an outbox until its `ack`, and
+    whatever is not acknowledged is sent again, in order, after the next connect."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.token = ""
+        self.entries: list[tuple[str, str]] = []  # (client id, text), oldest first
+        self.sent: list[tuple[str, str]] = []  # every message the shopper sent
+        self.resent = 0  # messages sent again after a reconnect
+        self.duplicates = 0  # of those, the ones the server had kept already (acked as duplicates)
+        self.connection = None
+
+    async def receive(self, timeout: float = 120) -> dict:
+        return json.loads(await asyncio.wait_for(self.connection.recv(), timeout))
+
+    async def connect(self) -> None:
+        import websockets
+
+        query = "?store=demo" + (f"&resume={self.token}" if self.token else "")
+        self.connection = await websockets.connect(self.server.ws + query, origin=self.server.http, proxy=None,
+                                                   open_timeout=120)
+        ready = await self.receive()
+        assert ready["type"] == "ready", ready
+        self.token = ready["resume_token"]
+        for client_id, text in list(self.entries):  # sent again, one at a time, as the widget's outbox does
+            await self.connection.send(json.dumps({"type": "message", "text": text, "client_id": client_id}))
+            self.resent += 1
+            await self.settle(client_id)
+
+    async def settle(self, client_id: str) -> None:
+        """Until the message's `ack` and, when an answer follows, its `end`."""
+        frame = await self.receive()
+        while frame.get("type") in ("notice", "agent_joined"):
+            frame = await self.receive()
+        assert frame["type"] == "ack" and frame["client_id"] == client_id, frame
+        self.entries = [entry for entry in self.entries if entry[0] != client_id]
+        self.duplicates += frame["duplicate"]
+        if frame["message_id"]:
+            while frame["type"] not in ("end", "error"):
+                frame = await self.receive()
+
+    async def send(self, text: str) -> str:
+        client_id = str(uuid.uuid4())
+        self.entries.append((client_id, text))
+        self.sent.append((client_id, text))
+        await self.connection.send(json.dumps({"type": "message", "text": text, "client_id": client_id}))
+        return client_id
+
+    async def drop(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.connection.close()
+
+
+def _stored(sent: list[tuple[str, str]]) -> dict[str, int]:
+    """How many times each message is in the database (by its client id and text)."""
+    return {client_id: Message.objects.filter(client_id=client_id, text=text, role="user").count()
+            for client_id, text in sent}
+
+
+@pytest.mark.heavy
+def test_kill_9_at_20_ms_300_ms_and_mid_answer_every_message_is_stored_once(demo_store, tmp_path, settings):
+    """Four shoppers send at once and the server is killed (SIGKILL) 20 ms later, then 300 ms later, then once
+    each answer's first words are out. After each restart the shoppers reconnect and send again what was not
+    acknowledged. Before: 12 of 12 such messages were absent from the database (the widget marked them failed)."""
+    settings.CHAT_SPOOL_DIR = tmp_path / "spool"
+    env = {"CHAT_SPOOL_DIR": str(settings.CHAT_SPOOL_DIR)}
+    port = free_port()
+    shoppers: list[Outbox] = []
+
+    async def kill_after(server, stage: str, number: int) -> None:
+        if not shoppers:
+            shoppers.extend(Outbox(server) for _ in range(4))
+        for shopper in shoppers:
+            shopper.server = server
+            await shopper.connect()
+        for index, shopper in enumerate(shoppers):
+            await shopper.send(f"Do you sell tents? ({stage}, shopper {index}, message {number})")
+        if stage == "mid-answer":
+            for shopper in shoppers:  # the answer has started: its first words (the opening) are out
+                frame = await shopper.receive()
+                while frame["type"] != "token":
+                    if frame["type"] == "ack":
+                        shopper.entries = [e for e in shopper.entries if e[0] != frame["client_id"]]
+                    frame = await shopper.receive()
+        else:
+            await asyncio.sleep(0.02 if stage == "20 ms" else 0.3)
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=30)
+        for shopper in shoppers:
+            await shopper.drop()
+
+    stages = ["20 ms", "300 ms", "mid-answer"]
+    for number, stage in enumerate(stages):
+        with run_daphne(tmp_path, port=port, **env) as server:
+            asyncio.run(kill_after(server, stage, number))
+    with run_daphne(tmp_path, port=port, **env) as server:
+
+        async def reconnect() -> None:
+            for shopper in shoppers:
+                shopper.server = server
+                await shopper.connect()  # sends again whatever was not acknowledged
+                assert shopper.entries == []
+                await shopper.drop()
+
+        asyncio.run(reconnect())
+    spool.replay()  # what a server spooled is written once writes work (its replayer thread, every 10 s)
+    sent = [message for shopper in shoppers for message in shopper.sent]
+    counts = _stored(sent)
+    figures = {"sent": len(sent), "stored once": sum(1 for n in counts.values() if n == 1),
+               "lost": sum(1 for n in counts.values() if n == 0), "duplicated": sum(1 for n in counts.values() if n > 1)}
+    print("kill -9 figures:", figures, "sent again after a restart:", sum(s.resent for s in shoppers),
+          "of which the server had kept already:", sum(s.duplicates for s in shoppers))
+    assert figures == {"sent": 12, "stored once": 12, "lost": 0, "duplicated": 0}
+    conversations = {m.conversation_id for m in Message.objects.filter(client_id__in=list(counts))}
+    assert Message.objects.filter(conversation_id__in=conversations, role="user").count() == 12  # no copy at all
+
+
+@pytest.mark.heavy
+def test_a_database_locked_by_another_process_spools_and_the_answers_go_on(demo_store, tmp_path, settings):
+    """Another process holds SQLite's write lock (BEGIN EXCLUSIVE) far longer than CHAT_WRITE_TIMEOUT. Before,
+    no shopper got even `start` for 120 s; now each gets the `ack`, `start` and the answer within seconds, and
+    each message is in the database once after the lock is released."""
+    settings.CHAT_SPOOL_DIR = tmp_path / "spool"
+    with run_daphne(tmp_path, CHAT_SPOOL_DIR=str(settings.CHAT_SPOOL_DIR), CHAT_WRITE_TIMEOUT="2") as server:
+        shoppers = [Outbox(server) for _ in range(3)]
+
+        async def warm_up() -> None:  # the engine and the embedding model loaded, as on a live server
+            await shoppers[0].connect()
+            await shoppers[0].send("Hello")
+            await shoppers[0].settle(shoppers[0].entries[0][0])
+            await shoppers[0].drop()
+            shoppers[0].sent.clear()
+
+        asyncio.run(warm_up())
+        lock = hold_write_lock("EXCLUSIVE")
+        try:
+
+            async def ask(shopper: Outbox, text: str) -> tuple[float, float]:
+                await shopper.connect()
+                sent = time.monotonic()
+                client_id = await shopper.send(text)
+                frames = []
+                while not frames or frames[-1]["type"] not in ("end", "error"):
+                    frames.append(await shopper.receive(60))
+                    if frames[-1]["type"] == "start":
+                        started = time.monotonic() - sent
+                assert [f["type"] for f in frames][0] == "ack" and frames[0]["client_id"] == client_id
+                assert frames[-1]["type"] == "end" and frames[-1]["finish_reason"] in ANSWERED, frames
+                return started, time.monotonic() - sent
+
+            async def everyone() -> list[tuple[float, float]]:
+                texts = ["Do you sell tents?", "Do you have rain jackets?", "What is your return policy?"]
+                return await asyncio.gather(*(ask(s, t) for s, t in zip(shoppers, texts)))
+
+            waits = asyncio.run(everyone())
+            print("with the database locked: seconds to start, to end:", waits)
+            assert max(start for start, _ in waits) < 10 and max(end for _, end in waits) < 20, waits
+            assert "1011" not in server.log_text()
+        finally:
+            lock.close()
+        deadline = time.monotonic() + 60
+        sent = [message for shopper in shoppers for message in shopper.sent]
+        while time.monotonic() < deadline and set(_stored(sent).values()) != {1}:
+            spool.replay()
+            time.sleep(0.5)
+        assert set(_stored(sent).values()) == {1}, _stored(sent)

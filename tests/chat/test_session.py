@@ -74,4 +74,5 @@ async def test_with_only_the_database_read_only_the_message_is_spooled_and_the_a
     answer = await shopper.ask("Do you sell tents?")
     assert answer.end["finish_reason"] in ANSWERED
     assert await shopper.comm.receive_nothing(timeout=1)  # nothing lost, nothing to tell
-    assert spool.depth() == 2
+    # The message kept the moment it came, then what the model saw of it (with its pending answer), then the answer.
+    assert spool.depth() == 3

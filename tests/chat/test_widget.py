@@ -244,3 +244,114 @@ async def test_reconnects_after_a_server_restart_and_resumes(demo_store, page, t
         await expect(page.locator(".sa-msg.sa-user")).to_have_text("You said:Hello, anyone there?")
         await expect(page.locator(".sa-assistant .sa-text")).to_have_text(answer)
         assert page.errors == []
+
+
+def _page_files(base: str) -> dict[str, tuple[str, bytes]]:
+    """The storefront page and its scripts and styles, by path: (content type, body)."""
+    import re
+    import urllib.request
+
+    files = {}
+    with urllib.request.urlopen(base + "/") as response:
+        files["/"] = (response.headers["Content-Type"], response.read())
+    for path in set(re.findall(rb'(?:src|href)="(/static/[^"]+\.(?:js|css))"', files["/"][1])):
+        with urllib.request.urlopen(base + path.decode()) as response:
+            files[path.decode()] = (response.headers["Content-Type"], response.read())
+    return files
+
+
+async def _from_cache(route, files: dict[str, tuple[str, bytes]]) -> None:
+    from urllib.parse import urlsplit
+
+    path = urlsplit(route.request.url).path
+    if path in files:
+        await route.fulfill(status=200, content_type=files[path][0], body=files[path][1])
+    else:
+        await route.abort()
+
+
+def _user_rows(text: str) -> list[tuple[str, str | None]]:
+    from shop_assistant.chat.models import Message
+
+    return [(m.text, str(m.client_id) if m.client_id else None) for m in Message.objects.filter(role="user", text=text)]
+
+
+@pytest.fixture
+async def offline_page(browser):
+    """A page whose reload may come from the test's cache while the server is down (``page.route``): Chromium takes
+    such a page for a public one and would refuse its socket to 127.0.0.1 (Local Network Access), so here that
+    check is off."""
+    own = await browser.browser_type.launch(
+        executable_path=CHROMIUM, args=CHROMIUM_ARGS + ["--disable-features=LocalNetworkAccessChecks"]
+    )
+    page = await (await own.new_context()).new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors
+    yield page
+    await own.close()
+
+
+async def test_the_outbox_keeps_a_message_through_a_kill_and_a_reload_and_it_is_stored_once(
+    demo_store, offline_page, tmp_path
+):
+    """Sent while the server is down (kill -9), then the page reloaded: the message waits in the outbox (shown as not
+    sent yet, not failed) and goes once the server is back. Then one sent and the server killed at once: sent again
+    after the restart, stored once, answered."""
+    import os
+    import signal
+
+    from playwright.async_api import expect
+
+    page = offline_page
+    timeout = FRAME_TIMEOUT * 1000
+    outbox = "() => JSON.parse(Object.entries(localStorage).find(([k]) => k.endsWith(':outbox'))?.[1] || '[]')"
+    with run_daphne(tmp_path, CHAT_SPOOL_DIR=str(tmp_path / "spool")) as server:
+        port = server.port
+        await page.goto(server.http + "/")
+        await page.get_by_role("button", name="Chat with us").click()
+        await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
+        files = _page_files(server.http)
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=30)
+        await expect(page.locator(".sa-status")).to_contain_text("reconnecting", timeout=timeout)
+        box = page.get_by_label("Your message")
+        await box.fill("Do you sell tents?")
+        await box.press("Enter")
+        pending = page.locator(".sa-msg.sa-user.sa-pending")
+        await expect(pending).to_contain_text("Not sent yet")
+        assert await page.locator(".sa-failed").count() == 0
+        [entry] = await page.evaluate(outbox)
+        assert entry["text"] == "Do you sell tents?"
+        # Reloaded while the server is down (the page and the widget's files as a browser cache would keep them): the
+        # outbox is in localStorage, so the message is still there, still waiting.
+        await page.route(server.http + "/**", lambda route: _from_cache(route, files))
+        await page.reload()
+        await expect(page.locator(".sa-msg.sa-user.sa-pending")).to_contain_text("Do you sell tents?")
+        await page.unroute(server.http + "/**")
+
+    with run_daphne(tmp_path, port=port, CHAT_SPOOL_DIR=str(tmp_path / "spool")) as server:
+        await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
+        await expect(page.locator(".sa-assistant")).to_have_count(1, timeout=timeout)
+        await expect(page.locator(".sa-assistant[aria-busy]")).to_have_count(0, timeout=timeout)  # its `end` came
+        await expect(page.locator(".sa-msg.sa-user")).to_have_text("You said:Do you sell tents?")
+        assert await page.evaluate(outbox) == []
+        assert await database_sync_to_async(_user_rows)("Do you sell tents?") == [("Do you sell tents?", entry["id"])]
+
+        box = page.get_by_label("Your message")
+        await box.fill("Do you have rain jackets?")
+        await box.press("Enter")
+        os.kill(server.process.pid, signal.SIGKILL)  # at once: before or after the server kept it, nobody knows
+        server.process.wait(timeout=30)
+
+    with run_daphne(tmp_path, port=port, CHAT_SPOOL_DIR=str(tmp_path / "spool")):
+        await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
+        await expect(page.locator(".sa-msg.sa-user").last).to_have_text("You said:Do you have rain jackets?",
+                                                                         timeout=timeout)
+        await expect(page.locator(".sa-assistant:not(.sa-interrupted)")).to_have_count(2, timeout=timeout)
+        await expect(page.locator(".sa-assistant[aria-busy]")).to_have_count(0, timeout=timeout)
+        await expect(page.locator(".sa-pending")).to_have_count(0)
+        assert await page.evaluate(outbox) == []
+        assert len(await database_sync_to_async(_user_rows)("Do you have rain jackets?")) == 1
+        assert await page.locator(".sa-msg.sa-user").count() == 2
+        assert page.errors == []
