@@ -275,14 +275,14 @@ def _of_the_kind_asked(text: str, hits: list[SearchHit]) -> list[SearchHit]:
     return [hit for hit in hits if kinds[id(hit)] & named]
 
 
-def ground(store: Store, text: str, k: int = 3, policies: str = "") -> Grounding:
+def ground(store: Store, text: str, k: int = 3) -> Grounding:
     """Catalog facts and product cards for one shopper message.
 
     Searches ``store``'s active products (hybrid embedding + keyword search, see ``catalog.search``) and keeps
     at most ``k`` hits scoring at least ``MATCH_THRESHOLD`` (and 70% of the best hit); a stated price range
-    ("under $50") filters the variants. The passages of the store's documents and of ``policies`` (those in
-    its prompt) that answer the message (``catalog.passages``: every policy and the FAQ are searched) are added
-    word for word. ``found`` is False, with ``facts``
+    ("under $50") filters the variants. The passages of the store's documents that answer the message
+    (``catalog.passages``: every policy and the FAQ are searched; the documents are the only source of a quote)
+    are added word for word. ``found`` is False, with ``facts``
     saying the catalog has no match, when neither a product nor a document applies: the assistant must then
     say so instead of guessing. Cards are one per product hit, from its best-matching variant.
 
@@ -297,7 +297,7 @@ def ground(store: Store, text: str, k: int = 3, policies: str = "") -> Grounding
         hits = [hit for hit in search(text, k, store=store, min_price=low, max_price=high) if hit.variant is not None]
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
         hits = _of_the_kind_asked(text, [hit for hit in hits if hit.score >= floor and _means_it(hit)])
-        answers = passages.answering(store, text, query_vector(text), policies)
+        answers = passages.answering(store, text, query_vector(text))
         if not hits and not answers and sales.asks_about_sales(text):
             hits = sales.on_sale(store, k)
 

@@ -1,8 +1,10 @@
 """Which sentence of the store's documents answers a shopper's question, across every policy and the FAQ.
 
 Each store's documents are cut into passages (a sentence of a policy; a whole line of an FAQ, question and
-answer together; a line of the policies in the store's prompt) and embedded once per process (rebuilt when a
-document, the catalog or the policies change). A question is scored
+answer together) and embedded once per process (rebuilt when a document or the catalog changes: the stamp read
+from the database, so a publish on any node is seen by every node's next question). The documents are the only
+source of what a shopper is quoted: the store's prompt is never searched, so a policy has one copy, and a
+published version is what every shopper is quoted from their next question. A question is scored
 against every passage:
 
     score = cosine(question, passage) + LEXICAL_WEIGHT * shared_words + KIND_BONUS (the question names the
@@ -159,25 +161,6 @@ def passages_of(document: StoreDocument) -> list[Passage]:
     return passages
 
 
-POLICIES_TITLE = "Store policies"
-_LABEL = re.compile(r"^\s*([A-Za-z][\w &/-]{0,40}):\s*(.+)$")
-
-
-def passages_of_policies(text: str) -> list[Passage]:
-    """The policies written in the store's prompt, one per line ("Returns: unused items can be returned within
-    30 days ..."): each line a passage of its own, titled and kinded by its label ("Returns"; untitled lines
-    "Store policies", of kind "other"). They have no document row: their ids are negative."""
-    passages = []
-    for position, line in enumerate(line.strip() for line in text.splitlines() if line.strip()):
-        label = _LABEL.match(line)
-        title, body = (label.group(1).strip(), label.group(2).strip()) if label else (POLICIES_TITLE, line)
-        body = body[:1].upper() + body[1:]
-        kinds = kinds_asked(title) if label else []
-        kind = kinds[0] if kinds else StoreDocument.Kind.OTHER
-        passages.append(Passage(-(position + 1), kind, title, body, 0, "", body))
-    return passages
-
-
 @dataclass
 class _StoreIndex:
     stamp: tuple
@@ -194,8 +177,8 @@ class _StoreIndex:
     documents: tuple[str, ...] = ()
 
 
-# (store id, policies text) -> index; a few entries: a studio preview of a draft's policies has its own.
-_indexes: OrderedDict[tuple[int, str], _StoreIndex] = OrderedDict()
+# store id -> index
+_indexes: OrderedDict[int, _StoreIndex] = OrderedDict()
 _lock = threading.Lock()
 MAX_INDEXES = 64
 
@@ -215,13 +198,9 @@ def _catalog_words(store: Store) -> tuple[frozenset[str], frozenset[str]]:
     return naming, naming | frozenset(word for row in rows for word in content_words(" ".join(row[2:])))
 
 
-def _build(store: Store, stamp: tuple, policies: str) -> _StoreIndex:
+def _build(store: Store, stamp: tuple) -> _StoreIndex:
     documents = list(StoreDocument.objects.filter(store=store))
     passages = [p for document in documents for p in passages_of(document)]
-    # A policy line that repeats a document's sentence is quoted from the document: its title names the page
-    # the shopper can read ("Returns and refunds"), and its neighbours give the rest.
-    said = [p.words for p in passages]
-    passages += [p for p in passages_of_policies(policies) if not any(p.words <= words for words in said)]
     vectors = embeddings.encode([p.text for p in passages])
     questions = [p.question for p in passages if p.question]
     question_vectors = np.zeros_like(vectors)
@@ -236,15 +215,15 @@ def _build(store: Store, stamp: tuple, policies: str) -> _StoreIndex:
     )
 
 
-def store_index(store: Store, policies: str = "") -> _StoreIndex:
-    """The passages of the store's documents and of ``policies`` (the prompt's), rebuilt when either changed."""
-    stamp, key = _stamp(store), (store.pk, policies)
+def store_index(store: Store) -> _StoreIndex:
+    """The passages of the store's documents, rebuilt when a document (or the catalog) changed."""
+    stamp, key = _stamp(store), store.pk
     with _lock:
         index = _indexes.get(key)
         if index is not None and index.stamp == stamp:
             _indexes.move_to_end(key)
             return index
-    index = _build(store, stamp, policies)
+    index = _build(store, stamp)
     with _lock:
         _indexes[key] = index
         while len(_indexes) > MAX_INDEXES:
@@ -285,7 +264,7 @@ def _best_of_kind(kind: str, scored: list[Match]) -> Match | None:
     return next((match for match in scored if match.passage.kind == kind), None)
 
 
-def answering(store: Store, question: str, query: np.ndarray | None = None, policies: str = "") -> list[Match]:
+def answering(store: Store, question: str, query: np.ndarray | None = None) -> list[Match]:
     """The passages that answer ``question``, best first, or [] when no passage reaches ``ANSWER_THRESHOLD``.
 
     The best passage, and a second one of its document within ``SECOND_MARGIN`` of it. A policy the question
@@ -294,7 +273,7 @@ def answering(store: Store, question: str, query: np.ndarray | None = None, poli
     """
     if not question.strip():
         return []
-    index = store_index(store, policies)
+    index = store_index(store)
     if not index.passages:
         return []
     if query is None:

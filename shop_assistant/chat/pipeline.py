@@ -13,7 +13,6 @@ Either way an answer never ends mid-sentence. The session (``session.py``) sends
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -179,15 +178,15 @@ def _plan(
         version = published_prompt(store)
         if version is None:
             raise NoPublishedPromptError(store)
-    # The policies written in the prompt are searched with the store's documents.
-    composition = compose(store, text, functools.partial(retrieve, policies=version.policies), previous, shown)
+    # The store's documents are the only source of a quote: the prompt is never searched (one copy of a policy).
+    composition = compose(store, text, retrieve, previous, shown)
     decoding = decoding_for(store)
     content = user_turn_content(text, composition.facts)
     if composition.fixed:
         return Plan(composition, content, decoding)
     types = product_types(store, limit=3) if not (composition.products or composition.answers) else []
     # The passages' index, built once per catalog change (retrieval has just looked it up).
-    index = passages.store_index(store, version.policies)
+    index = passages.store_index(store)
     described = index.described_words if composition.products else frozenset()
     opening = opening_for(store, text, composition.products, composition.answers, types, described)
     system_prompt = version.full_text()

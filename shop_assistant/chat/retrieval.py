@@ -35,9 +35,8 @@ def _card(raw: dict[str, Any]) -> dict[str, Any]:
     return card
 
 
-def retrieve(store: Store, text: str, k: int = 3, policies: str = "") -> Retrieved:
-    """``policies``: the policies written in the store's prompt, searched with its documents."""
-    grounding = ground(store, text, k=k, policies=policies)
+def retrieve(store: Store, text: str, k: int = 3) -> Retrieved:
+    grounding = ground(store, text, k=k)
     if not grounding.found:
         return Retrieved(facts=grounding.facts or "")
     return Retrieved(

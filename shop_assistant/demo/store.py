@@ -14,6 +14,8 @@ from catalog.embeddings import embed_products
 from catalog.ingest import read_source
 from catalog.ingest.upsert import apply_catalog
 from catalog.models import Store
+from shop_assistant.studio import services
+from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
 from shop_assistant.studio.models import SampleQuestion
 
 CATALOG_PATH = Path(__file__).resolve().parent / "demo_catalog.json"
@@ -29,6 +31,17 @@ SAMPLE_QUESTIONS = (
     "What is your return policy?",
     "How long does shipping take?",
 )
+
+
+NO_POLICIES_NOTE = "default: the policies are the knowledge documents"
+
+
+def _restates_policies(store: Store) -> bool:
+    """The demo's published prompt is one from before the knowledge documents became a policy's one copy: its own
+    policy lines ("Returns: ... 30 days") are no longer sent, and the prompt that refers to the documents is the
+    default now. A prompt the owner wrote since is theirs: only one that still carries policy lines is replaced."""
+    published = services.published_prompt(store)
+    return published is not None and bool(published.policies.strip())
 
 
 def demo_password() -> tuple[str, bool]:
@@ -76,6 +89,10 @@ def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResu
                 result.changes.append(f"{kind}: {counts['created']} created, {counts['updated']} updated")
         if created:  # a new store gets it with its row (studio.receivers)
             result.changes.append("published the default prompt")
+        elif _restates_policies(store):
+            default = DEFAULT_SYSTEM_PROMPT.format(store=store.name)
+            services.publish(services.create_draft(store, default, note=NO_POLICIES_NOTE))
+            result.changes.append("published the default prompt: the policies are the knowledge documents")
         if not SampleQuestion.objects.filter(store=store).exists():
             SampleQuestion.objects.bulk_create(
                 SampleQuestion(store=store, text=text, position=position) for position, text in enumerate(SAMPLE_QUESTIONS)

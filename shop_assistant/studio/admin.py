@@ -37,17 +37,18 @@ class PromptVersionAdmin(admin.ModelAdmin):
     actions = ["publish_selected"]
 
     def get_readonly_fields(self, request, obj=None):
+        # ``policies``: history only; a policy's one copy is its knowledge document.
         if obj is None:
-            return LIFECYCLE_FIELDS
+            return ("policies", *LIFECYCLE_FIELDS)
         if obj.status != PromptVersion.Status.DRAFT:
             return ("store", "system_prompt", "policies", "note", *LIFECYCLE_FIELDS)
-        return ("store", *LIFECYCLE_FIELDS)
+        return ("store", "policies", *LIFECYCLE_FIELDS)
 
     def save_model(self, request, obj, form, change) -> None:
         if change:
-            saved = services.update_draft(obj, obj.system_prompt, obj.policies, obj.note)
+            saved = services.update_draft(obj, obj.system_prompt, "", obj.note)
         else:
-            saved = services.create_draft(obj.store, obj.system_prompt, obj.policies, user=request.user, note=obj.note)
+            saved = services.create_draft(obj.store, obj.system_prompt, user=request.user, note=obj.note)
         obj.pk, obj.version, obj.status = saved.pk, saved.version, saved.status
 
     def has_delete_permission(self, request, obj=None) -> bool:

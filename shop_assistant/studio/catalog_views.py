@@ -18,7 +18,6 @@ from catalog import sync
 from catalog.models import ImportRun, ImportSource, Product, Store, Variant
 from shop_assistant.chat.retrieval import retrieve
 
-from . import services
 from .catalog_forms import ProductSearchForm, SourceForm, UploadForm
 from .views import owners_only
 
@@ -185,8 +184,7 @@ def product_preview(request: HttpRequest, store: Store, product_id: int) -> Http
         store=store, pk=product_id,
     )
     question = request.GET.get("q", "").strip()[:500] or f"Do you have the {product.title}?"
-    published = services.published_prompt(store)
-    retrieved = retrieve(store, question, policies=published.policies if published else "")
+    retrieved = retrieve(store, question)
     skus = {variant.sku for variant in product.variants.all()}
     return render(
         request,

@@ -1,5 +1,8 @@
 """The prompt a new store starts with.
 
+It states no policy of its own: a policy's one copy is the store's knowledge document (``catalog.passages``), which
+the chat quotes with the shopper's message, so a published document has nothing in the prompt to disagree with.
+
 Written for the bundled 135M model: short imperative rules. Requests the catalog has nothing for, requests for
 a person and "are you a bot?" never reach the model: they get fixed replies (``shop_assistant.chat.composition``).
 
@@ -32,10 +35,8 @@ Rules:
 - Use only the catalog results given with the shopper's message. Copy product names, prices and figures \
 exactly. Never invent products, prices, discounts or stock.
 - Never repeat a sentence.
+- Store policies (returns, shipping, warranty, payment) are the store documents given with the shopper's \
+message: state a policy only as they say it.
 - For orders, refunds or account questions you cannot see, offer a human agent.
 - Never ask for payment details, passwords or card numbers."""
 )
-
-DEFAULT_POLICIES = """Returns: unused items can be returned within 30 days of delivery for a full refund.
-Shipping: standard shipping takes 3-5 business days; orders over $50 ship free.
-Support hours: human agents are available Monday to Friday, 9:00-17:00."""

@@ -20,7 +20,7 @@ from catalog.models import DocumentVersion, Store, StoreDocument
 from catalog.tasks import embed_store_documents
 
 from .budget import DiffLine, line_diff
-from .services import PromptError, PublishConflict, _in_store_transaction, published_prompt
+from .services import PromptError, PublishConflict, _in_store_transaction
 
 MAX_DOCUMENT_CHARS = 50_000
 _UNSET = object()
@@ -256,14 +256,13 @@ def suggested_question(passage: passages.Passage) -> str:
 
 def sentence_checks(document: StoreDocument) -> list[SentenceCheck]:
     """For each passage of the published text: the question that should retrieve it (the owner's, else the
-    suggestion) and the quote the chat's own passage search gives a shopper asking it."""
-    prompt = published_prompt(document.store)
-    policies = prompt.policies if prompt is not None else ""
+    suggestion) and the quote the chat's own passage search gives a shopper asking it: the documents are the only
+    source of a quote, so this is what the chat quotes, with nothing else to disagree."""
     checks = []
     for passage in passages.passages_of(document):
         owned = (document.questions or {}).get(passage.text, "").strip()
         question = owned or suggested_question(passage)
-        answers = passages.answering(document.store, question, policies=policies) if question else []
+        answers = passages.answering(document.store, question) if question else []
         retrieved = any(m.passage.document_id == document.pk and m.passage.text == passage.text for m in answers)
         checks.append(SentenceCheck(passage.text, question, not owned, grounding.quotes_of(answers), retrieved))
     return checks
@@ -275,13 +274,3 @@ def save_questions(document: StoreDocument, questions: dict[str, str]) -> None:
     document.questions = {s: q.strip()[:500] for s, q in questions.items() if s in sentences and q.strip()}
     # Not through save(): a question is not a change of the document's text, so the passage index stays.
     StoreDocument.objects.filter(pk=document.pk).update(questions=document.questions)
-
-
-def prompt_policy_lines(document: StoreDocument) -> list[str]:
-    """The lines of the published prompt's policies on this document's topic ("Returns: ... 30 days"). The
-    assistant searches them with the documents, so when they say otherwise a shopper may be quoted them instead:
-    the page shows them next to the document to keep the two in step."""
-    prompt = published_prompt(document.store)
-    if prompt is None:
-        return []
-    return [p.text for p in passages.passages_of_policies(prompt.policies) if p.kind == document.kind]

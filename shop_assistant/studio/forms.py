@@ -24,11 +24,9 @@ WEEKDAYS = [(0, "Mon"), (1, "Tue"), (2, "Wed"), (3, "Thu"), (4, "Fri"), (5, "Sat
 class DraftForm(forms.ModelForm):
     class Meta:
         model = PromptVersion
-        fields = ["system_prompt", "policies", "note"]
-        widgets = {
-            "system_prompt": forms.Textarea(attrs={"rows": 16, "spellcheck": "true"}),
-            "policies": forms.Textarea(attrs={"rows": 6}),
-        }
+        # No policies: they live in the knowledge documents, the one copy shoppers are quoted.
+        fields = ["system_prompt", "note"]
+        widgets = {"system_prompt": forms.Textarea(attrs={"rows": 16, "spellcheck": "true"})}
         help_texts = {"note": "What changed and why (shown in the history)."}
 
 

@@ -77,7 +77,6 @@ def document(request: HttpRequest, store: Store, document_id: int) -> HttpRespon
             "history": [v for v in versions if v.status != DocumentVersion.Status.DRAFT],
             # The sentences of the text shoppers are quoted now: the document's, recorded or not.
             "checks": documents.sentence_checks(doc) if doc.body.strip() else [],
-            "prompt_lines": documents.prompt_policy_lines(doc),
         },
     )
 

@@ -23,6 +23,8 @@ class PromptVersion(models.Model):
     store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="prompt_versions")
     version = models.PositiveIntegerField()
     system_prompt = models.TextField()
+    # Written by versions from before the knowledge documents became the one copy of a policy: kept as history,
+    # never sent to the model nor quoted (``full_text``), so a published document has nothing to disagree with.
     policies = models.TextField(blank=True, help_text="Store policies the assistant must follow.")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
     note = models.CharField(max_length=200, blank=True)
@@ -78,10 +80,9 @@ class PromptVersion(models.Model):
         return None
 
     def full_text(self) -> str:
-        """The exact system message: the same bytes for every session, so its KV blocks are shared."""
-        if not self.policies.strip():
-            return self.system_prompt.strip()
-        return f"{self.system_prompt.strip()}\n\nStore policies:\n{self.policies.strip()}"
+        """The exact system message: the same bytes for every session, so its KV blocks are shared. Not the
+        ``policies`` of an old version: a policy's one copy is its knowledge document, quoted with the message."""
+        return self.system_prompt.strip()
 
 
 class SampleQuestion(models.Model):

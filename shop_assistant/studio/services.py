@@ -20,7 +20,7 @@ from django.utils import timezone
 from catalog.models import Store
 from shop_assistant.runtime.retry import retrying
 
-from .defaults import DEFAULT_POLICIES, DEFAULT_SYSTEM_PROMPT
+from .defaults import DEFAULT_SYSTEM_PROMPT
 from .models import PromptVersion
 from .prewarm import announce
 
@@ -219,7 +219,6 @@ def ensure_default_prompt(store: Store) -> PromptVersion:
             store=store,
             version=_next_version(store.pk),
             system_prompt=DEFAULT_SYSTEM_PROMPT.format(store=store.name),
-            policies=DEFAULT_POLICIES,
             note="default",
         )
         return _publish_locked(draft.pk, None, None, check=False)

@@ -110,9 +110,8 @@ def new_draft(request: HttpRequest, store: Store) -> HttpResponse:
     )
     if source is None:
         source = services.ensure_default_prompt(store)
-    draft = services.create_draft(
-        store, source.system_prompt, source.policies, user=request.user, note=f"from v{source.version}"
-    )
+    # Not an old version's policies: a policy's one copy is its knowledge document.
+    draft = services.create_draft(store, source.system_prompt, user=request.user, note=f"from v{source.version}")
     return redirect("studio:draft", slug=store.slug, version_id=draft.pk)
 
 
@@ -125,9 +124,7 @@ def draft(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     if request.method == "POST":
         if form.is_valid():
             try:
-                services.update_draft(
-                    version, form.cleaned_data["system_prompt"], form.cleaned_data["policies"], form.cleaned_data["note"]
-                )
+                services.update_draft(version, form.cleaned_data["system_prompt"], "", form.cleaned_data["note"])
             except services.PromptError as exc:
                 messages.error(request, str(exc))
             else:
@@ -272,7 +269,7 @@ def save_questions(request: HttpRequest, store: Store) -> HttpResponse:
 @owners_only
 def count_tokens(request: HttpRequest, store: Store) -> JsonResponse:
     """Live token count while the owner types (the draft is not saved)."""
-    text = PromptVersion(system_prompt=request.POST.get("system_prompt", ""), policies=request.POST.get("policies", ""))
+    text = PromptVersion(system_prompt=request.POST.get("system_prompt", ""))
     result = budget.prompt_budget(text.full_text())
     if result is None:
         return JsonResponse({"ready": False})

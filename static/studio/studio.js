@@ -39,10 +39,8 @@
     var timer = null;
     var budget = form.querySelector("[data-budget]");
     var update = function () {
-      post(form.dataset.tokensUrl, {
-        system_prompt: form.elements.system_prompt.value,
-        policies: form.elements.policies.value,
-      }).then(function (r) { return r.json(); }).then(function (data) {
+      // The prompt alone: policies are the knowledge documents, never part of it.
+      post(form.dataset.tokensUrl, { system_prompt: form.elements.system_prompt.value }).then(function (r) { return r.json(); }).then(function (data) {
         if (!data.ready) return;
         budget.querySelector("[data-loading]").hidden = true;
         budget.querySelector("[data-counts]").hidden = false;

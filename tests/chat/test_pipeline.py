@@ -327,3 +327,33 @@ def test_a_catalog_change_is_seen_by_the_next_question(demo_store, tokenizing_en
     assert document.body in after.evidence.documents  # what its sentences are checked against
     _cold()
     assert pipeline.plan(tokenizing_engine, demo_store, [], question) == after
+
+
+# --- one source for a policy: the store's published document (issue 40) ---
+
+RETURN_QUESTIONS = ("What is your return policy?", "How many days do I have to return something?")
+
+
+def _on_screen(plan: Plan) -> str:
+    """What the shopper reads before the model's own words: the opening and the quotes next to it."""
+    return " ".join([plan.opening.text, *(quote["text"] for quote in plan.composition.quotes)])
+
+
+def test_a_published_policy_is_what_shoppers_are_quoted_and_nothing_else_says_otherwise(demo_store, tokenizing_engine):
+    from shop_assistant.studio import documents
+
+    for question in RETURN_QUESTIONS:  # the processes' indexes warm with v1
+        assert "30 days" in _on_screen(pipeline.plan(tokenizing_engine, demo_store, [], question)), question
+    returns = StoreDocument.objects.get(store=demo_store, kind="returns")
+    draft = documents.create_draft(returns)
+    draft = documents.update_draft(draft, draft.title, draft.body.replace("30 days", "60 days"), "60 days now")
+    documents.publish(draft)
+    for question in RETURN_QUESTIONS:
+        plan = pipeline.plan(tokenizing_engine, demo_store, [], question)
+        shown = _on_screen(plan)
+        assert "60 days" in shown and "30 days" not in shown, (question, shown)
+        assert [quote["title"] for quote in plan.composition.quotes] == ["Returns and refunds"], question
+        # Nor can the model's own sentences say 30: its prompt has no second copy of the policy, and nothing its
+        # sentences are checked against does either.
+        assert "30 days" not in tokenizing_engine.tokenizer.decode(plan.token_ids), question
+        assert not any("30 days" in text for text in plan.evidence.documents), question

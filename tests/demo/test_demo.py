@@ -55,3 +55,22 @@ def test_demo_staff_password_is_used_and_not_printed(settings, monkeypatch):
     assert "chosen-by-the-operator-42" not in out and "DEMO_STAFF_PASSWORD" in out
     for name in ACCOUNTS:
         assert get_user_model().objects.get(username=name).check_password("chosen-by-the-operator-42"), name
+
+
+def test_a_demo_whose_prompt_restates_the_policies_gets_the_prompt_that_refers_to_the_documents():
+    """Issue 40: the demo's prompt had its own "Returns: ... 30 days" line, a second copy of the returns document."""
+    from catalog.models import Store
+    from shop_assistant.studio import services
+    from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
+
+    load()
+    store = Store.objects.get(slug="demo")
+    old = services.published_prompt(store)
+    assert not old.policies and "store documents" in old.full_text()
+    legacy = services.publish(services.create_draft(store, "An old prompt.", "Returns: within 30 days."))
+    load()
+    now = services.published_prompt(store)
+    assert now.pk != legacy.pk and now.system_prompt == DEFAULT_SYSTEM_PROMPT.format(store=store.name)
+    assert not now.policies and "30 days" not in now.full_text()
+    load()  # once: a second run changes nothing
+    assert services.published_prompt(store).pk == now.pk

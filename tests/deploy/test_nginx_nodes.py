@@ -65,11 +65,11 @@ def publish_unique(slug: str):
     """A published prompt whose first words are new: none of its blocks can be cached anywhere yet."""
     from catalog.models import Store
     from shop_assistant.studio import services
-    from shop_assistant.studio.defaults import DEFAULT_POLICIES, DEFAULT_SYSTEM_PROMPT
+    from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
 
     store = Store.objects.get(slug=slug)
     text = f"Revision {uuid.uuid4().hex}. " + DEFAULT_SYSTEM_PROMPT.format(store=store.name)
-    return services.publish(services.create_draft(store, text, DEFAULT_POLICIES))
+    return services.publish(services.create_draft(store, text))
 
 
 async def wait_for_reports(board, version_id: int, names: set[str], timeout: float = 300.0) -> dict[str, dict]:

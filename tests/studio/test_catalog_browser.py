@@ -1,7 +1,7 @@
 """The studio's catalog and knowledge pages in real headless Chromium against daphne (eager Celery, as the
 embedded defaults run): an owner uploads the Shopify sample CSV with bad rows, follows the import, downloads the
-error report and finds a new product the assistant now shows; then edits and publishes the returns policy and
-the next shopper's quote changes."""
+error report and finds a new product the assistant now shows; then edits and publishes the returns policy (60
+days instead of 30, refunds in 10 business days instead of 5) and the next shopper reads it in the widget."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
 SCREENSHOTS = screenshot_dir("studio")
 REFUND_QUESTION = "How long do refunds take?"
+# Issue 40: asked after v2 (60 days) was published, both were quoted the prompt's own "30 days" line.
+RETURN_QUESTIONS = ("What is your return policy?", "How many days do I have to return something?")
 
 SHOPPER_JS = """async ([url, question]) => new Promise((resolve, reject) => {
     const ws = new WebSocket(url);
@@ -121,16 +123,20 @@ async def test_owner_imports_a_catalog_and_publishes_a_policy(daphne_server, dem
     await page.get_by_role("link", name="Knowledge").click()
     await page.get_by_role("link", name="Returns and refunds").click()
     await expect(page.get_by_role("heading", name="What shoppers are quoted")).to_be_visible()
-    # The prompt's own returns line is shown beside the document: the two must agree.
-    await expect(page.locator(".prompt-lines")).to_contain_text("within 30 days of delivery")
+    # The document is the policy's one copy: no prompt line beside it to keep in step.
+    await expect(page.locator(".prompt-lines")).to_have_count(0)
+    await expect(page.locator("tr.sentence", has_text="within 30 days").locator("blockquote").first).to_contain_text(
+        "within 30 days of delivery"
+    )
     await page.screenshot(path=str(SCREENSHOTS / "knowledge-document.png"), full_page=True)
     await page.get_by_role("button", name="New draft from the published version").click()
     await expect(page.get_by_role("heading", name=re.compile("draft v2"))).to_be_visible()
     body = page.get_by_label("Text")
     text = await body.input_value()
     assert "within 5 business days" in text
-    await body.fill(text.replace("within 5 business days", "within 10 business days"))
-    await page.get_by_label("Note").fill("refunds take longer")
+    assert "within 30 days of delivery" in text
+    await body.fill(text.replace("within 5 business days", "within 10 business days").replace("30 days", "60 days"))
+    await page.get_by_label("Note").fill("60 days to return; refunds take longer")
     await page.get_by_role("button", name="Save draft").click()
     await expect(page.locator(".diff .d-add").first).to_contain_text("within 10 business days")
     await page.screenshot(path=str(SCREENSHOTS / "knowledge-draft.png"), full_page=True)
@@ -138,7 +144,27 @@ async def test_owner_imports_a_catalog_and_publishes_a_policy(daphne_server, dem
     await expect(page.get_by_role("heading", name=re.compile(r"Published: v2"))).to_be_visible()
     sentence = page.locator("tr.sentence", has_text="within 10 business days").first
     await expect(sentence.locator("blockquote").first).to_contain_text("within 10 business days")
+    sentence = page.locator("tr.sentence", has_text="within 60 days").first
+    await expect(sentence.locator("blockquote").first).to_contain_text("within 60 days of delivery")
+    await expect(page.locator("#sentences")).not_to_contain_text("30 days")
     await page.screenshot(path=str(SCREENSHOTS / "knowledge-published.png"), full_page=True)
+
+    # A shopper asks in the widget, as the issue's walk did: the published 60 days, never the old 30.
+    await page.goto(f"{base}/")
+    await page.get_by_role("button", name="Chat with us").click()
+    await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
+    box = page.get_by_label("Your message")
+    for asked, question in enumerate(RETURN_QUESTIONS, start=1):
+        await box.fill(question)
+        await box.press("Enter")
+        await expect(page.locator(".sa-assistant")).to_have_count(asked, timeout=timeout)
+        await expect(page.locator(".sa-assistant[aria-busy]")).to_have_count(0, timeout=timeout)  # `end` arrived
+        reply = page.locator(".sa-assistant").nth(asked - 1)
+        await expect(reply.locator(".sa-quote").first).to_contain_text("within 60 days of delivery", timeout=timeout)
+        await expect(reply.locator(".sa-source-title").first).to_have_text("Returns and refunds")
+        read = await reply.inner_text()
+        assert "60 days" in read and "30 days" not in read, (question, read)
+    await page.screenshot(path=str(SCREENSHOTS / "knowledge-widget.png"))
 
     # The next shopper is quoted the published text.
     after = await page.evaluate(SHOPPER_JS, [daphne_server.ws + "?store=demo", REFUND_QUESTION])

@@ -105,16 +105,25 @@ def test_each_sentence_has_a_question_and_the_quote_it_gets(store, returns):
     assert mine.question == "Do you sell gift cards?" and not mine.suggested and not mine.retrieved
 
 
-def test_the_prompts_policy_lines_on_the_documents_topic_are_shown_beside_it(store, returns):
+def test_what_shoppers_are_quoted_is_the_published_document_whatever_an_old_prompt_says(store, returns):
+    """Issue 40: the table said 60 days while the chat quoted the prompt's own "30 days" line. A prompt version
+    that still carries policy lines (written before) is neither searched nor sent: the table and the chat agree."""
     from shop_assistant.studio import services
 
-    # A new store's default prompt has a returns line of its own.
-    assert documents.prompt_policy_lines(returns) == [
-        "Unused items can be returned within 30 days of delivery for a full refund."
-    ]
-    services.publish(services.create_draft(
-        store, "You are a shop assistant.", "Returns: unused items within 45 days.\nShipping: free over 50 USD."))
-    assert documents.prompt_policy_lines(returns) == ["Unused items within 45 days."]
+    documents.publish(documents.create_draft(returns))
+    draft = documents.create_draft(returns)
+    documents.update_draft(draft, draft.title, RETURNS.replace("30 days", "60 days"), "60 days")
+    documents.publish(draft)
+    old = services.publish(services.create_draft(
+        store, "You are a shop assistant.", "Returns: unused items can be returned within 30 days of delivery."))
+    assert "30 days" not in old.full_text()
+    returns.refresh_from_db()
+    for question in ("What is your return policy?", "How many days do I have to return something?",
+                     documents.sentence_checks(returns)[0].question):
+        quotes = quotes_of(passages.answering(store, question))
+        assert quotes and all("30 days" not in q["text"] for q in quotes), (question, quotes)
+        assert "within 60 days" in quotes[0]["text"] and quotes[0]["title"] == "Returns and refunds", question
+    assert documents.sentence_checks(returns)[0].retrieved
 
 
 def test_a_text_changed_outside_the_studio_is_recorded_once_as_a_published_version(store, returns):

@@ -15,7 +15,7 @@ from catalog.models import Store
 from shop_assistant.chat.prompting import assemble, user_turn_content
 from shop_assistant.chat.session import ChatSession
 from shop_assistant.studio import services
-from shop_assistant.studio.defaults import DEFAULT_POLICIES, DEFAULT_SYSTEM_PROMPT
+from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
 from shop_assistant.studio.prewarm import aprewarm, prewarm, system_prefix_ids
 
 from .conftest import make_user
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("chat_settings")]
 def publish_unique(store: Store, marker: str):
     """A published prompt whose very first words are new, so none of its blocks can be in the cache yet."""
     text = f"Revision {marker}. " + DEFAULT_SYSTEM_PROMPT.format(store=store.name)
-    return services.publish(services.create_draft(store, text, DEFAULT_POLICIES))
+    return services.publish(services.create_draft(store, text))
 
 
 async def first_turn_usage(engine, store: Store, system_text: str, question: str, salt: str) -> dict:

@@ -22,9 +22,8 @@ NEW_PROMPT = (
     "You are Captain Ahoy, the pirate shopping assistant of Demo Outfitters. Always start every answer with "
     "'Ahoy matey!' and talk like a pirate. Only recommend products from the catalog results."
 )
-# A policy only the draft has: the published prompt has no answer to the first question, the draft quotes it.
-NEW_POLICY = "Gift wrap: every order can be gift wrapped for free."
-QUESTIONS = ["Can you gift wrap my order?", "Do you have rain jackets?"]
+# A prompt states no policy (issue 40): the returns answer quotes the knowledge document under either version.
+QUESTIONS = ["What is your return policy?", "Do you have rain jackets?"]
 
 SHOPPER_JS = """async ([url, question]) => new Promise((resolve, reject) => {
     const ws = new WebSocket(url);
@@ -69,9 +68,10 @@ async def test_owner_edits_previews_publishes_and_the_next_shopper_gets_it_warm(
     await expect(tokens).to_have_text(re.compile(r"^\d+$"), timeout=timeout)
     before = int(await tokens.text_content())
     await page.get_by_label("System prompt").fill(NEW_PROMPT)
-    policies = page.get_by_label("Policies")
-    await policies.fill(f"{await policies.input_value()}\n{NEW_POLICY}")
-    await page.get_by_label("Note").fill("pirate voice, gift wrap")
+    # No policies field: the editor points to the knowledge documents, their one copy.
+    await expect(page.get_by_label("Policies")).to_have_count(0)
+    await expect(page.locator(".policies-note")).to_contain_text("knowledge documents")
+    await page.get_by_label("Note").fill("pirate voice")
     await expect(tokens).not_to_have_text(str(before), timeout=timeout)
     await page.get_by_role("button", name="Save draft").click()
     await expect(page.get_by_text("Draft v2 saved.")).to_be_visible()
@@ -91,6 +91,11 @@ async def test_owner_edits_previews_publishes_and_the_next_shopper_gets_it_warm(
         draft_answers[question] = await row.locator('[data-side="draft"] .text').text_content()
         published_answers[question] = await row.locator('[data-side="published"] .text').text_content()
         assert draft_answers[question].strip() and published_answers[question].strip()
+    # The policy is quoted from its document under both versions: nothing in a prompt can say otherwise.
+    policy = page.locator("tr", has=page.get_by_role("rowheader", name=QUESTIONS[0]))
+    for side in ("draft", "published"):
+        quotes = policy.locator(f'[data-side="{side}"] .quotes')
+        await expect(quotes).to_contain_text("within 30 days of delivery")
     # Cards as the shopper sees them, with the shipped pictures (no broken image).
     jackets = page.locator("tr", has=page.get_by_role("rowheader", name="Do you have rain jackets?"))
     await expect(jackets.locator('[data-side="draft"] .card-item').first).to_be_visible()
@@ -123,10 +128,10 @@ async def test_owner_edits_previews_publishes_and_the_next_shopper_gets_it_warm(
     result = await shopper.evaluate(SHOPPER_JS, [daphne_server.ws + "?store=demo", QUESTIONS[0]])
     await context.close()
     assert result["usage"]["cached_tokens"] >= full_blocks * block_size > 0, result
-    # It follows the new prompt: word for word the draft's preview answer (temperature 0), not the old prompt's.
-    assert "gift wrapped for free" in result["text"], result
+    # It follows the new prompt (its blocks are the ones cached above): word for word the draft's preview answer
+    # (temperature 0), the returns document quoted.
+    assert "within 30 days of delivery" in result["text"], result
     assert result["text"] == draft_answers[QUESTIONS[0]], (result, draft_answers)
-    assert result["text"] != published_answers[QUESTIONS[0]], (result, published_answers)
 
 
 def add_dead_image(store) -> str:

@@ -144,7 +144,8 @@ def test_owner_edits_diffs_publishes_and_rolls_back(store, versions, owner):
     assert response.status_code == 302
     page = client.get(f"/studio/corner/drafts/{draft.pk}/").content.decode()
     assert "+ &lt;b&gt;Be&lt;/b&gt; warm." in page and "<b>Be</b>" not in page  # escaped
-    assert "+ Returns: 14 days." in page
+    # Policies are not the prompt's: a posted one is ignored (its one copy is the knowledge document).
+    assert "Returns: 14 days." not in page and PromptVersion.objects.get(pk=draft.pk).policies == ""
 
     # Save and publish, from a page that saw v3 published.
     response = client.post(

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 
 def publish_default_prompts(apps, schema_editor):
-    from shop_assistant.studio.defaults import DEFAULT_POLICIES, DEFAULT_SYSTEM_PROMPT
+    from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
 
     Store = apps.get_model("catalog", "Store")
     PromptVersion = apps.get_model("prompts", "PromptVersion")
@@ -21,7 +21,6 @@ def publish_default_prompts(apps, schema_editor):
             store=store,
             version=latest + 1,
             system_prompt=DEFAULT_SYSTEM_PROMPT.format(store=store.name),
-            policies=DEFAULT_POLICIES,
             note="default",
             status="published",
             published_at=timezone.now(),
