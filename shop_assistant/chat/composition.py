@@ -212,10 +212,12 @@ def compose(
     some; "which of those is lighter?" is answered from them (``comparison``), cards again, right one first.
     Blocking (database, embeddings): a worker thread.
     """
-    if _IDENTITY.search(text):
-        return Composition(IDENTITY, reply=possessive(IDENTITY_REPLY.format(store=store.name), store.name))
+    # A request for a person first: "r u a bot? i want a human" asks for one, and the identity reply alone
+    # left the chat with the bot.
     if handoff.asks_for_person(text):
         return Composition(HANDOFF, reply=handoff.reply_for(store))
+    if _IDENTITY.search(text):
+        return Composition(IDENTITY, reply=possessive(IDENTITY_REPLY.format(store=store.name), store.name))
     if _ORDER_STATUS.search(text):
         # The store's sentence on tracking, asked in words that find it whatever the shopper wrote.
         return Composition(ORDER, reply=ORDER_REPLY, quotes=_tracking_quotes(retrieve(store, TRACKING_QUESTION)))
