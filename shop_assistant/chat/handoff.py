@@ -92,14 +92,16 @@ _REQUEST_PATTERNS = (
     r"(?:person|human|agent|humans|agents|anyone|anybody|someone|somebody|staff)\s+(?:here\s+)?(?:i|we|who|that|"
     r"to|available|around|there|here|online)\b",
     # "is a live agent available?", "are any humans online?"
-    r"\b(?:is|are)\s+(?:(?:a|an|any|the|your|some)\s+)?(?:(?:real|live|human|actual)\s+)?(?:person|human|agent|"
-    r"humans|agents|staff|someone|somebody|anyone|anybody|representative)\s+(?:available|online|around|there|here|"
-    r"free)\b",
-    # "anyone there?", "any humans around?", "hello? is anybody there?"
-    r"^\W*(?:(?:hello|hi|hey)\W+)?(?:is\s+)?(?:any|anyone|anybody|someone|somebody)(?:\s+(?:humans?|real|alive))?"
-    r"(?:\s+(?:there|around|here|available|online|alive|home))?\W*$",
+    # ("Is anyone there?" alone greets: the assistant answers it)
+    r"\b(?:is|are)\s+(?:(?:a|an|any|the|your|some)\s+)?(?:(?:real|live|human|actual)\s+)?(?:(?:person|human|agent|"
+    r"humans|agents|staff|representative)\s+(?:available|online|around|there|here|free)|(?:someone|somebody|anyone|"
+    r"anybody)\s+(?:available|online|free))\b",
+    # "any humans around?", "anyone real there?" ("Hello, anyone there?" alone is a greeting: the assistant answers)
+    r"^\W*(?:(?:hello|hi|hey)\W+)?(?:is\s+)?(?:any|anyone|anybody|someone|somebody)\s+(?:humans?|real|alive)"
+    r"(?:\s+(?:there|around|here|available|online|home))?\W*$",
     # a person named alone: "operator", "real person plz", "human please", "please, an agent"
-    rf"^\W*(?:please\W+)?{_PERSON_EN}(?:\W+(?:please|now|asap|thanks|thank you))*\W*$",
+    rf"^\W*(?:please\W+)?(?:(?:a|an|the|some|your|real|live|actual|human|proper)\s+)*{_CORE_EN}"
+    r"(?:\W+(?:please|now|asap|thanks|thank you))*\W*$",
     # Spanish: "hablar con una persona", "pasame con un agente", "me puede atender una persona"
     r"\b(?:habl\w*|comuni(?:c|qu)\w*|contact\w*|pas(?:a|e|ar|ame|as|en|arme|eme)|pon\w*|atend\w*|atiend\w*|chate\w*|"
     r"convers\w*|escrib\w*)"
