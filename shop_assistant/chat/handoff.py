@@ -79,7 +79,9 @@ _REQUEST_PATTERNS = (
     rf"\b(?:reach|contact|call|ring|get hold of|get ahold of)\s+{_PERSON_EN}",
     r"\bspeak to your\b|\btalk to (?:your|the) (?:boss|owner|team)\b",
     # "I want a human", "need human help", "can I get a real person", "get me someone who can help"
-    rf"\b(?:want|need|like|prefer|get|give|bring|send|request|requesting|have)\s+(?:me\s+)?(?:to\s+(?:have|get)\s+)?"
+    # ("can I have a person", but not "do you have staff picks?")
+    rf"\b(?:want|need|like|prefer|get|give|bring|send|request|requesting|(?:can|could|may) (?:i|we) have)\s+"
+    rf"(?:me\s+)?(?:to\s+(?:have|get)\s+)?"
     rf"(?:a\s+|an\s+|some\s+)?(?:real\s+|live\s+|actual\s+|proper\s+)*{_CORE_EN}",
     rf"\b(?:help|assistance|support)\s+(?:from|of|by)\s+{_PERSON_EN}",
     r"\bget me (?:someone|somebody|a person|a human)\b",
