@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from . import passages, sales
+from . import asked, embeddings, passages, sales
 from .models import Product, Store, Variant
 from .search import MATCH_THRESHOLD, MIN_SEMANTIC, SearchHit, query_vector, search
 
@@ -275,6 +275,19 @@ def _of_the_kind_asked(text: str, hits: list[SearchHit]) -> list[SearchHit]:
     return [hit for hit in hits if kinds[id(hit)] & named]
 
 
+def _of_the_kind_named(store: Store, text: str, hits: list[SearchHit]) -> list[SearchHit]:
+    """Only the hits that are the kind of product the shopper names, when the store sells nothing called that
+    ("the sun hoodie" is not the Wide-Brim Sun Hat; "a raincoat" is the rain jacket): see ``catalog.asked``."""
+    named = asked.named_kind(text) if hits else None
+    if named is None:
+        return hits
+    kinds = asked.kinds_of(passages.store_index(store).catalog_words, [hit.product.tags for hit in hits])
+    if asked.sold_as(named, kinds):
+        return hits
+    vectors = [embeddings.from_bytes(hit.product.embedding) for hit in hits]
+    return [hit for hit, means in zip(hits, asked.means(named, vectors, query_vector)) if means]
+
+
 def ground(store: Store, text: str, k: int = 3) -> Grounding:
     """Catalog facts and product cards for one shopper message.
 
@@ -297,6 +310,7 @@ def ground(store: Store, text: str, k: int = 3) -> Grounding:
         hits = [hit for hit in search(text, k, store=store, min_price=low, max_price=high) if hit.variant is not None]
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
         hits = _of_the_kind_asked(text, [hit for hit in hits if hit.score >= floor and _means_it(hit)])
+        hits = _of_the_kind_named(store, text, hits)
         answers = passages.answering(store, text, query_vector(text))
         if not hits and not answers and sales.asks_about_sales(text):
             hits = sales.on_sale(store, k)

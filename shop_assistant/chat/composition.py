@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from catalog import sales
+from catalog import asked, sales
 from catalog.grounding import ProductFacts
 from catalog.models import Store
 from catalog.passages import Match
@@ -95,6 +95,12 @@ _REQUEST = re.compile(
     r"|\bis there (?:a|an|any)\b|\bhave you got\b",
     re.IGNORECASE,
 )
+# A question about one product by name ("How much is the hoodie?", "Is the hoodie in stock?"): when the catalog
+# has nothing called that, the shopper gets the no-match reply too, not a model sentence.
+_ABOUT_A_PRODUCT = re.compile(
+    r"\bhow much (?:is|are|does|do|for)\b|\bprice of\b|\b(?:in stock|available|sold out|on sale)\b",
+    re.IGNORECASE,
+)
 _PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|between|and|up|to|at|most|least)\b")
 
 
@@ -131,7 +137,9 @@ def is_follow_up(text: str) -> bool:
 
 def asks_the_catalog(text: str) -> bool:
     """A request for a product: explicit ("do you sell ...", "I'm looking for ...") or a bare noun ("laptops?")."""
-    return bool(_REQUEST.search(text)) or (len(text.split()) <= 4 and bool(requested_thing(text)))
+    if _REQUEST.search(text) or (len(text.split()) <= 4 and bool(requested_thing(text))):
+        return True
+    return bool(_ABOUT_A_PRODUCT.search(text)) and asked.named_kind(text) is not None
 
 
 def asks_about_the_store(text: str) -> bool:
@@ -176,9 +184,10 @@ def no_match_reply(store: Store, text: str) -> str:
         return store.no_match_reply.strip()
     from catalog.grounding import product_types
 
-    thing = requested_thing(text)
-    if thing and re.search(rf"\ban? {re.escape(thing)}\b", text.lower()):
-        thing = plural(thing)  # "a kayak": we don't carry kayaks
+    named = asked.named_kind(text)  # "the sun hoodie" in "How much is the sun hoodie?"
+    thing = named.phrase if named else requested_thing(text)
+    if thing and re.search(rf"\b(?:an?|the) {re.escape(thing)}\b", text.lower()):
+        thing = plural(thing)  # "a kayak": we don't carry kayaks; "the sun hoodie": sun hoodies
     opening = f"Sorry, we don't carry {thing}." if thing else NO_MATCH_FALLBACK
     if sales.asks_about_sales(text):  # only reached when the catalog marks nothing down (catalog.sales)
         opening = "Nothing is on sale right now."
@@ -212,10 +221,12 @@ def compose(
     some; "which of those is lighter?" is answered from them (``comparison``), cards again, right one first.
     Blocking (database, embeddings): a worker thread.
     """
-    if _IDENTITY.search(text):
-        return Composition(IDENTITY, reply=possessive(IDENTITY_REPLY.format(store=store.name), store.name))
+    # A request for a person first: "r u a bot? i want a human" asks for one, and the identity reply alone
+    # left the chat with the bot.
     if handoff.asks_for_person(text):
         return Composition(HANDOFF, reply=handoff.reply_for(store))
+    if _IDENTITY.search(text):
+        return Composition(IDENTITY, reply=possessive(IDENTITY_REPLY.format(store=store.name), store.name))
     if _ORDER_STATUS.search(text):
         # The store's sentence on tracking, asked in words that find it whatever the shopper wrote.
         return Composition(ORDER, reply=ORDER_REPLY, quotes=_tracking_quotes(retrieve(store, TRACKING_QUESTION)))

@@ -177,3 +177,59 @@ def test_a_question_about_the_shoppers_own_order_says_a_person_can_check_with_th
 @pytest.mark.parametrize("question", ["How long does shipping take?", "Can I order a tent?", "Do you ship to Canada?"])
 def test_questions_about_ordering_or_shipping_in_general_are_not_about_an_order(demo_store, question):
     assert compose(demo_store, question, retrieve).kind != ORDER
+
+
+def _import_with_a_rejected_hoodie(store) -> list[dict]:
+    """A Shopify CSV into the demo store: one good row, and a "Sun Hoodie" whose price is a word (rejected)."""
+    import csv
+    import io
+
+    from catalog.embeddings import embed_products
+    from catalog.ingest import read_source
+    from catalog.ingest.upsert import apply_catalog
+
+    header = ["Handle", "Title", "Body (HTML)", "Vendor", "Type", "Tags", "Published", "Option1 Name",
+              "Option1 Value", "Variant SKU", "Variant Price", "Variant Inventory Qty", "Status"]  # fmt: skip
+    rows = [
+        ["camp-pillow", "Camp Pillow", "An inflatable pillow.", "Demo", "Sleeping pads", "pillow", "TRUE",
+         "Title", "Default Title", "PIL-1", "19.00", "5", "active"],
+        ["sun-hoodie", "Sun Hoodie", "A UPF 50 hoodie.", "Demo", "Shirts", "hoodie", "TRUE",
+         "Size", "M", "HOOD-M", "twenty", "5", "active"],
+    ]  # fmt: skip
+    out = io.StringIO()
+    csv.writer(out).writerows([header, *rows])
+    result = apply_catalog(store, read_source("shopify", "upload.csv", text=out.getvalue()))
+    embed_products(store)
+    return result.errors
+
+
+def test_a_product_the_import_rejected_gets_the_no_match_reply(demo_store):
+    """Issue 40: a rejected "hoodie" row was answered with "There's the Wide-Brim Sun Hat" (a match on "sun")
+    and no "we don't carry that"."""
+    errors = _import_with_a_rejected_hoodie(demo_store)
+    assert {error["handle"] for error in errors} == {"sun-hoodie"}  # its price is a word: nothing imported
+    for question in ("Do you have the sun hoodie?", "How much is the sun hoodie?", "Do you have a fleece hoodie?",
+                     "Is the hoodie in stock?", "I'm looking for a hoodie", "do you have a hoodie in black?"):  # fmt: skip
+        composition = compose(demo_store, question, retrieve)
+        assert composition.kind == NO_MATCH and composition.cards == [], (question, composition.cards)
+        assert composition.reply.startswith("Sorry, we don't carry "), composition.reply
+        assert "hoodies." in composition.reply.split(" Our ")[0], composition.reply
+    assert compose(demo_store, "Do you have the sun hoodie?", retrieve).reply.startswith(
+        "Sorry, we don't carry sun hoodies."
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "title"),
+    [
+        ("Do you have a raincoat?", "Stormshell Rain Jacket"),  # a synonym the store calls otherwise
+        ("Do you have a sleeping mat?", "Cloudrest Inflatable Sleeping Pad"),  # the noun adds the meaning
+        ("I need a tent for my grandma", "Tent"),  # a word the store has not (grandma) is not the thing asked for
+        ("Any discounts on tents?", "Tent"),
+        ("Do you have a sun hat?", "Wide-Brim Sun Hat"),
+        ("Do you have a waterproof jacket under $200?", "Stormshell Rain Jacket"),
+    ],
+)
+def test_near_matches_still_show(demo_store, question, title):
+    composition = compose(demo_store, question, retrieve)
+    assert composition.kind == MODEL and any(title in card["title"] for card in composition.cards), composition.cards

@@ -356,3 +356,39 @@ async def test_fixed_replies_quotes_and_the_handoff_record(ws, demo_store):
     assert conversation.status == "handoff" and conversation.handoff_requested_at is not None
     rows = await database_sync_to_async(messages_of)(client.ready["conversation"])
     assert [m.finish_reason for m in rows if m.role == "assistant"][1:] == ["fixed", "fixed"]
+
+
+def _waiting_for_a_person(conversation_ids: list[str]) -> set[str]:
+    """The conversations the demo store's agent (Dana) sees in the inbox's "Waiting for a person" section."""
+    from django.contrib.auth import get_user_model
+
+    from shop_assistant.console import inbox
+
+    agent = get_user_model().objects.get(username="agent")
+    return {str(item.conversation.pk) for item in inbox.sections(agent).waiting} & set(conversation_ids)
+
+
+async def test_requests_for_a_person_in_other_words_reach_the_inbox(ws, demo_store):
+    """Issue 40: "Can a human help me?", "Is there anyone I can chat with?" and "agent please" got a bot answer
+    and the inbox listed the chats as "Bot". Each now gets the handoff reply and waits for a person."""
+    from shop_assistant.chat.handoff import reply_for
+
+    asked = []
+    for text in ("Can a human help me?", "Is there anyone I can chat with?", "agent please",
+                 "r u a bot? i want a human", "quiero hablar con un agente"):  # fmt: skip
+        client = await ws("/ws/chat/?store=demo")
+        answer = await client.ask(text)
+        assert answer.end["reply"] == "handoff" and answer.end["finish_reason"] == "fixed", (text, answer.end)
+        assert answer.text == await database_sync_to_async(reply_for)(demo_store), text
+        await client.close()
+        asked.append(client.ready["conversation"])
+    waiting = await database_sync_to_async(_waiting_for_a_person)(asked)
+    assert waiting == set(asked)
+
+    # A question that only mentions people stays with the assistant.
+    client = await ws("/ws/chat/?store=demo")
+    answer = await client.ask("Is the family tent big enough for four people?")
+    assert answer.end.get("reply") != "handoff"
+    await client.close()
+    conversation = await database_sync_to_async(Conversation.objects.get)(pk=client.ready["conversation"])
+    assert conversation.status == "bot"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +84,48 @@ def test_request_is_recorded_once_and_an_agent_keeps_the_chat():
     saved.save()
     request_handoff(saved)
     assert Conversation.objects.get(pk=conversation.pk).status == "agent"
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def _accuracy(name: str) -> tuple[float, float, list[str], list[str]]:
+    phrasings = json.loads((DATA / name).read_text(encoding="utf-8"))
+    missed = [text for text in phrasings["requests"] if not asks_for_person(text)]
+    false = [text for text in phrasings["others"] if asks_for_person(text)]
+    recall = 1 - len(missed) / len(phrasings["requests"])
+    specificity = 1 - len(false) / len(phrasings["others"])
+    return recall, specificity, missed, false
+
+
+def test_held_out_phrasings_are_recognised_both_ways():
+    """Issue 40: "Can a human help me?", "Is there anyone I can chat with?" and "agent please" were answered by
+    the bot. The held-out list (50 requests, 50 messages that only mention people, English and Spanish) must be
+    at least 95% right both ways."""
+    phrasings = json.loads((DATA / "handoff_heldout.json").read_text(encoding="utf-8"))
+    assert len(phrasings["requests"]) >= 40 and len(phrasings["others"]) >= 40
+    recall, specificity, missed, false = _accuracy("handoff_heldout.json")
+    assert recall >= 0.95, missed
+    assert specificity >= 0.95, false
+
+
+def test_development_phrasings_stay_recognised():
+    recall, specificity, missed, false = _accuracy("handoff_development.json")
+    assert recall >= 0.95, missed
+    assert specificity >= 0.95, false
+
+
+@pytest.mark.parametrize("text", ["Can a human help me?", "Is there anyone I can chat with?", "agent please"])
+def test_the_issues_phrasings(text):
+    assert asks_for_person(text)
+
+
+def test_recognising_is_fast():
+    """It runs for every message: well under a millisecond each."""
+    phrasings = json.loads((DATA / "handoff_heldout.json").read_text(encoding="utf-8"))
+    texts = phrasings["requests"] + phrasings["others"]
+    started = time.perf_counter()
+    for _ in range(10):
+        for text in texts:
+            asks_for_person(text)
+    assert (time.perf_counter() - started) / (10 * len(texts)) < 0.001

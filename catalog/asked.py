@@ -1,0 +1,138 @@
+"""The kind of product a shopper names, and whether a search hit is one.
+
+Search scores a hit on every word of the question, so a product the store does not sell can still find one
+that shares a modifier: "Do you have the sun hoodie?" found the Wide-Brim Sun Hat on "sun" (the hoodie was a
+row the import had rejected), and the shopper read "There's the Wide-Brim Sun Hat" as the answer. The noun a
+request names ("hoodie": the last word of the first noun phrase) says what the shopper wants. When no product
+is called that (not in a title or a product type, nor a typo of one), a hit stays only if it means that noun:
+its meaning is close to the noun's alone ("raincoat" and the rain jacket, "lamp" and the Copper Light), or the
+noun takes the question closer to it than its modifiers do ("sleeping mat" and the sleeping pad, but not "sun
+hoodie" and the sun hat). What is left is the no-match reply ("Sorry, we don't carry sun hoodies.").
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import passages
+
+# A hit means the noun when its product's vector is this close to the noun's alone. Calibrated on the demo
+# and sample catalogs: synonyms score 0.45-0.58 (raincoat/rain jacket 0.58, handbag/bag 0.53, shoe/high tops
+# 0.52, lamp/light 0.46); other kinds 0.39 or less (hoodie/rain jacket 0.39, hoodie/sun hat 0.31).
+MIN_NOUN_SIMILARITY = 0.40
+# ...or when the noun moves the phrase this much closer to it than the modifiers alone: "sleeping mat" vs
+# "sleeping" for the sleeping pad +0.25, "down jacket" and the down vest +0.30, "bedside lamp" +0.18; "sun
+# hoodie" and the sun hat +0.11, "sleeping mat" and a sleeping bag +0.12, "hiking pants" and socks +0.13.
+MIN_NOUN_GAIN = 0.15
+# How close a word must be to one of the store's to be taken for a typo of it ("hamock", "tnet").
+TYPO_CUTOFF = 0.8
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9'’-]*|[?.!,;:()]")
+# Words around the thing asked for: requests, questions, articles, pronouns, politeness.
+_AROUND = frozenset(
+    """a an the some any this that these those my our your his her their me us you u we i i'm im i'd id i'll
+    do does did can could would will should may might is are was were be been am have has had got get getting
+    want wanted wanna need needed like love looking look search searching find finding buy buying order
+    ordering purchase sell selling carry carrying stock stocking offer offering show tell please pls hi hello
+    hey there how much many what which where when who whats what's about also still just really actually
+    maybe perhaps sure know wondering wonder if whether one kind sort""".split()
+)
+# Where the noun phrase ends: a preposition, a clause, a verb after the noun.
+_BOUNDARY = frozenset(
+    """for in with under below over above that which who whom to from on at by without and or but than like
+    is are was were do does did can could would will cost costs come comes available left made fit fits
+    near around as of if please so because since cheaper bigger smaller""".split()
+)
+# Words that name no product: a question about one of these is not a request for a kind of product.
+_NOT_A_KIND = frozenset(
+    """something anything everything nothing discount discounts deal deals sale sales price prices cost
+    size sizes sizing colour colours color colors warranty stock gift gifts present presents type types
+    option options ones brand brands thing things review reviews shipping delivery policy return returns
+    refund refunds order orders item items product products stuff recommendation recommendations idea ideas
+    help question questions information info way difference alternative alternatives replacement spare
+    parts part accessory accessories model models version versions""".split()
+)
+_SPANISH = re.compile(
+    r"[¿¡ñáéíóú]|\b(?:tienen|tienes|hay|quiero|busco|necesito|para|una|unos|unas|los|las|el|la|del|con|por|"
+    r"cuanto|cuánto|donde|dónde)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Named:
+    """The noun phrase a request names: ``noun`` is its last word ("hoodie"), ``modifiers`` the words before
+    it ("sun"), "" when none."""
+
+    noun: str
+    modifiers: str
+
+    @property
+    def phrase(self) -> str:
+        return f"{self.modifiers} {self.noun}".strip()
+
+
+def named_kind(text: str) -> Named | None:
+    """The kind of product ``text`` names ("Do you have the sun hoodie?" -> sun hoodie), or None when it names
+    none it can tell: a question about prices, gifts or policies, small talk, another language (the
+    understanding of Spanish is not this module's)."""
+    if _SPANISH.search(text):
+        return None
+    phrase: list[str] = []
+    for word in _WORD.findall(text.lower().replace("’", "'")):
+        if not phrase:
+            if word in _AROUND or word in _BOUNDARY or not word[0].isalnum():
+                continue
+            if word in _NOT_A_KIND:
+                return None
+            phrase.append(word)
+            continue
+        if word in _BOUNDARY or not word[0].isalnum():
+            break
+        if word not in _AROUND:
+            phrase.append(word)
+    words = [word for word in phrase if not word[0].isdigit()]  # "2-person": a modifier, never the noun
+    if not words or words[-1] in _NOT_A_KIND or len(phrase) > 4:
+        return None
+    noun = words[-1]
+    return Named(noun=noun, modifiers=" ".join(word for word in phrase if word != noun))
+
+
+def sold_as(named: Named, kinds: frozenset[str]) -> bool:
+    """The store calls some product by the noun (``kinds``: the words of its titles, types and tags, as
+    ``passages.content_words`` writes them), or the noun is a typo of such a word."""
+    words = passages.content_words(named.noun)
+    if not words or words <= kinds:
+        return True
+    return all(difflib.get_close_matches(word, kinds, n=1, cutoff=TYPO_CUTOFF) for word in words)
+
+
+def means(named: Named, vectors: Sequence[np.ndarray | None], encode: Callable[[str], np.ndarray]) -> list[bool]:
+    """For each product vector: does the product mean the named noun? (A product without a vector is judged on
+    words alone: True.) ``encode``: the query encoder (``catalog.search.query_vector``, cached)."""
+    if not any(vector is not None for vector in vectors):
+        return [True] * len(vectors)
+    noun = encode(named.noun)
+    phrase = encode(named.phrase) if named.modifiers else None
+    modifiers = encode(named.modifiers) if named.modifiers else None
+    verdicts = []
+    for vector in vectors:
+        if vector is None:
+            verdicts.append(True)
+            continue
+        close = float(vector @ noun) >= MIN_NOUN_SIMILARITY
+        gains = phrase is not None and float(vector @ phrase) - float(vector @ modifiers) >= MIN_NOUN_GAIN
+        verdicts.append(close or gains)
+    return verdicts
+
+
+def kinds_of(titles_and_types: frozenset[str], tags: Sequence[str]) -> frozenset[str]:
+    """The words naming what the store sells: its titles' and types' (``passages``' catalog words) and the
+    hits' tags ("beanie", "daypack")."""
+    return titles_and_types | frozenset(word for tag in tags for word in passages.content_words(tag))
+

@@ -1,0 +1,41 @@
+"""catalog.asked: the kind of product a request names, and whether the store calls anything that."""
+
+from __future__ import annotations
+
+import pytest
+
+from catalog.asked import Named, named_kind, sold_as
+
+
+@pytest.mark.parametrize(
+    ("text", "noun", "modifiers"),
+    [
+        ("Do you have the sun hoodie?", "hoodie", "sun"),
+        ("I'm looking for a hoodie", "hoodie", ""),
+        ("do you have a hoodie in black?", "hoodie", ""),
+        ("How much is the sun hoodie?", "hoodie", "sun"),
+        ("Is the hoodie in stock?", "hoodie", ""),
+        ("I need a tent for my grandma", "tent", ""),  # the purpose is not the thing
+        ("Do you have a 2-person tent?", "tent", "2-person"),
+        ("Which sleeping bag is warm enough for cold nights?", "bag", "sleeping"),
+        ("How much does the headlamp cost?", "headlamp", ""),
+        ("sun hoodie", "hoodie", "sun"),
+    ],
+)
+def test_the_noun_a_request_names(text, noun, modifiers):
+    assert named_kind(text) == Named(noun, modifiers)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Any discounts on tents?", "What warranty do your tents have?", "I'm looking for something warm for winter.",
+     "a gift for my dad", "Hello!", "¿Tienen chaquetas impermeables?", "What is your return policy?"],
+)
+def test_no_kind_where_none_is_named(text):
+    assert named_kind(text) is None
+
+
+def test_a_typo_of_what_the_store_sells_is_what_it_sells():
+    kinds = frozenset({"hammock", "tent", "jacket"})
+    assert sold_as(Named("hamock", ""), kinds) and sold_as(Named("tents", ""), kinds)
+    assert not sold_as(Named("hoodie", "sun"), kinds)
