@@ -86,6 +86,18 @@ def agent_name(user: Any) -> str:
     return events.agent_display_name(user) if user is not None else "?"
 
 
+def _settle_request(conversation: Conversation) -> list[str]:
+    """The open request for a person is settled (the bot has the conversation again): clear it, so that a new
+    request is recorded and waited on anew, and keep the first one as history, which analytics count from.
+    The fields to save."""
+    if conversation.handoff_requested_at is None:
+        return []
+    if conversation.first_handoff_requested_at is None:
+        conversation.first_handoff_requested_at = conversation.handoff_requested_at
+    conversation.handoff_requested_at = None
+    return ["handoff_requested_at", "first_handoff_requested_at"]
+
+
 def take_over(user: Any, conversation_id: uuid.UUID) -> Conversation:
     """The agent takes the conversation: the bot stops answering, the shopper sees the agent's name."""
     with transaction.atomic():
@@ -117,8 +129,7 @@ def hand_back(user: Any, conversation_id: uuid.UUID) -> Conversation:
         previous = conversation.assigned_to
         conversation.status = Status.BOT
         conversation.assigned_to = None
-        conversation.handoff_requested_at = None
-        conversation.save(update_fields=["status", "assigned_to", "handoff_requested_at"])
+        conversation.save(update_fields=["status", "assigned_to", *_settle_request(conversation)])
         action = _log(conversation, user, Action.Kind.HAND_BACK)
     _to_widget(conversation, "chat.agent_left", events.agent_display_name(previous or user))
     _notify(conversation, "handed_back")
@@ -151,7 +162,7 @@ def reopen(user: Any, conversation_id: uuid.UUID) -> Conversation:
             raise ConsoleError("the conversation is not closed")
         conversation.status = Status.BOT
         conversation.assigned_to = None
-        conversation.save(update_fields=["status", "assigned_to"])
+        conversation.save(update_fields=["status", "assigned_to", *_settle_request(conversation)])
         action = _log(conversation, user, Action.Kind.REOPEN)
     _notify(conversation, "handed_back")
     _broadcast(action)
