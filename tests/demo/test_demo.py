@@ -55,3 +55,16 @@ def test_demo_staff_password_is_used_and_not_printed(settings, monkeypatch):
     assert "chosen-by-the-operator-42" not in out and "DEMO_STAFF_PASSWORD" in out
     for name in ACCOUNTS:
         assert get_user_model().objects.get(username=name).check_password("chosen-by-the-operator-42"), name
+
+
+def test_the_demo_store_has_labels_for_its_agents_and_keeps_the_owners_own():
+    """Issue 40: the demo had no labels, so its console showed "No labels yet." and agents had none to pick."""
+    from shop_assistant.console.models import Label
+    from shop_assistant.demo.store import LABELS
+
+    load()
+    names = set(Label.objects.filter(store__slug="demo").values_list("name", flat=True))
+    assert names == {name for name, _ in LABELS} and len(names) >= 3
+    Label.objects.filter(name="complaint").delete()  # the owner removed one: a second load leaves it removed
+    assert "labels" not in load()
+    assert not Label.objects.filter(name="complaint").exists()
