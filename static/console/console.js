@@ -521,8 +521,8 @@
       post(replyForm.action, data).then(function (result) {
         if (!result.ok) { errorBox.textContent = result.error || "failed"; return; }
         errorBox.textContent = "";
-        replyText.value = "";
-        pick.used = null;
+        // What the agent typed while it was on its way (the next reply) stays.
+        if (replyText.value.trim() === text) { replyText.value = ""; pick.used = null; }
       });
     };
     replyForm.addEventListener("submit", function (event) { event.preventDefault(); sendReply(); });
