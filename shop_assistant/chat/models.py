@@ -45,6 +45,9 @@ class Conversation(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_conversations"
     )
     handoff_requested_at = models.DateTimeField(null=True, blank=True)
+    # The first request for a person, kept when the open request above is cleared (an agent hands back, or
+    # reopens): analytics count a handoff once it happened, while the inbox waits only on the open request.
+    first_handoff_requested_at = models.DateTimeField(null=True, blank=True)
     # Who the shopper is, as far as the store said so: ``customer`` holds only fields whose signature (the
     # store's widget secret) checked out; an email the shopper typed (out-of-hours capture) is kept apart.
     customer = models.JSONField(default=dict, blank=True)  # {"id": ..., "name": ..., "email": ...}

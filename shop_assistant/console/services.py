@@ -18,6 +18,7 @@ from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.chat.events import group_name
 
 from shop_assistant.chat import events
+from . import placeholders
 from .models import Action, CannedReply, Label, Note, Notification, ReadMark, StoreMembership
 
 Status = Conversation.Status
@@ -67,6 +68,8 @@ def describe(action: Action) -> str:
         text += f" to {detail.get('to', '')}"
     elif action.kind == Action.Kind.CANNED:
         text += f" /{detail.get('shortcut', '')}"
+    elif action.kind == Action.Kind.EXPORT and detail.get("format"):
+        text += f" ({str(detail['format']).upper()})"
     elif action.kind == Action.Kind.NOTE:
         text += f": {str(detail.get('text', ''))[:80]}"
     return text
@@ -84,6 +87,18 @@ def activity_row(action: Action) -> dict[str, Any]:
 
 def agent_name(user: Any) -> str:
     return events.agent_display_name(user) if user is not None else "?"
+
+
+def _settle_request(conversation: Conversation) -> list[str]:
+    """The open request for a person is settled (the bot has the conversation again): clear it, so that a new
+    request is recorded and waited on anew, and keep the first one as history, which analytics count from.
+    The fields to save."""
+    if conversation.handoff_requested_at is None:
+        return []
+    if conversation.first_handoff_requested_at is None:
+        conversation.first_handoff_requested_at = conversation.handoff_requested_at
+    conversation.handoff_requested_at = None
+    return ["handoff_requested_at", "first_handoff_requested_at"]
 
 
 def take_over(user: Any, conversation_id: uuid.UUID) -> Conversation:
@@ -117,8 +132,7 @@ def hand_back(user: Any, conversation_id: uuid.UUID) -> Conversation:
         previous = conversation.assigned_to
         conversation.status = Status.BOT
         conversation.assigned_to = None
-        conversation.handoff_requested_at = None
-        conversation.save(update_fields=["status", "assigned_to", "handoff_requested_at"])
+        conversation.save(update_fields=["status", "assigned_to", *_settle_request(conversation)])
         action = _log(conversation, user, Action.Kind.HAND_BACK)
     _to_widget(conversation, "chat.agent_left", events.agent_display_name(previous or user))
     _notify(conversation, "handed_back")
@@ -151,7 +165,7 @@ def reopen(user: Any, conversation_id: uuid.UUID) -> Conversation:
             raise ConsoleError("the conversation is not closed")
         conversation.status = Status.BOT
         conversation.assigned_to = None
-        conversation.save(update_fields=["status", "assigned_to"])
+        conversation.save(update_fields=["status", "assigned_to", *_settle_request(conversation)])
         action = _log(conversation, user, Action.Kind.REOPEN)
     _notify(conversation, "handed_back")
     _broadcast(action)
@@ -164,15 +178,26 @@ def reply(user: Any, conversation_id: uuid.UUID, text: str, canned: int | None =
     text = text.strip()
     if not text:
         raise ConsoleError("the reply is empty")
-    conversation = Conversation.objects.get(pk=conversation_id)
+    conversation = Conversation.objects.select_related("store").get(pk=conversation_id)
     if conversation.status != Status.AGENT or conversation.assigned_to_id != user.pk:
         raise ConsoleError("take the conversation over before replying")
+    try:
+        # The guard: whatever the page did, no "{first_name}" reaches a shopper word for word.
+        text = placeholders.fill(text, placeholders.values_for(conversation, user))
+    except placeholders.UnfilledPlaceholder as error:
+        raise ConsoleError(str(error)) from None
     message_id = send_agent_message(conversation.id, text, events.agent_display_name(user))
     template = CannedReply.objects.filter(pk=canned, store_id=conversation.store_id).first() if canned else None
     if template is not None:
         _broadcast(_log(conversation, user, Action.Kind.CANNED, shortcut=template.shortcut, message=str(message_id)))
-    _log(conversation, user, Action.Kind.REPLY, message=str(message_id))
+    # Live as well: the activity list a watcher sees is the one a reload shows.
+    _broadcast(_log(conversation, user, Action.Kind.REPLY, message=str(message_id)))
     return message_id
+
+
+def record_export(user: Any, conversation: Conversation, fmt: str) -> None:
+    """Someone downloaded the conversation's transcript: logged, and live in the activity list."""
+    _broadcast(_log(conversation, user, Action.Kind.EXPORT, format=fmt))
 
 
 def add_note(user: Any, conversation_id: uuid.UUID, text: str) -> Note:

@@ -20,7 +20,11 @@ from shop_assistant.chat.models import Conversation, Message
 from .models import Action, Label, Note
 from .services import agent_name, describe
 
-CSV_FIELDS = ["conversation", "store", "status", "labels", "kind", "message", "role", "agent", "text", "created_at"]
+# "cards" and "quotes": what the shopper saw under an answer, one per line (the newer columns go last, so that a
+# sheet reading the columns by position still reads the older ones).
+CSV_FIELDS = ["conversation", "store", "status", "labels", "kind", "message", "role", "agent", "text", "created_at",
+              "cards", "quotes"]
+CARD_FIELDS = ("sku", "title", "price", "currency", "url")
 BATCH = 200
 
 
@@ -33,6 +37,23 @@ def conversations_in_range(
     if date_to:
         qs = qs.filter(created_at__date__lte=date_to)
     return qs.select_related("store").order_by("created_at", "pk")
+
+
+def _cards(message: Message) -> list[dict[str, Any]]:
+    """The product cards shown under the answer, as the shopper saw them (title, price, link)."""
+    return [{key: str(item.get(key) or "") for key in CARD_FIELDS}
+            for item in message.products or [] if isinstance(item, dict)]
+
+
+def _quotes(message: Message) -> list[dict[str, str]]:
+    """The policy passages quoted under the answer."""
+    return [{"title": str(item.get("title") or ""), "text": str(item.get("text") or "")}
+            for item in message.quotes or [] if isinstance(item, dict)]
+
+
+def _card_line(card: dict[str, Any]) -> str:
+    price = " ".join(part for part in (card["price"], card["currency"]) if part)
+    return " · ".join(part for part in (card["title"] or card["sku"], price, card["url"]) if part)
 
 
 def _conversation_dict(conversation: Conversation, messages: list[Message], team: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +74,8 @@ def _conversation_dict(conversation: Conversation, messages: list[Message], team
                 "role": m.role,
                 "agent": m.agent,
                 "text": m.text,
-                "products": [item.get("sku", "") for item in m.products or []],
+                "products": _cards(m),
+                "quotes": _quotes(m),
                 "created_at": m.created_at.isoformat(),
             }
             for m in messages
@@ -109,7 +131,8 @@ def render(
                 "labels": ", ".join(item["labels"])}
         rows = [
             {"kind": "message", "message": m["id"], "role": m["role"], "agent": m["agent"], "text": m["text"],
-             "created_at": m["created_at"]}
+             "created_at": m["created_at"], "cards": "\n".join(_card_line(card) for card in m["products"]),
+             "quotes": "\n".join(f"{q['title']}: {q['text']}" if q["title"] else q["text"] for q in m["quotes"])}
             for m in item["messages"]
         ]
         rows += [{"kind": "note", "agent": n["author"], "text": n["text"], "created_at": n["created_at"]}

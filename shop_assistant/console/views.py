@@ -20,7 +20,7 @@ from shop_assistant.chat import identity
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.runtime.params import parse_day, parse_id
 
-from . import customers, inbox, services, transcripts
+from . import customers, inbox, placeholders, services, transcripts
 from .access import refuse
 from shop_assistant.chat.events import agent_display_name
 from .models import Action, CannedReply, Label, Note, Notification, TranscriptExport
@@ -117,6 +117,9 @@ def conversation_page(request: HttpRequest, conversation: Conversation) -> HttpR
         "assignees": [(u.pk, agent_display_name(u)) for u in services.assignees(conversation.store_id)],
         "mine": conversation.status == Conversation.Status.AGENT and conversation.assigned_to_id == request.user.pk,
         "me": agent_display_name(request.user),
+        # What the page fills canned replies with (the server fills and checks them again when sending).
+        "placeholders": {"values": placeholders.values_for(conversation, request.user),
+                         "meaning": placeholders.PLACEHOLDERS},
         **_notifications(request.user),
     }
     return render(request, "console/conversation.html", context)
@@ -215,7 +218,7 @@ def export_conversation(request: HttpRequest, conversation: Conversation, fmt: s
     if fmt not in TranscriptExport.Format.values:
         raise Http404("format must be csv or json")
     content = transcripts.render(Conversation.objects.filter(pk=conversation.pk).select_related("store"), fmt)
-    Action.objects.create(conversation=conversation, user=request.user, kind=Action.Kind.EXPORT, detail={"format": fmt})
+    services.record_export(request.user, conversation, fmt)
     return _attachment(content, fmt, f"conversation-{conversation.pk}")
 
 
@@ -276,9 +279,12 @@ def export_download(request: HttpRequest, pk: int) -> HttpResponse:
 # --- canned replies and labels (the store's staff keep them on their own pages) --------------------------------
 
 
-def _store_item_form(request: HttpRequest, model: Any, fields: dict[str, str], role: str) -> tuple[Any, str]:
-    """Create or (with ``pk``) edit one canned reply or label of a store the user holds ``role`` in. (item, "")
-    when saved; (None, error) when it did not validate; raises PermissionError when the store is not theirs."""
+def _store_item_form(
+    request: HttpRequest, model: Any, fields: dict[str, str], role: str, create_role: str | None = None
+) -> tuple[Any, str]:
+    """Create or (with ``pk``) edit one canned reply or label of a store the user holds ``role`` in (to create
+    one, ``create_role`` when given). (item, "") when saved; (None, error) when it did not validate; raises
+    PermissionError when the store is not theirs."""
     pk = parse_id(request.POST.get("pk", ""))
     if pk is not None:
         item = get_object_or_404(model, pk=pk)
@@ -286,7 +292,7 @@ def _store_item_form(request: HttpRequest, model: Any, fields: dict[str, str], r
             raise PermissionError
     else:
         store = parse_id(request.POST.get("store"))
-        if store is None or not can_work_on(request.user, store, role=role):
+        if store is None or not can_work_on(request.user, store, role=create_role or role):
             raise PermissionError
         item = model(store_id=store)
     for name, value in fields.items():
@@ -306,8 +312,14 @@ def canned_replies(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         fields = {"shortcut": request.POST.get("shortcut", "").strip().lower(),
                   "text": request.POST.get("text", "").strip()}
+        unknown = placeholders.unknown_names(fields["text"])
         try:
+            if unknown:  # a typo ("{frist_name}") would block every reply made from it
+                raise ValidationError(f"the console fills no {', '.join('{' + n + '}' for n in unknown)}: use "
+                                      + ", ".join("{" + n + "}" for n in placeholders.PLACEHOLDERS))
             _, error = _store_item_form(request, CannedReply, fields, role="agent")
+        except ValidationError as exc:
+            error = "; ".join(exc.messages)
         except PermissionError:
             return _forbidden(request)
         if not error:
@@ -317,6 +329,7 @@ def canned_replies(request: HttpRequest) -> HttpResponse:
         "replies": CannedReply.objects.filter(store__in=stores_for(request.user)).select_related("store"),
         "stores": stores,
         "editing": parse_id(request.GET.get("edit", "")),
+        "placeholders": placeholders.PLACEHOLDERS,
         "error": error,
     }
     return render(request, "console/canned.html", context, status=400 if error else 200)
@@ -334,12 +347,20 @@ def delete_canned_reply(request: HttpRequest, pk: int) -> HttpResponse:
 
 @staff_only
 def labels_page(request: HttpRequest) -> HttpResponse:
-    """The store's preset labels, with their colours: owners make and change them, agents pick from them."""
+    """The store's preset labels, with their colours: agents and owners add them (as a conversation needs one);
+    owners recolour and remove them, as that changes every conversation that has the label."""
     error = ""
     if request.method == "POST":
         fields = {"name": request.POST.get("name", "").strip()[:50], "color": request.POST.get("color", "").strip()}
+        store = parse_id(request.POST.get("store"))
+        creating = "pk" not in request.POST and store is not None and can_work_on(request.user, store)
         try:
-            _, error = _store_item_form(request, Label, fields, role="owner")
+            same = Label.objects.filter(store_id=store, name__iexact=fields["name"]).first() if creating else None
+            if same is not None and fields["name"]:
+                raise ValidationError(f"{same.name!r} is already a label of this store")  # one "refund", not two
+            _, error = _store_item_form(request, Label, fields, role="owner", create_role="agent")
+        except ValidationError as exc:
+            error = "; ".join(exc.messages)
         except PermissionError:
             return _forbidden(request)
         if not error:
@@ -347,7 +368,7 @@ def labels_page(request: HttpRequest) -> HttpResponse:
     context = {
         "labels": Label.objects.filter(store__in=stores_for(request.user)).select_related("store").order_by(
             "store__name", "name"),
-        "owned_stores": stores_for(request.user, role="owner").order_by("name"),
+        "stores": stores_for(request.user).order_by("name"),
         "owned": set(stores_for(request.user, role="owner").values_list("pk", flat=True)),
         "colors": Label.COLORS,
         "error": error,

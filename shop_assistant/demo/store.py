@@ -14,6 +14,7 @@ from catalog.embeddings import embed_products
 from catalog.ingest import read_source
 from catalog.ingest.upsert import apply_catalog
 from catalog.models import Store
+from shop_assistant.console.models import Label
 from shop_assistant.studio import services
 from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
 from shop_assistant.studio.models import SampleQuestion
@@ -31,6 +32,10 @@ SAMPLE_QUESTIONS = (
     "What is your return policy?",
     "How long does shipping take?",
 )
+
+# The labels agents start with (Label.COLORS): what an outdoor shop's support sorts its chats by.
+LABELS = (("order-status", "#1f6feb"), ("returns", "#bf8700"), ("product-question", "#2da44e"),
+          ("complaint", "#cf222e"))
 
 
 NO_POLICIES_NOTE = "default: the policies are the knowledge documents"
@@ -98,6 +103,9 @@ def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResu
                 SampleQuestion(store=store, text=text, position=position) for position, text in enumerate(SAMPLE_QUESTIONS)
             )
             result.changes.append(f"added {len(SAMPLE_QUESTIONS)} sample questions")
+        if not Label.objects.filter(store=store).exists():  # an owner's own labels are theirs to keep
+            Label.objects.bulk_create(Label(store=store, name=name, color=color) for name, color in LABELS)
+            result.changes.append(f"added {len(LABELS)} labels")
 
         result.password, result.password_from_env = (password, False) if password else demo_password()
         User = get_user_model()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db.models import Count, Q, Sum
+from django.db.models.functions import Coalesce
 
 from catalog.models import Store
 from shop_assistant.chat.composition import NO_MATCH_FALLBACK
@@ -39,6 +40,9 @@ _FILLER = frozenset(
 
 
 UTC = ZoneInfo("UTC")
+# When a person was first asked for: the request kept as history once settled (an agent handed back), else the
+# open one. A handoff counts once it happened, whatever came after it.
+HANDOFF_AT = Coalesce("first_handoff_requested_at", "handoff_requested_at")
 
 
 def store_zone(store: Store) -> ZoneInfo:
@@ -206,20 +210,21 @@ def store_report(store: Store, span: Range) -> Report:
     messages = Message.objects.said().filter(conversation__in=conversations)
 
     rows = conversations.annotate(
+        handoff_at=HANDOFF_AT,
         answers=Count("messages", filter=Q(messages__role=Message.Role.ASSISTANT) & ~Q(messages__finish_reason="")),
         agent_replies=Count("messages", filter=Q(messages__role=Message.Role.AGENT)),
-    ).values("id", "created_at", "handoff_requested_at", "answers", "agent_replies", "csat_rating")
+    ).values("id", "created_at", "handoff_at", "answers", "agent_replies", "csat_rating")
     for row in rows:
         day = by_day.get(span.day_of(row["created_at"]))
         report.conversations += 1
         if day:
             day.conversations += 1
         # Answered without a person: the assistant answered, nobody asked for a person and no agent wrote.
-        if row["answers"] and row["handoff_requested_at"] is None and not row["agent_replies"]:
+        if row["answers"] and row["handoff_at"] is None and not row["agent_replies"]:
             report.deflected += 1
             if day:
                 day.deflected += 1
-        if row["handoff_requested_at"] is not None:
+        if row["handoff_at"] is not None:
             report.handoffs += 1
             if day:
                 day.handoffs += 1
@@ -227,7 +232,8 @@ def store_report(store: Store, span: Range) -> Report:
             report.csat[row["csat_rating"]] += 1
 
     # Time to first human reply: from the handoff request to the first agent message written after it.
-    handoffs = conversations.filter(handoff_requested_at__isnull=False).values_list("id", "handoff_requested_at")
+    handoffs = conversations.annotate(handoff_at=HANDOFF_AT).filter(handoff_at__isnull=False).values_list(
+        "id", "handoff_at")
     requested = dict(handoffs)
     first_reply: dict = {}
     for conversation_id, at in messages.filter(

@@ -452,12 +452,26 @@
     var canned = cannedData ? JSON.parse(cannedData.textContent) : [];
     var picker = document.getElementById("canned-picker");
     var pick = { items: [], index: 0, used: null };
-    var customerName = root.getAttribute("data-customer-name") || "";
-    var customerEmail = root.getAttribute("data-customer-email") || "";
+    var placeholderData = document.getElementById("placeholder-data");
+    var placeholders = placeholderData ? JSON.parse(placeholderData.textContent) : { values: {}, meaning: {} };
+    // {first_name}-style placeholders, filled with what the server knows (placeholders.values_for); one it cannot
+    // fill stays in the box, and the agent is told which and why. The server checks again when sending.
     var fill = function (text) {
-      // {name}-style placeholders from what the console knows of the customer; unknown ones stay for the agent.
-      var values = { name: customerName, first_name: customerName.split(" ")[0], email: customerEmail };
-      return text.replace(/\{(name|first_name|email)\}/g, function (all, key) { return values[key] || all; });
+      var missing = [];
+      var filled = text.replace(/\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}/g, function (all, key) {
+        var value = placeholders.values[key];
+        if (value) return value;
+        if (missing.indexOf(key) < 0) missing.push(key);
+        return all;
+      });
+      return { text: filled, missing: missing };
+    };
+    var explainMissing = function (missing) {
+      return "Replace " + missing.map(function (key) {
+        var meaning = placeholders.meaning[key];
+        return "{" + key + "} (" + (meaning ? meaning + " is not known in this conversation"
+          : "not a placeholder the console fills") + ")";
+      }).join("; ") + " before sending.";
     };
     var closePicker = function () { picker.hidden = true; pick.items = []; };
     var drawPicker = function () {
@@ -476,10 +490,18 @@
     var choose = function (i) {
       var item = pick.items[i];
       if (!item) return;
-      replyText.value = fill(item.text);
+      var filled = fill(item.text);
+      replyText.value = filled.text;
       pick.used = item.id;
       closePicker();
+      errorBox.textContent = filled.missing.length ? explainMissing(filled.missing) : "";
       replyText.focus();
+      if (filled.missing.length) {
+        // Select the first unknown placeholder, so that typing replaces it.
+        var at = filled.text.indexOf("{" + filled.missing[0]);
+        var end = filled.text.indexOf("}", at) + 1;
+        if (at >= 0 && end > at) replyText.setSelectionRange(at, end);
+      }
     };
     var updatePicker = function () {
       var match = /^\/([-\w]*)$/.exec(replyText.value);
@@ -498,8 +520,9 @@
       if (pick.used) data.canned = String(pick.used);
       post(replyForm.action, data).then(function (result) {
         if (!result.ok) { errorBox.textContent = result.error || "failed"; return; }
-        replyText.value = "";
-        pick.used = null;
+        errorBox.textContent = "";
+        // What the agent typed while it was on its way (the next reply) stays.
+        if (replyText.value.trim() === text) { replyText.value = ""; pick.used = null; }
       });
     };
     replyForm.addEventListener("submit", function (event) { event.preventDefault(); sendReply(); });

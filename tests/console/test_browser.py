@@ -82,6 +82,10 @@ async def test_widget_and_console_handoff_take_over_reply_hand_back(
 
         # A handoff request (recorded as the answers code does it) arrives live: badge, section, wait time.
         def request_handoff() -> Conversation:
+            from shop_assistant.console.models import CannedReply
+
+            CannedReply.objects.create(store=demo_store, shortcut="greet",
+                                       text="Hi {first_name}, I'm {agent_name}. How can I help?")
             Conversation.objects.filter(pk=conversation_id).update(status="handoff",
                                                                    handoff_requested_at=timezone.now())
             return Conversation.objects.get(pk=conversation_id)
@@ -106,6 +110,7 @@ async def test_widget_and_console_handoff_take_over_reply_hand_back(
         await console.get_by_role("button", name="Take over").click()
         await expect(widget.locator(".sa-notice")).to_have_text("Dana joined the chat", timeout=timeout)
         await expect(widget.locator(".sa-status")).to_have_text("Chatting with Dana")
+
         await box.fill("Can a person check my order 1234?")
         await box.press("Enter")
         await expect(console.locator(".msg-user").last).to_contain_text("Can a person check my order 1234?",
@@ -118,6 +123,25 @@ async def test_widget_and_console_handoff_take_over_reply_hand_back(
         await expect(agent_bubble).to_contain_text("Hi, Dana here. Order 1234 ships today.", timeout=timeout)
         await expect(agent_bubble.locator(".sa-agent-name")).to_have_text("Dana")
         await expect(console.locator(".msg-agent").last).to_contain_text("Order 1234 ships today.", timeout=timeout)
+
+        # A canned reply to this anonymous shopper (issue 40): {agent_name} is filled, {first_name} is not known,
+        # so the console says so and selects it; sent as it is, the server refuses it; typing replaces it.
+        await reply.type("/greet")
+        await reply.press("Enter")
+        await expect(reply).to_have_value("Hi {first_name}, I'm Dana. How can I help?")
+        error = console.locator("#action-error")
+        await expect(error).to_contain_text("{first_name} (the shopper's first name is not known")
+        await reply.press("Enter")  # sent anyway: refused by the server, nothing reaches the shopper
+        await expect(error).to_have_text("replace {first_name} (the shopper's first name is not known in this "
+                                         "conversation) before sending", timeout=timeout)
+        await expect(reply).to_have_value("Hi {first_name}, I'm Dana. How can I help?")
+        await reply.evaluate("box => box.setSelectionRange(3, 15)")  # the placeholder, as the insert selected it
+        await reply.type("there")
+        await reply.press("Enter")
+        await expect(widget.locator(".sa-msg.sa-agent").last).to_have_text(
+            re.compile(r"Hi there, I'm Dana\. How can I help\?"), timeout=timeout)
+        assert "{" not in await widget.locator(".sa-msg.sa-agent").last.text_content()
+        await expect(error).to_have_text("")
         await expect(widget.locator(".sa-assistant")).to_have_count(1)  # still no bot answer
         await shot(console, "conversation-taken-over.png")
         await shot(widget, "widget-agent-joined.png")
@@ -309,5 +333,33 @@ async def test_two_agents_assign_note_label_canned_reply_context_and_export(
         assert data["customer"]["email"] == "ada@example.com"
         csv_text = await (await dana.request.get(f"{server.http}/console/c/{conversation}/export.csv")).text()
         assert "VIP: ask about sizes" in csv_text and ",note," in csv_text
+
+        # On a phone (issue 40: the conversation page was 551 px wide at 390 px, the customer panel cut off): no
+        # console page scrolls sideways, and none logs an invalid pattern (the canned page's v-flag error).
+        phone = {"width": 390, "height": 844}
+        wide: dict[str, int] = {}
+        logged: list[str] = []
+        for who, paths in ((seed["dana"], ["/console/", f"/console/c/{conversation}/", "/console/canned/",
+                                           "/console/labels/"]),
+                           (seed["olivia"], ["/console/identity/"])):
+            ctx = await browser.new_context(viewport=phone, is_mobile=True, has_touch=True)
+            await ctx.add_cookies([{"name": "sessionid", "value": who, "url": server.http}])
+            page = await ctx.new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: logged.append(m.text) if "pattern" in m.text.lower() else None)
+            for path in paths:
+                response = await page.goto(server.http + path)
+                assert response.status == 200, (path, response.status)
+                await expect(page.locator("main")).to_be_visible()
+                width = await page.evaluate("document.documentElement.scrollWidth")
+                if width > phone["width"]:
+                    wide[path] = width
+                if path.startswith("/console/c/"):
+                    panel = await page.locator("#customer").bounding_box()  # the customer panel, whole
+                    assert panel["x"] >= 0 and panel["x"] + panel["width"] <= phone["width"], panel
+                    await shot(page, "phone-conversation.png")
+            await ctx.close()
+        assert not wide, f"console pages wider than the phone's {phone['width']} px: {wide}"
+        assert logged == []
         assert errors == []
         shop_server.shutdown()

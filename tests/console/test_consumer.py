@@ -233,3 +233,44 @@ async def test_notes_labels_and_assignments_reach_every_console_watching_live(as
     assert await outsider.comm.receive_nothing(timeout=0.3)
     await watcher.close()
     await outsider.close()
+
+
+async def test_the_live_activity_list_is_the_one_a_reload_shows(asgi_app, ws):
+    """Issue 40: replies (and transcript downloads) were logged but never sent live, so a watching agent's
+    activity list missed them until a reload. Every action of the conversation now reaches the watchers, in the
+    order the page lists them."""
+    from shop_assistant.chat.conversations import new_conversation
+    from shop_assistant.console.models import Action, CannedReply
+
+    from .conftest import http_client
+
+    world = await database_sync_to_async(build_world)()
+    conversation, _ = await database_sync_to_async(new_conversation)(world.store_a)
+    template = await database_sync_to_async(CannedReply.objects.create)(
+        store=world.store_a, shortcut="hours", text="We answer 9 to 5.")
+    dana = world.users["agent"]
+    watcher = await console_for(asgi_app, world.users["owner"])
+    assert (await watcher.connect())["type"] == "hello"
+    await watcher.send({"type": "watch", "conversation": str(conversation.pk)})
+    await watcher.receive_until(lambda f: f["type"] == "watching")
+
+    await database_sync_to_async(services.take_over)(dana, conversation.pk)
+    await database_sync_to_async(services.reply)(dana, conversation.pk, "Hello, Dana here.")
+    await database_sync_to_async(services.reply)(dana, conversation.pk, "We answer 9 to 5.", template.pk)
+    client = await database_sync_to_async(http_client)(dana)
+    exported = await database_sync_to_async(client.get)(f"/console/c/{conversation.pk}/export.csv")
+    assert exported.status_code == 200
+    await database_sync_to_async(services.hand_back)(dana, conversation.pk)
+
+    def after_reload() -> list[tuple[str, str]]:
+        return [(a.kind, services.describe(a)) for a in Action.objects.filter(conversation=conversation)]
+
+    listed = await database_sync_to_async(after_reload)()
+    assert [kind for kind, _ in listed] == ["take_over", "reply", "canned", "reply", "export", "hand_back"]
+    live = []
+    while len(live) < len(listed):
+        frame, _ = await watcher.receive_until(lambda f: f["type"] == "activity")
+        live.append((frame["kind"], frame["text"]))
+    assert live == listed
+    assert ("export", "Export (CSV)") in live
+    await watcher.close()

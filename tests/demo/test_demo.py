@@ -74,3 +74,16 @@ def test_a_demo_whose_prompt_restates_the_policies_gets_the_prompt_that_refers_t
     assert not now.policies and "30 days" not in now.full_text()
     load()  # once: a second run changes nothing
     assert services.published_prompt(store).pk == now.pk
+
+
+def test_the_demo_store_has_labels_for_its_agents_and_keeps_the_owners_own():
+    """Issue 40: the demo had no labels, so its console showed "No labels yet." and agents had none to pick."""
+    from shop_assistant.console.models import Label
+    from shop_assistant.demo.store import LABELS
+
+    load()
+    names = set(Label.objects.filter(store__slug="demo").values_list("name", flat=True))
+    assert names == {name for name, _ in LABELS} and len(names) >= 3
+    Label.objects.filter(name="complaint").delete()  # the owner removed one: a second load leaves it removed
+    assert "labels" not in load()
+    assert not Label.objects.filter(name="complaint").exists()

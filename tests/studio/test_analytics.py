@@ -8,7 +8,7 @@ import pytest
 
 from shop_assistant.studio import analytics
 
-from .seed import MONDAY, SUNDAY, seed_week
+from .seed import MONDAY, SUNDAY, at, seed_week
 
 pytestmark = pytest.mark.django_db
 
@@ -100,3 +100,43 @@ def test_days_are_the_stores_days(store):
     assert analytics.parse_range(None, None, zone=zone).zone == zone
     store.support_hours = {"timezone": "Nowhere/Else"}
     assert analytics.store_zone(store) == analytics.UTC
+
+
+def test_a_handoff_counts_once_it_happened_after_hand_back_reopen_and_a_second_request(week, django_user_model):
+    """Issue 40: an agent handed a conversation back and analytics dropped it (handoffs 3 -> 2, replied 2 -> 1,
+    the 600 s reply gone), because hand back cleared the request time. The inbox still waits only on an open
+    request: a second request after the hand back is waited on from its own time."""
+    from django.utils import timezone
+
+    from shop_assistant.chat.handoff import request_handoff
+    from shop_assistant.chat.models import Conversation
+    from shop_assistant.console import inbox, services
+    from shop_assistant.console.models import StoreMembership
+
+    c = week.conversations
+    ann = django_user_model.objects.create_user("ann", "ann@example.com", "pw", first_name="Ann")
+    StoreMembership.objects.create(user=ann, store=week.store, role="agent")
+    Conversation.objects.filter(pk=c["order"].pk).update(assigned_to=ann)
+    span = analytics.Range(MONDAY, SUNDAY)
+
+    def figures():
+        report = analytics.store_report(week.store, span)
+        return report.handoffs, report.handoffs_replied, report.first_human_reply_seconds, report.deflected
+
+    before = figures()
+    assert before == (3, 2, [120.0, 600.0], 4)
+    services.hand_back(ann, c["order"].pk)  # the agent answered, then gave the chat back to the bot
+    services.reopen(ann, c["person"].pk)  # a resolved one reopened
+    assert figures() == before
+    order = Conversation.objects.get(pk=c["order"].pk)
+    assert order.handoff_requested_at is None and order.first_handoff_requested_at == at(3, seconds=60)
+
+    # The shopper asks for a person again: a new open request, waited on from now, first in no queue it left.
+    now = timezone.now()
+    request_handoff(order, now=now)
+    order.refresh_from_db()
+    assert (order.status, order.handoff_requested_at) == ("handoff", now)
+    waiting = inbox.sections(ann, now=now).waiting
+    assert [(item.conversation.pk, item.wait) for item in waiting] == [
+        (c["waiting"].pk, waiting[0].wait), (order.pk, "0 s")]
+    assert figures() == before  # still one handoff of that conversation, timed from its first request
