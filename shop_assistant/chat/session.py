@@ -110,7 +110,8 @@ def _end_interrupted(message_ids: list[uuid.UUID]) -> None:
 
 
 def _history_frame(message: Message) -> Frame:
-    item: Frame = {"role": message.role, "text": message.text}
+    # ``at``: when it was said (the server's clock, ISO 8601 with its offset); the widget shows it in local time.
+    item: Frame = {"role": message.role, "text": message.text, "at": message.created_at.isoformat()}
     if message.client_id is not None:  # the widget's outbox: this message is kept, its entry may go
         item["client_id"] = str(message.client_id)
     if message.role == Message.Role.ASSISTANT:

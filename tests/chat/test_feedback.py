@@ -71,6 +71,9 @@ async def test_a_resumed_conversation_replays_quotes_thumbs_status_and_no_sugges
     assert "message_id" not in user
     assert assistant["message_id"] == str(answer.id)
     assert assistant["quotes"] == [QUOTE] and assistant["rating"] == -1 and assistant["products"]
+    # Issue 40: every item says when it was said (the widget shows it in the shopper's local time).
+    assert assistant["at"] == answer.created_at.isoformat()
+    assert user["at"] < assistant["at"]
 
 
 def test_an_answer_s_quotes_are_stored_when_it_is_written(shop):
