@@ -209,10 +209,9 @@
 
   // The launcher counts the messages a person of the store wrote while the panel was closed (cleared on open).
   var unreadBadge = el("span", { className: "sa-badge", hidden: true, "aria-hidden": "true" });
-  var unreadLabel = el("span", { className: "sa-visually-hidden" });
   var launcher = el("button", {
     type: "button", className: "sa-launcher", "aria-expanded": "false", "aria-controls": "sa-panel",
-  }, [document.createTextNode("Chat with us"), unreadLabel, unreadBadge]);
+  }, [document.createTextNode("Chat with us"), unreadBadge]);
   var title = el("h2", { className: "sa-title", id: "sa-title", text: script.getAttribute("data-title") || "Shop assistant" });
   var status = el("p", { className: "sa-status", id: "sa-status", role: "status", text: "" });
   var closeButton = el("button", { type: "button", className: "sa-close", "aria-label": "Close chat", text: "\u00d7" });
@@ -453,13 +452,15 @@
 
   // The conversation was resolved: a 1-5 rating and an optional comment (`csat`).
   function addCsat(done) {
-    if (csatBox) csatBox.remove();
+    var previous = csatBox && csatBox.parentNode ? csatBox : null; // the card being answered: thanks in its place
     if (done) {
       csatBox = el("p", { className: "sa-notice sa-csat-thanks", text: "Thanks for rating this conversation (" + done.rating + " of 5)." });
-      log.appendChild(csatBox);
+      if (previous) previous.replaceWith(csatBox);
+      else log.appendChild(csatBox);
       scrollToEnd();
       return;
     }
+    if (previous) previous.remove();
     var chosen = 0;
     var stars = el("div", { className: "sa-stars", role: "radiogroup", "aria-label": "Your rating, 1 to 5" });
     var buttons = [];
@@ -759,7 +760,8 @@
       case "agent_left":
         if (agentName) addNotice((frame.agent || agentName) + " left the chat; the assistant is back");
         agentName = null;
-        setStatus("Online");
+        // A resolve sends it too, and the shopper's own End chat is answered before it: the chat stays ended.
+        if (!ended) setStatus("Online");
         break;
       case "agent_typing":
         if (!generating) {
@@ -909,7 +911,7 @@
     unread += 1;
     unreadBadge.textContent = String(unread);
     unreadBadge.hidden = false;
-    unreadLabel.textContent = ", " + unread + (unread === 1 ? " unread message" : " unread messages");
+    launcher.setAttribute("aria-label", "Chat with us, " + unread + (unread === 1 ? " unread message" : " unread messages"));
     if (pageTitle === null) pageTitle = document.title;
     document.title = "(" + unread + ") New message" + (unread === 1 ? "" : "s") + (pageTitle ? " \u2013 " + pageTitle : "");
   }
@@ -918,7 +920,7 @@
     unread = 0;
     unreadBadge.hidden = true;
     unreadBadge.textContent = "";
-    unreadLabel.textContent = "";
+    launcher.removeAttribute("aria-label");
     if (pageTitle !== null) document.title = pageTitle;
     pageTitle = null;
   }

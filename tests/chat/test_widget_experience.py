@@ -51,7 +51,9 @@ async def ask(page, text: str) -> None:
 
 
 async def conversation_id(page) -> str:
-    saved = await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]")
+    # The widget's saved conversation, not its outbox (shop-assistant:<host>:<store>:outbox, a list).
+    saved = await page.evaluate(
+        "Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:') && !k.endsWith(':outbox'))[1]")
     return json.loads(saved)["conversation"]
 
 
