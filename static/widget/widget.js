@@ -638,7 +638,8 @@
     switch (frame.type) {
       case "ready":
         attempts = 0;
-        save({ token: frame.resume_token, conversation: frame.conversation });
+        // `said`: the conversation has messages, so later page loads connect with the panel closed (`mount`).
+        save({ token: frame.resume_token, conversation: frame.conversation, said: (frame.history || []).length > 0 });
         if (frame.store && frame.store.name) title.textContent = frame.store.name;
         setStatus(statusFor(frame.status));
         ended = frame.status === "closed";
@@ -673,6 +674,8 @@
       case "ack":
         if (frame.client_id !== inflight) break;
         inflight = null;
+        var kept = loadSaved();
+        if (kept.token && !kept.said) { kept.said = true; save(kept); }
         setPending(bubbleFor(frame.client_id), null);
         if (frame.message_id && !agentName) {
           answering = frame.client_id; // kept until `start`: a server lost before it sends it again
@@ -1008,8 +1011,9 @@
     var wasOpen = false;
     try { wasOpen = sessionStorage.getItem(openKey) === "1"; } catch (e) { /* ignore */ }
     if (wasOpen || script.getAttribute("data-open") === "true") open();
-    // A conversation under way: connected with the panel closed too, so a person's reply reaches the launcher.
-    else if (loadSaved().token) connect();
+    // A conversation under way (or messages still to send): connected with the panel closed too, so a person's
+    // reply reaches the launcher. Not for a chat opened and left empty: that would be a "new chat" on every page.
+    else if ((loadSaved().token && loadSaved().said) || outbox.length) connect();
   }
 
   window.ShopAssistant = { open: open, close: close, renderMarkdown: renderMarkdown };

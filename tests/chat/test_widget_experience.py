@@ -269,10 +269,13 @@ async def test_times_an_unread_badge_for_an_agent_and_the_shopper_ends_the_chat(
     assert shown == await mine.evaluate("t => new Date(t.dateTime).toLocaleTimeString([], {hour: 'numeric', minute: '2-digit'})")
 
     # The shopper closes the widget; an agent takes the chat over and writes: the launcher counts, the title says so.
+    # (Reloaded with the panel closed: the widget connects anyway, since the conversation has messages.)
     title = await page.title()
     await page.keyboard.press("Escape")
+    await page.reload()
     launcher = page.locator(".sa-launcher")
     await expect(launcher).to_be_visible()
+    await expect(page.locator(".sa-status")).to_have_text("A person has been asked to join", timeout=TIMEOUT)
     await expect(launcher.locator(".sa-badge")).to_be_hidden()
     agent = await database_sync_to_async(get_user_model().objects.get)(username="agent")
     staff = StaffHttp(daphne_server, await database_sync_to_async(session_cookie)(agent))
