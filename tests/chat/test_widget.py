@@ -21,6 +21,9 @@ def said(text: str) -> re.Pattern[str]:
     return re.compile("^You said:" + re.escape(text) + r"(\w{3} \d{1,2}, )?\d{1,2}:\d{2}(\s?[AP]M)?$")
 
 
+# The widget's saved conversation in localStorage (not its outbox, whose key ends in ":outbox").
+SAVED_JS = "Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:') && !k.endsWith(':outbox'))[1]"
+
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -114,14 +117,14 @@ async def test_ask_stream_card_and_history_after_reload(daphne_server, demo_stor
     assert link is None or link.startswith(("http://", "https://"))
 
     # Reload: the panel reopens, resumes from localStorage and shows the history with its card.
-    token = await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]")
+    token = await page.evaluate(SAVED_JS)
     await page.reload()
     await expect(page.get_by_role("dialog")).to_be_visible()
     await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
     await expect(page.locator(".sa-msg.sa-user")).to_have_text(said("Do you have rain jackets?"))
     await expect(page.locator(".sa-assistant .sa-text").last).to_have_text(text)
     await expect(page.locator(".sa-assistant .sa-card-title").first).to_have_text(card_title)
-    assert await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]") == token
+    assert await page.evaluate(SAVED_JS) == token
 
     # Escape closes the panel and gives focus back to the launcher.
     await page.get_by_label("Your message").press("Escape")
@@ -163,7 +166,7 @@ async def test_quotes_no_match_and_handoff_replies(daphne_server, demo_store, pa
     await expect(reply).to_have_attribute("data-reply", "handoff", timeout=timeout)
     await expect(reply.locator(".sa-text")).to_contain_text("team", timeout=timeout)
     await expect(page.locator(".sa-status")).to_have_text("A person has been asked to join")
-    token = await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]")
+    token = await page.evaluate(SAVED_JS)
     conversation_id = json.loads(token)["conversation"]
     conversation = await database_sync_to_async(Conversation.objects.get)(pk=conversation_id)
     assert conversation.status == "handoff" and conversation.handoff_requested_at is not None
