@@ -493,7 +493,8 @@ class ChatSession:
         except Conversation.DoesNotExist:  # a draft (saved with its first message): nothing was said to end
             raise ProtocolError("not_started", "there is no conversation to end yet; say something first") from None
         self.conversation.status = conversation.status
-        self.conversation.csat_rating, self.conversation.csat_comment = conversation.csat_rating, conversation.csat_comment
+        self.conversation.csat_rating = conversation.csat_rating
+        self.conversation.csat_comment = conversation.csat_comment
         self._told_ended = closed_now  # the group's echo of this close is not sent twice (``on_conversation_closed``)
         await self.send(self._ended_frame(closing.SHOPPER))
 

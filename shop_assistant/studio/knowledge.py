@@ -156,7 +156,9 @@ def document_confirm_rollback(request: HttpRequest, store: Store, document_id: i
     target = _version(doc, version_id)
     published = documents.published_version(doc)
     if target.status != DocumentVersion.Status.ARCHIVED:
-        messages.error(request, f"v{target.version} is not an earlier published version: there is nothing to roll back to.")
+        messages.error(
+            request, f"v{target.version} is not an earlier published version: there is nothing to roll back to."
+        )
         return redirect(_document_url(store, doc))
     return render(
         request,

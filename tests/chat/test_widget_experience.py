@@ -266,7 +266,8 @@ async def test_times_an_unread_badge_for_an_agent_and_the_shopper_ends_the_chat(
     stamp = await mine.get_attribute("datetime")
     assert abs(datetime.fromisoformat(stamp.replace("Z", "+00:00")) - said_at) < timedelta(milliseconds=2)
     shown = await mine.text_content()
-    assert shown == await mine.evaluate("t => new Date(t.dateTime).toLocaleTimeString([], {hour: 'numeric', minute: '2-digit'})")
+    assert shown == await mine.evaluate(
+        "t => new Date(t.dateTime).toLocaleTimeString([], {hour: 'numeric', minute: '2-digit'})")
 
     # The shopper closes the widget; an agent takes the chat over and writes: the launcher counts, the title says so.
     # (Reloaded with the panel closed: the widget connects anyway, since the conversation has messages.)

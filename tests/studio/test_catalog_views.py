@@ -135,7 +135,8 @@ def test_the_owner_uploads_and_follows_the_run_to_its_report(store, owner, no_em
 
     progress = client.get(f"/studio/corner/catalog/runs/{run.pk}/").json()
     assert progress["status"] == "succeeded" and progress["finished"] and progress["percent"] == 100
-    assert progress["banner"] == f"Import #{run.pk} of catalog.csv finished: 2 added, 0 updated, 0 archived, 1 rejected."
+    assert progress["banner"] == (
+        f"Import #{run.pk} of catalog.csv finished: 2 added, 0 updated, 0 archived, 1 rejected.")
     assert progress["counts"] == {"added": 2, "updated": 0, "archived": 0, "rejected": 1}
     assert progress["done"] == progress["total"] == 3  # the bad product counts as read
     report = client.get(progress["errors_url"])
@@ -330,7 +331,8 @@ def test_the_import_banner_follows_the_runs_state(store, owner):
     client.force_login(owner)
     page = client.get(f"/studio/corner/catalog/?run={run.pk}").content.decode()
     banner = page.split('id="run-banner"')[1].split("</li>")[0]
-    assert f'data-run="{run.pk}"' in banner and f"Import #{run.pk} of feed.csv is running: running 4 / 10 (writing)." in banner
+    assert f'data-run="{run.pk}"' in banner
+    assert f"Import #{run.pk} of feed.csv is running: running 4 / 10 (writing)." in banner
     assert client.get("/studio/corner/catalog/").content.decode().count('id="run-banner"') == 0  # only for ?run=
 
     ImportRun.objects.filter(pk=run.pk).update(status="failed", message="the file has no header row")
