@@ -144,9 +144,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send_frame({"type": "agent_left", "agent": str(event.get("agent", ""))})
 
     async def chat_conversation_closed(self, event: Frame) -> None:
-        """An agent resolved the conversation (``events.conversation_closed``)."""
-        if self.session is not None:
-            await self.send_frame(self.session.on_conversation_closed())
+        """The conversation was resolved (``closing.close``: an agent, or the shopper's End chat)."""
+        if self.session is not None and (frame := self.session.on_conversation_closed(str(event.get("by", "agent")))):
+            await self.send_frame(frame)
 
     async def chat_answer_probe(self, event: Frame) -> None:
         """Another connection resuming this conversation asks whether this one still writes the answer."""

@@ -19,7 +19,7 @@ Events sent to a conversation's group (the shopper's consumer ignores ``conversa
   ``reply_to`` with ``chat.answer_alive``. No reply in time: its node died (``answer_alive``).
 
 Events sent to a store's group: ``console.inbox`` with ``kind`` (started, message, handoff, assigned, handed_back,
-closed) and ``conversation``.
+closed, with ``by``: agent or shopper) and ``conversation``.
 """
 
 from __future__ import annotations
@@ -218,10 +218,10 @@ async def shopper_message(conversation: Conversation, text: str, held: bool) -> 
     await inbox_event(conversation.store_id, "message", conversation.id)
 
 
-async def conversation_closed(conversation_id: uuid.UUID | str) -> None:
-    """The console resolved the conversation: every connection of the shopper's shows that it ended and asks
-    for a rating (`conversation_ended`)."""
-    await _group_send(group_name(conversation_id), {"type": "chat.conversation_closed"})
+async def conversation_closed(conversation_id: uuid.UUID | str, by: str = "agent") -> None:
+    """The conversation was resolved (``closing.close``; ``by``: "agent" or "shopper"): every connection of the
+    shopper's shows that it ended and asks for a rating (`conversation_ended`)."""
+    await _group_send(group_name(conversation_id), {"type": "chat.conversation_closed", "by": by})
 
 
 async def announce_handoff(conversation: Conversation) -> None:

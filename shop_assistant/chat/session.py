@@ -29,7 +29,7 @@ from shop_assistant.runtime import engine_service, nodes
 from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 from shop_assistant.runtime.text import clean_text
 from shop_assistant.studio.models import SampleQuestion
-from . import composition, events, feedback, handoff, keeping, pipeline
+from . import closing, composition, events, feedback, handoff, keeping, pipeline
 from .conversations import default_store, draft_conversation, recent_messages, resume_conversation
 from .models import Conversation, Message
 from .pipeline import Generated, Plan
@@ -110,7 +110,8 @@ def _end_interrupted(message_ids: list[uuid.UUID]) -> None:
 
 
 def _history_frame(message: Message) -> Frame:
-    item: Frame = {"role": message.role, "text": message.text}
+    # ``at``: when it was said (the server's clock, ISO 8601 with its offset); the widget shows it in local time.
+    item: Frame = {"role": message.role, "text": message.text, "at": message.created_at.isoformat()}
     if message.client_id is not None:  # the widget's outbox: this message is kept, its entry may go
         item["client_id"] = str(message.client_id)
     if message.role == Message.Role.ASSISTANT:
@@ -231,6 +232,7 @@ class ChatSession:
         self._answer: Answer | None = None  # the latest (it may still be logging after its `end`)
         self._tasks: set[asyncio.Task[None]] = set()  # every answer not finished, logging included
         self.closed = False
+        self._told_ended = False  # this connection's End chat sent `conversation_ended` itself
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -358,10 +360,13 @@ class ChatSession:
                 await self._on_typing()
             elif kind in ("rate", "csat", "email", "card_click"):
                 await self._on_feedback(kind, frame)
+            elif kind == "end":
+                await self._on_end()
             else:
                 raise ProtocolError(
                     "unknown_type",
-                    f"unknown message type {kind!r}; expected message, stop, typing, rate, csat, email or card_click",
+                    f"unknown message type {kind!r}; expected message, stop, typing, rate, csat, email, card_click "
+                    "or end",
                 )
         except ProtocolError as error:
             await self.send(error.frame())
@@ -477,10 +482,33 @@ class ChatSession:
                 raise ProtocolError("bad_frame", 'a card click needs the card\'s string "sku"')
             await write(feedback.record_card_click)(conversation_id, message_id, sku)
 
-    def on_conversation_closed(self) -> Frame:
-        """An agent resolved the conversation (the console's close): the widget says so and asks for a rating."""
+    async def _on_end(self) -> None:
+        """The shopper ended the chat ("End chat"): resolved exactly as an agent's resolve is (``closing.close``),
+        then `conversation_ended` here (every other tab hears it through the conversation's group)."""
+        if self.generating:
+            self._on_stop()  # the shopper is leaving: the answer being written is not wanted any more
+        close = database_sync_to_async(closing.close, thread_sensitive=False, executor=keeping.WRITERS)
+        try:
+            conversation, closed_now = await close(self.conversation.id)
+        except Conversation.DoesNotExist:  # a draft (saved with its first message): nothing was said to end
+            raise ProtocolError("not_started", "there is no conversation to end yet; say something first") from None
+        self.conversation.status = conversation.status
+        self.conversation.csat_rating = conversation.csat_rating
+        self.conversation.csat_comment = conversation.csat_comment
+        self._told_ended = closed_now  # the group's echo of this close is not sent twice (``on_conversation_closed``)
+        await self.send(self._ended_frame(closing.SHOPPER))
+
+    def _ended_frame(self, by: str) -> Frame:
+        return {"type": "conversation_ended", "csat": feedback.csat_state(self.conversation), "by": by}
+
+    def on_conversation_closed(self, by: str = closing.AGENT) -> Frame | None:
+        """The conversation was resolved (``closing.close``: an agent in the console, or the shopper in another
+        tab): the widget says so and asks for a rating. None for this connection's own End chat, answered already."""
         self.conversation.status = Conversation.Status.CLOSED
-        return {"type": "conversation_ended", "csat": feedback.csat_state(self.conversation)}
+        if self._told_ended:
+            self._told_ended = False
+            return None
+        return self._ended_frame(by)
 
     def _on_stop(self) -> None:
         # Stop with nothing in progress is not an error: the answer may have ended while the frame was in flight.

@@ -17,7 +17,7 @@ from shop_assistant.chat.agents import send_agent_message
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.chat.events import group_name
 
-from shop_assistant.chat import events
+from shop_assistant.chat import closing, events
 from . import placeholders
 from .models import Action, CannedReply, Label, Note, Notification, ReadMark, StoreMembership
 
@@ -70,6 +70,8 @@ def describe(action: Action) -> str:
         text += f" /{detail.get('shortcut', '')}"
     elif action.kind == Action.Kind.EXPORT and detail.get("format"):
         text += f" ({str(detail['format']).upper()})"
+    elif action.kind == Action.Kind.CLOSE and detail.get("by") == closing.SHOPPER:
+        text += " (the shopper ended the chat)"
     elif action.kind == Action.Kind.NOTE:
         text += f": {str(detail.get('text', ''))[:80]}"
     return text
@@ -79,10 +81,15 @@ def activity_row(action: Action) -> dict[str, Any]:
     return {
         "conversation": str(action.conversation_id),
         "kind": action.kind,
-        "by": agent_name(action.user),
+        "by": actor_name(action),
         "text": describe(action),
         "at": action.created_at.isoformat(),
     }
+
+
+def actor_name(action: Action) -> str:
+    """Who did it, for the activity list: the staff member, or the shopper (who ended the chat)."""
+    return "Shopper" if (action.detail or {}).get("by") == closing.SHOPPER else agent_name(action.user)
 
 
 def agent_name(user: Any) -> str:
@@ -141,21 +148,15 @@ def hand_back(user: Any, conversation_id: uuid.UUID) -> Conversation:
 
 
 def close(user: Any, conversation_id: uuid.UUID) -> Conversation:
-    """Resolved. A shopper who writes again is answered by the bot."""
-    with transaction.atomic():
-        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
-        if conversation.status == Status.CLOSED:
-            return conversation
-        previous, had_agent = conversation.assigned_to, conversation.status == Status.AGENT
-        conversation.status = Status.CLOSED
-        conversation.save(update_fields=["status"])
-        action = _log(conversation, user, Action.Kind.CLOSE)
-    if had_agent:
-        _to_widget(conversation, "chat.agent_left", events.agent_display_name(previous or user))
-    async_to_sync(events.conversation_closed)(conversation.id)  # the widget ends the chat and asks for a rating
-    _notify(conversation, "closed")
+    """Resolved (``chat.closing.close``, the one implementation: the shopper's "End chat" uses it too; the
+    activity row is ``log_close``). A shopper who writes again is answered by the bot."""
+    return closing.close(conversation_id, user=user)[0]
+
+
+def log_close(sender: Any, conversation: Conversation, user: Any, **kwargs: Any) -> None:
+    """``closing.conversation_closed``: who resolved it, in the activity list (an agent, or the shopper)."""
+    action = _log(conversation, user, Action.Kind.CLOSE, **({} if user is not None else {"by": closing.SHOPPER}))
     _broadcast(action)
-    return conversation
 
 
 def reopen(user: Any, conversation_id: uuid.UUID) -> Conversation:

@@ -43,9 +43,26 @@ def search_products(store: Store, query: str):
     )
 
 
+def run_banner(run: ImportRun) -> tuple[str, str]:
+    """(level, text) of the banner over the page after an import is started: what the run is doing now, not
+    what it did when the button was pressed (with Celery eager a run is over before the page loads)."""
+    name = run.import_source.name if run.import_source_id else run.source
+    what = f"Import #{run.pk} of {name}"
+    if run.status == ImportRun.Status.FAILED:
+        return "error", f"{what} failed" + (f": {run.message}" if run.message else ".")
+    if run.embedding:
+        return "info", f"{what}: {run.label}."
+    if run.finished:
+        c = run.counts
+        return "success", (f"{what} finished: {c['added']} added, {c['updated']} updated, {c['archived']} archived, "
+                           f"{c['rejected']} rejected.")
+    return "info", f"{what} is running: {run.label}."
+
+
 def run_state(run: ImportRun, store: Store) -> dict:
     """What the progress endpoint answers and the page shows for one run."""
     done, total = run.progress
+    level, banner = run_banner(run)
     return {
         "id": run.pk,
         "status": run.status,
@@ -58,6 +75,8 @@ def run_state(run: ImportRun, store: Store) -> dict:
         "finished": run.finished and not run.embedding,
         "counts": run.counts if run.status == ImportRun.Status.SUCCEEDED else None,
         "message": run.message,
+        "banner": banner,
+        "banner_level": level,
         "errors_url": reverse("studio:catalog_run_errors", kwargs={"slug": store.slug, "run_id": run.pk})
         if run.errors else None,
     }
@@ -68,6 +87,7 @@ def _page(request: HttpRequest, store: Store, upload_form=None, source_form=None
     query = search.cleaned_data["q"] if search.is_valid() else ""
     products = Paginator(search_products(store, query), PRODUCTS_PER_PAGE).get_page(request.GET.get("page"))
     runs = list(ImportRun.objects.filter(store=store).select_related("import_source")[:RUNS_SHOWN])
+    states = [run_state(run, store) for run in runs]
     return render(
         request,
         "studio/catalog.html",
@@ -77,12 +97,14 @@ def _page(request: HttpRequest, store: Store, upload_form=None, source_form=None
             "source_form": source_form or SourceForm(store=store),
             "sources": [(source, sync.display_location(source))
                         for source in ImportSource.objects.filter(store=store).select_related("last_run")],
-            "runs": [(run, run_state(run, store)) for run in runs],
+            "runs": list(zip(runs, states)),
             "search": search,
             "query": query,
             "products": products,
             "product_count": Product.objects.filter(store=store).count(),
             "watch": request.GET.get("run", ""),
+            "watched": next((state for run, state in zip(runs, states) if str(run.pk) == request.GET.get("run")),
+                            None),
         },
         status=status,
     )
@@ -102,7 +124,7 @@ def upload(request: HttpRequest, store: Store) -> HttpResponse:
         return _page(request, store, upload_form=form, status=400)
     data = form.cleaned_data
     run = sync.start_upload(store, data["format"], data["file"].name, data["text"], user=request.user)
-    messages.success(request, f"Import #{run.pk} of {data['file'].name} started.")
+    # No "started" message: the page's banner follows the run (``run_banner``), polled while it runs.
     return redirect(f"{reverse('studio:catalog', kwargs={'slug': store.slug})}?run={run.pk}#runs")
 
 
@@ -131,7 +153,6 @@ def sync_source(request: HttpRequest, store: Store, source_id: int) -> HttpRespo
         messages.error(request, f"Import #{source.last_run.pk} of {source.name} is still running.")
         return redirect(_catalog_url(store, "sources"))
     run = sync.start_sync(source, user=request.user)
-    messages.success(request, f"Import #{run.pk} of {source.name} started.")
     return redirect(f"{reverse('studio:catalog', kwargs={'slug': store.slug})}?run={run.pk}#runs")
 
 

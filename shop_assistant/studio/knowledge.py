@@ -146,6 +146,27 @@ def document_publish(request: HttpRequest, store: Store, document_id: int, versi
     return redirect(_document_url(store, doc))
 
 
+@require_GET
+@owners_only
+def document_confirm_rollback(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
+    """What a rollback would change for shoppers, before the owner confirms it: the prompt's confirm step
+    (``studio/rollback.html``); the POST goes to ``studio:document_rollback``."""
+    doc = _document(store, document_id)
+    target = _version(doc, version_id)
+    published = documents.published_version(doc)
+    if target.status != DocumentVersion.Status.ARCHIVED:
+        messages.error(
+            request, f"v{target.version} is not an earlier published version: there is nothing to roll back to."
+        )
+        return redirect(_document_url(store, doc))
+    return render(
+        request,
+        "studio/rollback.html",
+        {"store": store, "document": doc, "target": target, "published": published,
+         "diff": documents.diff(published, target)},
+    )
+
+
 @require_POST
 @owners_only
 def document_rollback(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:

@@ -42,6 +42,8 @@ urlpatterns = [
          name="document_publish"),
     path("<slug:slug>/knowledge/<int:document_id>/versions/<int:version_id>/rollback", knowledge.document_rollback,
          name="document_rollback"),
+    path("<slug:slug>/knowledge/<int:document_id>/versions/<int:version_id>/rollback/confirm",
+         knowledge.document_confirm_rollback, name="document_confirm_rollback"),
     path("<slug:slug>/knowledge/<int:document_id>/versions/<int:version_id>/discard", knowledge.document_discard,
          name="document_discard"),
     # Insight: analytics, the playground, scores and comparisons of versions.

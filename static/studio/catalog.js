@@ -15,6 +15,12 @@
 
   function show(row, p) {
     row.querySelector("progress").value = p.percent;
+    // The banner over the page names the run just started: it says what the run is doing now.
+    var banner = document.getElementById("run-banner");
+    if (banner && banner.getAttribute("data-run") === String(p.id) && p.banner) {
+      banner.textContent = p.banner;
+      banner.className = "msg-" + p.banner_level;
+    }
     var status = row.querySelector(".run-status");
     status.textContent = p.label;
     var result = row.querySelector(".run-result");

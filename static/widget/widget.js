@@ -207,12 +207,23 @@
   var root = host.attachShadow ? host.attachShadow({ mode: "open" }) : host;
   root.appendChild(el("link", { rel: "stylesheet", href: cssUrl }));
 
+  // The launcher counts the messages a person of the store wrote while the panel was closed (cleared on open).
+  var unreadBadge = el("span", { className: "sa-badge", hidden: true, "aria-hidden": "true" });
   var launcher = el("button", {
-    type: "button", className: "sa-launcher", "aria-expanded": "false", "aria-controls": "sa-panel", text: "Chat with us",
-  });
+    type: "button", className: "sa-launcher", "aria-expanded": "false", "aria-controls": "sa-panel",
+  }, [document.createTextNode("Chat with us"), unreadBadge]);
   var title = el("h2", { className: "sa-title", id: "sa-title", text: script.getAttribute("data-title") || "Shop assistant" });
   var status = el("p", { className: "sa-status", id: "sa-status", role: "status", text: "" });
   var closeButton = el("button", { type: "button", className: "sa-close", "aria-label": "Close chat", text: "\u00d7" });
+  // "End chat" (docs/chat-protocol.md, `end`): the shopper resolves the conversation, after a confirm step, as an
+  // agent's resolve does; then the rating card and "Start a new chat". Shown once there is a conversation to end.
+  var endButton = el("button", { type: "button", className: "sa-end", hidden: true, text: "End chat" });
+  var confirmYes = el("button", { type: "button", className: "sa-confirm-end", text: "End chat" });
+  var confirmNo = el("button", { type: "button", className: "sa-confirm-cancel", text: "Keep chatting" });
+  var confirmBar = el("div", { className: "sa-confirm", role: "alertdialog", "aria-labelledby": "sa-confirm-text", hidden: true }, [
+    el("p", { id: "sa-confirm-text", className: "sa-confirm-text", text: "End this chat? You can rate it, and start a new one any time." }),
+    el("div", { className: "sa-confirm-actions" }, [confirmYes, confirmNo]),
+  ]);
   var log = el("div", {
     className: "sa-log", role: "log", "aria-live": "polite", "aria-relevant": "additions", "aria-label": "Conversation",
     tabindex: "0",
@@ -236,8 +247,11 @@
     id: "sa-panel", className: "sa-panel", role: "dialog", "aria-labelledby": "sa-title", "aria-describedby": "sa-status",
     hidden: true,
   }, [
-    el("header", { className: "sa-header" }, [el("div", {}, [title, status]), closeButton]),
-    log, typing, errorBox, form,
+    el("header", { className: "sa-header" }, [
+      el("div", { className: "sa-heading" }, [title, status]),
+      el("div", { className: "sa-header-actions" }, [endButton, closeButton]),
+    ]),
+    confirmBar, log, typing, errorBox, form,
   ]);
   root.appendChild(launcher);
   root.appendChild(panel);
@@ -256,6 +270,8 @@
   var emailBox = null; // the out-of-hours email offer
   var csatBox = null; // the rating card after an agent resolved the conversation
   var ended = false; // the conversation was resolved (until the shopper writes again)
+  var unread = 0; // agent messages that came while the panel was closed
+  var pageTitle = null; // the page's own title while the tab's title says there are unread messages
   var PHONE = window.matchMedia ? window.matchMedia("(max-width: 480px)") : null;
   var savedOverflow = null; // the page's own overflow values while the full-screen panel locks its scroll
   // The outbox (docs/chat-protocol.md, "Exactly once"): the shopper's messages, each with its client id, kept in
@@ -436,13 +452,15 @@
 
   // The conversation was resolved: a 1-5 rating and an optional comment (`csat`).
   function addCsat(done) {
-    if (csatBox) csatBox.remove();
+    var previous = csatBox && csatBox.parentNode ? csatBox : null; // the card being answered: thanks in its place
     if (done) {
       csatBox = el("p", { className: "sa-notice sa-csat-thanks", text: "Thanks for rating this conversation (" + done.rating + " of 5)." });
-      log.appendChild(csatBox);
+      if (previous) previous.replaceWith(csatBox);
+      else log.appendChild(csatBox);
       scrollToEnd();
       return;
     }
+    if (previous) previous.remove();
     var chosen = 0;
     var stars = el("div", { className: "sa-stars", role: "radiogroup", "aria-label": "Your rating, 1 to 5" });
     var buttons = [];
@@ -485,6 +503,49 @@
     setStatus("Conversation ended");
     addNotice("Conversation ended");
     addCsat(csat);
+    showEndButton(false);
+    var again = el("button", { type: "button", className: "sa-new-chat", text: "Start a new chat" });
+    again.addEventListener("click", newChat);
+    log.appendChild(el("p", { className: "sa-new-chat-row" }, [again]));
+    scrollToEnd();
+  }
+
+  function showEndButton(on) { endButton.hidden = !on || ended; }
+
+  function hideConfirm() {
+    var had = !confirmBar.hidden;
+    confirmBar.hidden = true;
+    if (had && (root.activeElement === confirmYes || root.activeElement === confirmNo)) endButton.focus();
+  }
+
+  // The ended conversation stays as it is (rated or not); the next one is a new conversation: the widget forgets
+  // the old one's token and connects without it (docs/chat-protocol.md, "Ending a chat").
+  function newChat() {
+    save({});
+    ended = false;
+    readyHere = false;
+    inflight = answering = null;
+    if (ws) {
+      var old = ws;
+      ws = null;
+      old.onclose = null;
+      old.close();
+    }
+    attempts = 0;
+    connect();
+    input.focus();
+  }
+
+  // When a message was said, in the shopper's local time: the server's time for history items (`at`), the
+  // moment it arrived for live ones. Hours and minutes today, the date before them on other days.
+  function timeOf(at) {
+    var when = at ? new Date(at) : new Date();
+    if (isNaN(when.getTime())) when = new Date();
+    var today = when.toDateString() === new Date().toDateString();
+    var label = today
+      ? when.toLocaleTimeString([], { hour: "numeric", minute: "2-digit" })
+      : when.toLocaleString([], { month: "short", day: "numeric", hour: "numeric", minute: "2-digit" });
+    return el("time", { className: "sa-time", datetime: when.toISOString(), title: when.toLocaleString(), text: label });
   }
 
   function addBubble(role, text, extra) {
@@ -494,6 +555,7 @@
       role === "agent" ? el("p", { className: "sa-agent-name", text: (extra && extra.agent) || "Agent" }) : null,
       el("span", { className: "sa-visually-hidden", text: role === "user" ? "You said:" : role === "agent" ? "Agent said:" : "Assistant said:" }),
       body,
+      timeOf(extra && extra.at),
     ]);
     log.appendChild(bubble);
     var messageId = extra && extra.message_id;
@@ -576,10 +638,12 @@
     switch (frame.type) {
       case "ready":
         attempts = 0;
-        save({ token: frame.resume_token, conversation: frame.conversation });
+        // `said`: the conversation has messages, so later page loads connect with the panel closed (`mount`).
+        save({ token: frame.resume_token, conversation: frame.conversation, said: (frame.history || []).length > 0 });
         if (frame.store && frame.store.name) title.textContent = frame.store.name;
         setStatus(statusFor(frame.status));
         ended = frame.status === "closed";
+        hideConfirm();
         showError("");
         generating = null;
         pendingUser = null;
@@ -602,6 +666,7 @@
         if (!lastQuestion && !outbox.length) addSuggestions(frame.suggestions);
         if (frame.status === "handoff" && frame.ask_email) addEmailOffer(frame.ask_email);
         if (ended) endConversation(frame.csat);
+        showEndButton((frame.history || []).length > 0 || outbox.length > 0);
         readyHere = true;
         inflight = answering = null;
         flush();
@@ -609,6 +674,8 @@
       case "ack":
         if (frame.client_id !== inflight) break;
         inflight = null;
+        var kept = loadSaved();
+        if (kept.token && !kept.said) { kept.said = true; save(kept); }
         setPending(bubbleFor(frame.client_id), null);
         if (frame.message_id && !agentName) {
           answering = frame.client_id; // kept until `start`: a server lost before it sends it again
@@ -678,11 +745,13 @@
         addCsat({ rating: frame.rating });
         break;
       case "conversation_ended":
+        hideConfirm();
         if (!ended) endConversation(frame.csat);
         break;
       case "agent_message":
         typing.hidden = true;
         addBubble("agent", frame.text || "", { agent: frame.agent });
+        if (panel.hidden) countUnread();
         break;
       // A person from the store joins or leaves (docs/chat-protocol.md, "A person in the conversation").
       case "agent_joined":
@@ -694,7 +763,8 @@
       case "agent_left":
         if (agentName) addNotice((frame.agent || agentName) + " left the chat; the assistant is back");
         agentName = null;
-        setStatus("Online");
+        // A resolve sends it too, and the shopper's own End chat is answered before it: the chat stays ended.
+        if (!ended) setStatus("Online");
         break;
       case "agent_typing":
         if (!generating) {
@@ -814,6 +884,7 @@
       setStatus("Online");
     }
     setPending(addBubble("user", text, { client_id: entry.id }), "queued");
+    showEndButton(true);
     if (!readyHere) connect();
     flush();
   }
@@ -839,7 +910,26 @@
     );
   }
 
+  function countUnread() {
+    unread += 1;
+    unreadBadge.textContent = String(unread);
+    unreadBadge.hidden = false;
+    launcher.setAttribute("aria-label", "Chat with us, " + unread + (unread === 1 ? " unread message" : " unread messages"));
+    if (pageTitle === null) pageTitle = document.title;
+    document.title = "(" + unread + ") New message" + (unread === 1 ? "" : "s") + (pageTitle ? " \u2013 " + pageTitle : "");
+  }
+
+  function clearUnread() {
+    unread = 0;
+    unreadBadge.hidden = true;
+    unreadBadge.textContent = "";
+    launcher.removeAttribute("aria-label");
+    if (pageTitle !== null) document.title = pageTitle;
+    pageTitle = null;
+  }
+
   function open() {
+    clearUnread();
     panel.hidden = false;
     launcher.setAttribute("aria-expanded", "true");
     launcher.hidden = true;
@@ -863,6 +953,19 @@
 
   launcher.addEventListener("click", open);
   closeButton.addEventListener("click", close);
+  endButton.addEventListener("click", function () {
+    confirmBar.hidden = false;
+    confirmNo.focus();
+  });
+  confirmNo.addEventListener("click", hideConfirm);
+  confirmYes.addEventListener("click", function () {
+    if (!sendFrame({ type: "end" })) {
+      showError("Not connected \u2013 try again in a moment.");
+      return;
+    }
+    confirmBar.hidden = true;
+    input.focus();
+  });
   form.addEventListener("submit", function (event) { event.preventDefault(); submit(); });
   stopButton.addEventListener("click", function () { sendFrame({ type: "stop" }); input.focus(); });
   input.addEventListener("keydown", function (event) {
@@ -878,7 +981,8 @@
   panel.addEventListener("keydown", function (event) {
     if (event.key === "Escape") {
       event.preventDefault();
-      close();
+      if (!confirmBar.hidden) hideConfirm();
+      else close();
       return;
     }
     // A dialog keeps the focus: Tab from the last control goes to the first, Shift+Tab from the first to the last.
@@ -907,6 +1011,9 @@
     var wasOpen = false;
     try { wasOpen = sessionStorage.getItem(openKey) === "1"; } catch (e) { /* ignore */ }
     if (wasOpen || script.getAttribute("data-open") === "true") open();
+    // A conversation under way (or messages still to send): connected with the panel closed too, so a person's
+    // reply reaches the launcher. Not for a chat opened and left empty: that would be a "new chat" on every page.
+    else if ((loadSaved().token && loadSaved().said) || outbox.length) connect();
   }
 
   window.ShopAssistant = { open: open, close: close, renderMarkdown: renderMarkdown };

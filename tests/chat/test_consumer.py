@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import datetime
 from decimal import Decimal
 
 import pytest
@@ -292,7 +293,9 @@ async def test_agent_messages_reach_the_shopper_and_the_history(ws, demo_store):
     again = await ws(f"/ws/chat/?resume={ready['resume_token']}")
     resumed = again.ready
     await again.close()
-    assert resumed["history"] == [{"role": "agent", "text": "Hi, this is Ana from support.", "agent": "Ana"}]
+    (item,) = resumed["history"]
+    assert datetime.fromisoformat(item.pop("at")).tzinfo is not None  # when it was said (the widget's time)
+    assert item == {"role": "agent", "text": "Hi, this is Ana from support.", "agent": "Ana"}
 
 
 async def test_unknown_store_is_refused_with_a_reason(asgi_app, demo_store):

@@ -121,6 +121,7 @@ async def _one_failover(tmp_path, redis_url: str, nodes: Nodes, console: Socket,
         assert ready["node"] == nodes.survivor_name
         history = ready["history"]
         assert history[1].pop("message_id") == cut_answer  # the widget rates and asks again by it
+        assert all(item.pop("at") for item in history)  # when each was said (the widget shows the time)
         assert history == [
             {"role": "user", "text": QUESTION},
             {"role": "assistant", "text": "", "interrupted": True, "notice": INTERRUPTED_NOTICE},

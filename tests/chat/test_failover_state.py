@@ -126,6 +126,7 @@ async def test_an_answer_cut_by_a_dead_node_is_ended_as_interrupted_on_resume(st
     second, _ = await open_session(first.resume_token)
     await second.settle_answers()  # nobody in the conversation's group writes it: no reply to the probe
     history = second.ready_frame()["history"]
+    assert all(item.pop("at") for item in history)  # when each was said (the widget shows the time)
     assert history == [
         {"role": "user", "text": "Do you sell tents?"},
         # Every assistant item names its message (for thumbs and card clicks after a reload).

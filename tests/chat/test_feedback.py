@@ -71,6 +71,9 @@ async def test_a_resumed_conversation_replays_quotes_thumbs_status_and_no_sugges
     assert "message_id" not in user
     assert assistant["message_id"] == str(answer.id)
     assert assistant["quotes"] == [QUOTE] and assistant["rating"] == -1 and assistant["products"]
+    # Issue 40: every item says when it was said (the widget shows it in the shopper's local time).
+    assert assistant["at"] == answer.created_at.isoformat()
+    assert user["at"] < assistant["at"]
 
 
 def test_an_answer_s_quotes_are_stored_when_it_is_written(shop):
@@ -112,8 +115,8 @@ async def test_resolving_ends_the_conversation_and_the_shopper_rates_it(shop, ws
 
     await _expect_error(client, {"type": "csat", "rating": 5}, "not_closed")  # not resolved yet
     await database_sync_to_async(services.close)(agent, conversation.pk)
-    assert await client.receive(10) == {"type": "conversation_ended", "csat": None}
-    assert await other_tab.receive(10) == {"type": "conversation_ended", "csat": None}
+    assert await client.receive(10) == {"type": "conversation_ended", "csat": None, "by": "agent"}
+    assert await other_tab.receive(10) == {"type": "conversation_ended", "csat": None, "by": "agent"}
 
     for bad in ({"rating": 0}, {"rating": 6}, {"rating": "5"}, {"rating": True}, {"rating": 4.5}, {},
                 {"rating": 4, "comment": 7}, {"rating": 4, "comment": "x" * 2001}):  # fmt: skip
@@ -130,6 +133,53 @@ async def test_resolving_ends_the_conversation_and_the_shopper_rates_it(shop, ws
     # A reload shows the ended conversation and the rating given.
     again = await ws(f"/ws/chat/?store=demo&resume={token}")
     assert again.ready["status"] == "closed" and again.ready["csat"] == {"rating": 4, "comment": "Quick and kind."}
+
+
+async def test_the_shopper_ends_the_chat_as_an_agent_resolves_it_rates_it_and_starts_a_new_one(shop, ws):
+    """Issue 40: only an agent's resolve ended a chat (an `end` frame was an unknown type). The shopper's `end`
+    closes the conversation through the console's own close (``closing.close``): every tab hears it, the person
+    who had it leaves, the console's activity says the shopper ended it, the rating is accepted; a new chat (the
+    widget connects without the token) is a new conversation, and the ended one stays resolved."""
+    conversation, token, _ = await database_sync_to_async(_conversation_with_an_answer)(shop)
+    agent = await database_sync_to_async(get_user_model().objects.get)(username="staff")
+    await database_sync_to_async(services.take_over)(agent, conversation.pk)
+    client = await ws(f"/ws/chat/?store=demo&resume={token}")
+    assert await client.receive(10) == {"type": "agent_joined", "agent": "staff"}
+    other_tab = await ws(f"/ws/chat/?store=demo&resume={token}")
+    assert await other_tab.receive(10) == {"type": "agent_joined", "agent": "staff"}
+
+    await client.send({"type": "end"})
+    assert await client.receive(10) == {"type": "conversation_ended", "csat": None, "by": "shopper"}
+    seen = [await other_tab.receive(10), await other_tab.receive(10)]
+    assert seen == [{"type": "agent_left", "agent": "staff"},
+                    {"type": "conversation_ended", "csat": None, "by": "shopper"}]
+    frames = [await client.receive(10)]  # the agent leaves; the group's echo of the close is not sent twice
+    assert frames == [{"type": "agent_left", "agent": "staff"}]
+    row = await database_sync_to_async(Conversation.objects.get)(pk=conversation.pk)
+    assert row.status == "closed"
+
+    def activity():
+        from shop_assistant.console.models import Action
+
+        action = Action.objects.filter(conversation=conversation, kind="close").get()
+        return services.activity_row(action)
+
+    row_ = await database_sync_to_async(activity)()
+    assert (row_["by"], row_["text"]) == ("Shopper", "Close (the shopper ended the chat)")
+
+    await client.send({"type": "end"})  # ended already: said again, nothing logged twice
+    assert (await client.receive(10))["type"] == "conversation_ended"
+    await client.send({"type": "csat", "rating": 5, "comment": ""})
+    assert await client.receive(10) == {"type": "csat_saved", "rating": 5, "comment": ""}
+    assert await database_sync_to_async(activity)()  # still one close
+
+    fresh = await ws("/ws/chat/?store=demo")  # "Start a new chat": the widget drops the token
+    assert fresh.ready["conversation"] != str(conversation.pk) and fresh.ready["status"] == "bot"
+    assert fresh.ready["history"] == [] and fresh.ready["csat"] is None
+    await fresh.send({"type": "end"})  # nothing said yet: nothing to end
+    assert (await fresh.receive(10))["code"] == "not_started"
+    again = await ws(f"/ws/chat/?store=demo&resume={token}")
+    assert again.ready["status"] == "closed" and again.ready["csat"] == {"rating": 5, "comment": ""}
 
 
 async def test_an_email_is_validated_and_stored_on_the_conversation(shop, ws):

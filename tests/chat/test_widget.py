@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -12,6 +13,16 @@ from channels.db import database_sync_to_async
 from .conftest import FRAME_TIMEOUT, run_daphne
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+
+
+def said(text: str) -> re.Pattern[str]:
+    """A shopper's bubble as a whole: what a screen reader hears before it, the message, then its time (issue 40),
+    in the browser's locale ("9:30 PM", "21:30"; the date before it on another day)."""
+    return re.compile("^You said:" + re.escape(text) + r"(\w{3} \d{1,2}, )?\d{1,2}:\d{2}(\s?[AP]M)?$")
+
+
+# The widget's saved conversation in localStorage (not its outbox, whose key ends in ":outbox").
+SAVED_JS = "Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:') && !k.endsWith(':outbox'))[1]"
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -86,7 +97,7 @@ async def test_ask_stream_card_and_history_after_reload(daphne_server, demo_stor
     await box.press("Enter")
 
     user = page.locator(".sa-msg.sa-user")
-    await expect(user).to_have_text("You said:Do you have rain jackets?")
+    await expect(user).to_have_text(said("Do you have rain jackets?"))
     card = page.locator(".sa-assistant .sa-card").first
     await expect(card).to_be_visible(timeout=timeout)
     answer = page.locator(".sa-assistant .sa-text").last
@@ -106,14 +117,14 @@ async def test_ask_stream_card_and_history_after_reload(daphne_server, demo_stor
     assert link is None or link.startswith(("http://", "https://"))
 
     # Reload: the panel reopens, resumes from localStorage and shows the history with its card.
-    token = await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]")
+    token = await page.evaluate(SAVED_JS)
     await page.reload()
     await expect(page.get_by_role("dialog")).to_be_visible()
     await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
-    await expect(page.locator(".sa-msg.sa-user")).to_have_text("You said:Do you have rain jackets?")
+    await expect(page.locator(".sa-msg.sa-user")).to_have_text(said("Do you have rain jackets?"))
     await expect(page.locator(".sa-assistant .sa-text").last).to_have_text(text)
     await expect(page.locator(".sa-assistant .sa-card-title").first).to_have_text(card_title)
-    assert await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]") == token
+    assert await page.evaluate(SAVED_JS) == token
 
     # Escape closes the panel and gives focus back to the launcher.
     await page.get_by_label("Your message").press("Escape")
@@ -155,7 +166,7 @@ async def test_quotes_no_match_and_handoff_replies(daphne_server, demo_store, pa
     await expect(reply).to_have_attribute("data-reply", "handoff", timeout=timeout)
     await expect(reply.locator(".sa-text")).to_contain_text("team", timeout=timeout)
     await expect(page.locator(".sa-status")).to_have_text("A person has been asked to join")
-    token = await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]")
+    token = await page.evaluate(SAVED_JS)
     conversation_id = json.loads(token)["conversation"]
     conversation = await database_sync_to_async(Conversation.objects.get)(pk=conversation_id)
     assert conversation.status == "handoff" and conversation.handoff_requested_at is not None
@@ -241,7 +252,7 @@ async def test_reconnects_after_a_server_restart_and_resumes(demo_store, page, t
     await expect(page.locator(".sa-status")).to_contain_text("reconnecting", timeout=timeout)
     with run_daphne(tmp_path, port=port):
         await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
-        await expect(page.locator(".sa-msg.sa-user")).to_have_text("You said:Hello, anyone there?")
+        await expect(page.locator(".sa-msg.sa-user")).to_have_text(said("Hello, anyone there?"))
         await expect(page.locator(".sa-assistant .sa-text")).to_have_text(answer)
         assert page.errors == []
 
@@ -334,7 +345,7 @@ async def test_the_outbox_keeps_a_message_through_a_kill_and_a_reload_and_it_is_
         await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
         await expect(page.locator(".sa-assistant")).to_have_count(1, timeout=timeout)
         await expect(page.locator(".sa-assistant[aria-busy]")).to_have_count(0, timeout=timeout)  # its `end` came
-        await expect(page.locator(".sa-msg.sa-user")).to_have_text("You said:Do you sell tents?")
+        await expect(page.locator(".sa-msg.sa-user")).to_have_text(said("Do you sell tents?"))
         assert await page.evaluate(outbox) == []
         assert await database_sync_to_async(_user_rows)("Do you sell tents?") == [("Do you sell tents?", entry["id"])]
 
@@ -346,7 +357,7 @@ async def test_the_outbox_keeps_a_message_through_a_kill_and_a_reload_and_it_is_
 
     with run_daphne(tmp_path, port=port, CHAT_SPOOL_DIR=str(tmp_path / "spool")):
         await expect(page.locator(".sa-status")).to_have_text("Online", timeout=timeout)
-        await expect(page.locator(".sa-msg.sa-user").last).to_have_text("You said:Do you have rain jackets?",
+        await expect(page.locator(".sa-msg.sa-user").last).to_have_text(said("Do you have rain jackets?"),
                                                                          timeout=timeout)
         await expect(page.locator(".sa-assistant:not(.sa-interrupted)")).to_have_count(2, timeout=timeout)
         await expect(page.locator(".sa-assistant[aria-busy]")).to_have_count(0, timeout=timeout)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from channels.db import database_sync_to_async
@@ -18,7 +18,7 @@ from django.utils import timezone
 from tests.conftest import screenshot_dir
 
 from .conftest import FRAME_TIMEOUT
-from .test_widget import browser, page  # noqa: F401 - the same Chromium fixtures
+from .test_widget import browser, page, said  # noqa: F401 - the same Chromium fixtures
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
@@ -51,7 +51,9 @@ async def ask(page, text: str) -> None:
 
 
 async def conversation_id(page) -> str:
-    saved = await page.evaluate("Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]")
+    # The widget's saved conversation, not its outbox (shop-assistant:<host>:<store>:outbox, a list).
+    saved = await page.evaluate(
+        "Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:') && !k.endsWith(':outbox'))[1]")
     return json.loads(saved)["conversation"]
 
 
@@ -74,7 +76,7 @@ async def test_greeting_suggestions_and_a_follow_up_comparing_the_cards(daphne_s
 
     # A suggestion is asked as it reads, and the suggestions go once the shopper has said something.
     await suggestions.filter(has_text="Do you have rain jackets?").click()
-    await expect(page.locator(".sa-msg.sa-user")).to_have_text("You said:Do you have rain jackets?")
+    await expect(page.locator(".sa-msg.sa-user")).to_have_text(said("Do you have rain jackets?"))
     await expect(suggestions).to_have_count(0)
     await expect(page.locator(".sa-assistant")).to_have_count(1, timeout=TIMEOUT)
     await expect(page.locator(".sa-assistant[aria-busy]")).to_have_count(0, timeout=TIMEOUT)
@@ -233,6 +235,103 @@ async def test_resolved_by_an_agent_the_shopper_sees_the_end_and_rates_it(daphne
     await ask(page, "Do you have rain jackets?")
     await expect(page.locator(".sa-status")).to_have_text("Online")
     await expect(page.locator(".sa-assistant .sa-card").last).to_be_visible()
+    assert page.errors == []
+
+
+async def test_times_an_unread_badge_for_an_agent_and_the_shopper_ends_the_chat(daphne_server, demo_store, page):
+    """Issue 40, as an Intercom Messenger user expects it: each message shows its time (<time datetime>, the server's
+    time after a reload); an agent's message to a closed widget puts a count on the launcher and "(1) New message"
+    in the tab's title until the widget is opened; "End chat" (after a confirm step) resolves the conversation as
+    an agent's resolve does, brings the rating card, and "Start a new chat" begins a new conversation."""
+    from playwright.async_api import expect
+
+    from shop_assistant.chat.models import Conversation, Message
+    from shop_assistant.console.models import Action
+    from tests.console.conftest import session_cookie
+    from tests.console.test_server import StaffHttp
+
+    await set_hours(demo_store, {})
+    await open_chat(page, daphne_server)
+    await ask(page, "Can I talk to a person?")
+    conversation = await conversation_id(page)
+
+    # Times: under every message, the shopper's local time, machine-readable; after a reload, the server's.
+    mine = page.locator(".sa-msg.sa-user time.sa-time")
+    await expect(mine).to_have_count(1)
+    await expect(page.locator(".sa-assistant time.sa-time")).to_have_count(1)
+    await page.reload()
+    await expect(mine).to_have_count(1, timeout=TIMEOUT)
+    said_at = await database_sync_to_async(
+        lambda: Message.objects.get(conversation_id=conversation, role="user").created_at)()
+    stamp = await mine.get_attribute("datetime")
+    assert abs(datetime.fromisoformat(stamp.replace("Z", "+00:00")) - said_at) < timedelta(milliseconds=2)
+    shown = await mine.text_content()
+    assert shown == await mine.evaluate(
+        "t => new Date(t.dateTime).toLocaleTimeString([], {hour: 'numeric', minute: '2-digit'})")
+
+    # The shopper closes the widget; an agent takes the chat over and writes: the launcher counts, the title says so.
+    # (Reloaded with the panel closed: the widget connects anyway, since the conversation has messages.)
+    title = await page.title()
+    await page.keyboard.press("Escape")
+    await page.reload()
+    launcher = page.locator(".sa-launcher")
+    await expect(launcher).to_be_visible()
+    await expect(page.locator(".sa-status")).to_have_text("A person has been asked to join", timeout=TIMEOUT)
+    await expect(launcher.locator(".sa-badge")).to_be_hidden()
+    agent = await database_sync_to_async(get_user_model().objects.get)(username="agent")
+    staff = StaffHttp(daphne_server, await database_sync_to_async(session_cookie)(agent))
+    await staff.get(f"/console/c/{conversation}/")
+    await staff.post(f"/console/c/{conversation}/take")
+    await staff.post(f"/console/c/{conversation}/reply", text="Hi, I'm here. What can I do for you?")
+    await expect(launcher.locator(".sa-badge")).to_have_text("1", timeout=TIMEOUT)
+    await expect(page).to_have_title(f"(1) New message \u2013 {title}")
+    await expect(page.get_by_role("button", name="Chat with us, 1 unread message")).to_be_visible()
+    await staff.post(f"/console/c/{conversation}/reply", text="Are you still there?")
+    await expect(launcher.locator(".sa-badge")).to_have_text("2", timeout=TIMEOUT)
+    await expect(page).to_have_title(f"(2) New messages \u2013 {title}")
+    await shot(page, "unread")
+    await launcher.click()  # opening reads them
+    await expect(page).to_have_title(title)
+    await expect(page.locator(".sa-msg.sa-agent")).to_have_count(2)
+    assert await page.locator(".sa-badge").evaluate("b => b.hidden")
+
+    # End chat asks first: "Keep chatting" changes nothing.
+    end = page.get_by_role("button", name="End chat", exact=True).first
+    await end.click()
+    confirm = page.get_by_role("alertdialog")
+    await expect(confirm).to_contain_text("End this chat?")
+    await confirm.get_by_role("button", name="Keep chatting").click()
+    await expect(confirm).to_be_hidden()
+    assert (await database_sync_to_async(Conversation.objects.get)(pk=conversation)).status == "agent"
+    await end.click()
+    await shot(page, "end-confirm")
+    await confirm.get_by_role("button", name="End chat").click()
+    await expect(page.locator(".sa-status")).to_have_text("Conversation ended", timeout=TIMEOUT)
+    card = page.locator(".sa-csat")
+    await expect(card).to_be_visible()
+    await expect(end).to_be_hidden()
+    row = await database_sync_to_async(Conversation.objects.get)(pk=conversation)
+    assert row.status == "closed"
+    closed_by = await database_sync_to_async(
+        lambda: list(Action.objects.filter(conversation_id=conversation, kind="close").values_list("user", "detail")))()
+    assert closed_by == [(None, {"by": "shopper"})]
+    console_page = (await staff.get(f"/console/c/{conversation}/")).decode()
+    assert "Shopper · Close (the shopper ended the chat)" in console_page
+    await card.get_by_role("radio", name="5 of 5").click()
+    await card.get_by_role("button", name="Send rating").click()
+    await expect(page.locator(".sa-csat-thanks")).to_have_text("Thanks for rating this conversation (5 of 5).")
+    await shot(page, "ended-by-shopper")
+
+    # A new chat is a new conversation; the ended one stays resolved, with its rating.
+    await page.get_by_role("button", name="Start a new chat").click()
+    await expect(page.locator(".sa-status")).to_have_text("Online", timeout=TIMEOUT)
+    await expect(page.locator(".sa-log > *").first).to_have_class("sa-msg sa-greeting")
+    await expect(page.locator(".sa-suggestion").first).to_be_visible()
+    assert await page.locator(".sa-msg.sa-user").count() == 0
+    fresh = await conversation_id(page)
+    assert fresh != conversation
+    row = await database_sync_to_async(Conversation.objects.get)(pk=conversation)
+    assert (row.status, row.csat_rating) == ("closed", 5)
     assert page.errors == []
 
 

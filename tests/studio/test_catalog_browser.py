@@ -93,6 +93,9 @@ async def test_owner_imports_a_catalog_and_publishes_a_policy(daphne_server, dem
     await expect(row.locator(".run-status")).to_have_text("succeeded")
     await expect(row.locator("progress")).to_have_attribute("value", "100")
     await expect(row.locator(".run-result")).to_contain_text(f"{products} added, 0 updated, 0 archived, 2 rejected")
+    # The banner says how the run ended (issue 40: it said "started" over a finished run).
+    await expect(page.locator("#run-banner")).to_have_text(re.compile(
+        rf"^Import #\d+ of apparel-with-bad-rows.csv finished: {products} added, 0 updated, 0 archived, 2 rejected.$"))
     await page.screenshot(path=str(SCREENSHOTS / "catalog-import.png"), full_page=True)
 
     # The error report, as the owner downloads it.

@@ -127,8 +127,16 @@ def test_the_owner_uploads_and_follows_the_run_to_its_report(store, owner, no_em
     # The page polls the run it just started even though eager mode finished it already.
     assert f'data-run="{run.pk}"' in page and 'data-watch="1"' in page and "studio/catalog.js" in page
 
+    # Issue 40: the banner said "Import #N of catalog.csv started." over a run that had finished. It follows the
+    # run: here it is over already.
+    banner = page.split('id="run-banner"')[1].split("</li>")[0]
+    assert f"Import #{run.pk} of catalog.csv finished: 2 added, 0 updated, 0 archived, 1 rejected." in banner
+    assert "started" not in page.split('id="runs"')[0]
+
     progress = client.get(f"/studio/corner/catalog/runs/{run.pk}/").json()
     assert progress["status"] == "succeeded" and progress["finished"] and progress["percent"] == 100
+    assert progress["banner"] == (
+        f"Import #{run.pk} of catalog.csv finished: 2 added, 0 updated, 0 archived, 1 rejected.")
     assert progress["counts"] == {"added": 2, "updated": 0, "archived": 0, "rejected": 1}
     assert progress["done"] == progress["total"] == 3  # the bad product counts as read
     report = client.get(progress["errors_url"])
@@ -312,3 +320,24 @@ def test_a_mapping_nested_100000_deep_is_a_form_error(store, owner, settings):
         "name": "deep", "kind": "sql", "location": "postgresql+psycopg://shop@db.example.com/shop",
         "mapping_text": "[" * 100_000 + "]" * 100_000, "schedule": "off"})
     assert response.status_code == 400 and b"not valid JSON" in response.content
+
+
+def test_the_import_banner_follows_the_runs_state(store, owner):
+    """While the run goes, the banner says it runs (the page's script replaces it from the progress endpoint);
+    once it is over, the same banner says how it ended: never "started" after the end."""
+    run = ImportRun.objects.create(store=store, format="shopify", source="feed.csv", status="running", total=10,
+                                   processed=4, phase="writing")
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/studio/corner/catalog/?run={run.pk}").content.decode()
+    banner = page.split('id="run-banner"')[1].split("</li>")[0]
+    assert f'data-run="{run.pk}"' in banner
+    assert f"Import #{run.pk} of feed.csv is running: running 4 / 10 (writing)." in banner
+    assert client.get("/studio/corner/catalog/").content.decode().count('id="run-banner"') == 0  # only for ?run=
+
+    ImportRun.objects.filter(pk=run.pk).update(status="failed", message="the file has no header row")
+    progress = client.get(f"/studio/corner/catalog/runs/{run.pk}/").json()
+    assert (progress["banner_level"], progress["banner"]) == (
+        "error", f"Import #{run.pk} of feed.csv failed: the file has no header row")
+    page = client.get(f"/studio/corner/catalog/?run={run.pk}").content.decode()
+    assert 'class="msg-error"' in page.split('id="run-banner"')[0][-40:] + page.split('id="run-banner"')[1][:30]

@@ -35,6 +35,7 @@ def every_page_and_action(versions) -> list[tuple[str, str, dict]]:
         ("post", f"{base}/drafts/new", {}),
         ("post", f"{base}/drafts/{draft.pk}/", {"title": "Hacked", "body": "hacked", "publish": "1"}),
         ("post", f"{base}/versions/{draft.pk}/publish", {}),
+        ("get", f"{base}/versions/{v1.pk}/rollback/confirm", {}),
         ("post", f"{base}/versions/{v1.pk}/rollback", {}),
         ("post", f"{base}/versions/{draft.pk}/discard", {}),
     ]
@@ -120,6 +121,38 @@ def test_the_owner_edits_publishes_and_rolls_back_a_policy(store, versions, owne
     doc.refresh_from_db()
     assert doc.body == RETURNS
     assert DocumentVersion.objects.get(document=doc, status="published").version == 3
+
+
+def test_a_rollback_asks_first_with_the_diff_as_the_prompts_does(store, versions, owner):
+    """Issue 40: "Roll back to this" on the document page published at once. Now it opens the prompt's confirm
+    step (the same template): what shoppers get now, the diff, and a form that posts the rollback; nothing changes
+    until it is confirmed."""
+    doc, v1, draft = versions
+    documents.update_draft(draft, doc.title, RETURNS.replace("30 days", "60 days"))
+    v2 = documents.publish(draft)
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/studio/corner/knowledge/{doc.pk}/").content.decode()
+    history = page.split("History")[-1]
+    confirm = f"/studio/corner/knowledge/{doc.pk}/versions/{v1.pk}/rollback/confirm"
+    assert f'href="{confirm}"' in history
+    assert "/rollback\"" not in history  # no form that rolls back in one click
+
+    response = client.get(confirm)
+    assert response.status_code == 200
+    assert [t.name for t in response.templates][0] == "studio/rollback.html"
+    page = response.content.decode()
+    assert "Roll back “Returns and refunds” to v1?" in page and "Shoppers now get v2" in page
+    assert '<span class="d-del">- Unused items can be returned within 60 days' in page
+    assert '<span class="d-add">+ Unused items can be returned within 30 days' in page
+    assert f'action="/studio/corner/knowledge/{doc.pk}/versions/{v1.pk}/rollback"' in page
+    assert f'name="expected_published" value="{v2.pk}"' in page
+    doc.refresh_from_db()
+    assert "60 days" in doc.body  # only asked: nothing rolled back yet
+
+    # The published version (or a draft) has nothing to roll back to: back to the document with a message.
+    response = client.get(f"/studio/corner/knowledge/{doc.pk}/versions/{v2.pk}/rollback/confirm", follow=True)
+    assert "is not an earlier published version" in response.content.decode()
 
 
 def test_a_new_document_starts_as_a_draft(store, owner):
