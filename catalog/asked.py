@@ -80,22 +80,48 @@ class Named:
 def named_kind(text: str) -> Named | None:
     """The kind of product ``text`` names ("Do you have the sun hoodie?" -> sun hoodie), or None when it names
     none it can tell: a question about prices, gifts or policies, small talk, another language (the
-    understanding of Spanish is not this module's)."""
+    understanding of Spanish is not this module's).
+
+    A message of several clauses names its request last ("OK, short one then: any socks?", "Thanks! Do you
+    sell socks?"): the last clause that names anything decides, not a lead-in such as "OK" or "Thanks"."""
     if _SPANISH.search(text):
         return None
+    words = _WORD.findall(text.lower().replace("’", "'"))
+    clauses: list[list[str]] = [[]]
+    for word in words:
+        if word[0].isalnum():
+            clauses[-1].append(word)
+        elif clauses[-1]:
+            clauses.append([])
+    named: Named | None = None
+    for clause in clauses:
+        found = _named_in(clause)
+        if found is not _NOTHING:
+            named = found
+    return named
+
+
+_NOTHING = Named(noun="", modifiers="")  # a clause that names nothing (small talk, "do you have one")
+
+
+def _named_in(clause: list[str]) -> Named | None:
+    """The noun phrase one clause names; None when it asks about something that is no product (a price, a
+    gift), ``_NOTHING`` when it names nothing."""
     phrase: list[str] = []
-    for word in _WORD.findall(text.lower().replace("’", "'")):
+    for word in clause:
         if not phrase:
-            if word in _AROUND or word in _BOUNDARY or not word[0].isalnum():
+            if word in _AROUND or word in _BOUNDARY:
                 continue
             if word in _NOT_A_KIND:
                 return None
             phrase.append(word)
             continue
-        if word in _BOUNDARY or not word[0].isalnum():
+        if word in _BOUNDARY:
             break
         if word not in _AROUND:
             phrase.append(word)
+    if not phrase:
+        return _NOTHING
     words = [word for word in phrase if not word[0].isdigit()]  # "2-person": a modifier, never the noun
     if not words or words[-1] in _NOT_A_KIND or len(phrase) > 4:
         return None

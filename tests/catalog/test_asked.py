@@ -20,6 +20,11 @@ from catalog.asked import Named, named_kind, sold_as
         ("Which sleeping bag is warm enough for cold nights?", "bag", "sleeping"),
         ("How much does the headlamp cost?", "headlamp", ""),
         ("sun hoodie", "hoodie", "sun"),
+        # Several clauses: the request is the last that names something, not a lead-in ("OK" was taken for
+        # the noun, and "OK, short one then: any socks?" got "Sorry, we don't carry ok").
+        ("OK, short one then: any socks?", "socks", ""),
+        ("Thanks! Do you sell the sun hoodie?", "hoodie", "sun"),
+        ("I need a tent for three, do you have one?", "tent", ""),
     ],
 )
 def test_the_noun_a_request_names(text, noun, modifiers):
