@@ -637,8 +637,14 @@ class ChatSession:
             await self._record_handoff()
         answer.plan = prepared
         # What the model saw of the message, with its answer's row (pending until the answer's own write), so a
-        # node dying mid-answer leaves both. Not waited for: the message itself is kept already (step 0).
-        self._spawn(self._record(self._user_record(answer, prepared.user_content, pending=True)))
+        # node dying mid-answer leaves both: written before `start`, as a node may die after any token (the
+        # failover test kills one right after the first). Only when the keep had to spool (the database did not
+        # answer in time) is it not waited for: the message is durable already, and the shopper waited once.
+        record = self._record(self._user_record(answer, prepared.user_content, pending=True))
+        if kept is not None and kept.stored:
+            await record
+        else:
+            self._spawn(record)
         self.turns.append(Turn("user", prepared.user_content))
         self.last_shopper_text = answer.text
         if prepared.composition.cards:
