@@ -69,7 +69,9 @@ async def test_widget_and_console_handoff_take_over_reply_hand_back(
         await widget.get_by_role("button", name="Chat with us").click()
         await expect(widget.locator(".sa-status")).to_have_text("Online", timeout=timeout)
         conversation_id = await widget.evaluate(
-            "JSON.parse(Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:'))[1]).conversation"
+            # Not the widget's outbox (`...:outbox`), which may come first in the storage's order.
+            "JSON.parse(Object.entries(localStorage).find(([k]) => k.startsWith('shop-assistant:')"
+            " && !k.endsWith(':outbox'))[1]).conversation"
         )
         box = widget.get_by_label("Your message")
         await box.fill("Do you have rain jackets?")
