@@ -169,9 +169,9 @@ async def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02) -> 
     return predicate()
 
 
-def hold_write_lock(begin: str = "EXCLUSIVE"):
+def hold_write_lock(begin: str = "EXCLUSIVE", table: str = "chat_message"):
     """Block every writer of the test database until the returned connection is closed, as another process
-    would: SQLite's write lock (``BEGIN EXCLUSIVE``, or ``IMMEDIATE``), or PostgreSQL's table lock."""
+    would: SQLite's write lock (``BEGIN EXCLUSIVE``, or ``IMMEDIATE``), or PostgreSQL's lock on ``table``."""
     db = connection.settings_dict
     if db["ENGINE"].endswith("sqlite3"):
         import sqlite3
@@ -183,7 +183,7 @@ def hold_write_lock(begin: str = "EXCLUSIVE"):
 
     lock = psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
                            password=db["PASSWORD"] or None, dbname=db["NAME"])
-    lock.execute("LOCK TABLE chat_message IN EXCLUSIVE MODE")
+    lock.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
     return lock
 
 
