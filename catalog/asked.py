@@ -29,6 +29,8 @@ MIN_NOUN_SIMILARITY = 0.40
 # "sleeping" for the sleeping pad +0.25, "down jacket" and the down vest +0.30, "bedside lamp" +0.18; "sun
 # hoodie" and the sun hat +0.11, "sleeping mat" and a sleeping bag +0.12, "hiking pants" and socks +0.13.
 MIN_NOUN_GAIN = 0.15
+# The most words a named kind has: a modifier and the noun ("sun hoodie", "2-person tent", "sleeping bag").
+MAX_PHRASE_WORDS = 2
 # How close a word must be to one of the store's to be taken for a typo of it ("hamock", "tnet").
 TYPO_CUTOFF = 0.8
 
@@ -123,7 +125,9 @@ def _named_in(clause: list[str]) -> Named | None:
     if not phrase:
         return _NOTHING
     words = [word for word in phrase if not word[0].isdigit()]  # "2-person": a modifier, never the noun
-    if not words or words[-1] in _NOT_A_KIND or len(phrase) > 4:
+    # Longer runs are not one noun phrase but a clause read on ("the Ridgeline tent big enough", "the tent plus
+    # two"): their last word is no kind of product, and taking it for one dropped every hit.
+    if not words or words[-1] in _NOT_A_KIND or len(phrase) > MAX_PHRASE_WORDS:
         return None
     noun = words[-1]
     return Named(noun=noun, modifiers=" ".join(word for word in phrase if word != noun))

@@ -34,7 +34,10 @@ def test_the_noun_a_request_names(text, noun, modifiers):
 @pytest.mark.parametrize(
     "text",
     ["Any discounts on tents?", "What warranty do your tents have?", "I'm looking for something warm for winter.",
-     "a gift for my dad", "Hello!", "¿Tienen chaquetas impermeables?", "What is your return policy?"],
+     "a gift for my dad", "Hello!", "¿Tienen chaquetas impermeables?", "What is your return policy?",
+     # A clause read on past the noun: its last word ("enough", "two") was taken for the thing asked for.
+     "Is the Ridgeline tent big enough for three people?",
+     "What would the tent plus two of the down bags cost together?"],
 )
 def test_no_kind_where_none_is_named(text):
     assert named_kind(text) is None
