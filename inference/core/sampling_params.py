@@ -10,10 +10,39 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 # Seeds are signed 64-bit integers, as in vLLM's OpenAI server (and C's int64_t): anything else is refused here,
 # so no caller can hand the sampler a seed torch's ``Generator.manual_seed`` would reject mid-step.
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True)
+class StructuredOutputsParams:
+    """A constraint on what a request may generate (vLLM's ``StructuredOutputsParams``): exactly one of them.
+
+    ``json``: a JSON schema (a dict or its text); ``json_object``: any JSON object; ``regex``: the whole output
+    matches it; ``choice``: the output is one of these strings; ``grammar``: a context-free grammar in the
+    grammar library's EBNF. The engine compiles each distinct constraint once (cached by its key) and masks the
+    logits of the request's rows with it; a constraint that does not compile is refused when the request is
+    added (``inference.structured.StructuredOutputError``, a ``ValueError``), with the library's message.
+    """
+
+    json: dict[str, Any] | str | None = None
+    json_object: bool = False
+    regex: str | None = None
+    choice: tuple[str, ...] | None = None
+    grammar: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.choice is not None:
+            object.__setattr__(self, "choice", tuple(self.choice))
+            if not self.choice or not all(isinstance(c, str) and c for c in self.choice):
+                raise ValueError("choice must be a non-empty list of non-empty strings")
+        given = [k for k in ("json", "regex", "choice", "grammar") if getattr(self, k) is not None]
+        given += ["json_object"] if self.json_object else []
+        if len(given) != 1:
+            raise ValueError(f"structured outputs take exactly one of json, json_object, regex, choice, grammar; got {given or 'none'}")
 
 
 @dataclass
@@ -37,6 +66,7 @@ class SamplingParams:
     # vLLM's name. None: no logprobs; 0: each sampled token's logprob (log-softmax of the processed logits the
     # token was drawn from) and their sum in ``CompletionOutput``. Top alternatives (> 0) are not supported.
     logprobs: int | None = None
+    structured_outputs: StructuredOutputsParams | None = None  # None: free text
 
     def __post_init__(self) -> None:
         for name in ("n", "best_of", "top_k", "min_tokens", "max_tokens", "seed", "logprobs"):
