@@ -56,7 +56,7 @@ def test_a_stock_expectation_matches_the_variant_it_names():
         assert variants, cid
         assert any(v["inventory_quantity"] > 0 for v in variants) == expect["in_stock"], cid
         checked += 1
-    assert checked >= 8
+    assert checked >= 6
 
 
 def test_a_price_ceiling_leaves_something_to_show():
