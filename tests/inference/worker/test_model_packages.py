@@ -35,7 +35,8 @@ def install_fake_parts(site: Path, prefix: str, parts: list[bytes], version: str
         info = site / f"{module}-{version}.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        files = [f"{module}/__init__.py", f"{module}/data/part{i:02d}.bin", f"{info.name}/METADATA", f"{info.name}/RECORD"]
+        files = [f"{module}/__init__.py", f"{module}/data/part{i:02d}.bin",
+                 f"{info.name}/METADATA", f"{info.name}/RECORD"]
         (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
         names.append(name)
     return tuple(names)
