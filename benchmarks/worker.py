@@ -45,6 +45,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
             result = hf_static.run(workload, args.model_dir, args.device, args.hf_batch_size, bar)
         else:
             config = EngineConfig(
+                model=args.model_dir,
                 kv_allocator="contiguous" if name == "contiguous" else "paged",
                 # Only "paged" shares prefixes: contiguous is the pre-PagedAttention baseline, whose per-request
                 # reservations share nothing (and paged-no-prefix vs contiguous isolates the allocation policy).

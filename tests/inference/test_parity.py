@@ -80,14 +80,15 @@ def _variants(prompts: list[list[int]], tokenizer: Any) -> list[list[int]]:
 class Reference:
     """transformers' model, teacher-forced over prompt + engine tokens; memoised per token sequence."""
 
-    def __init__(self, hf_model: Any) -> None:
+    def __init__(self, hf_model: Any, new_tokens: int = NEW_TOKENS) -> None:
         self.model = hf_model
+        self.new_tokens = new_tokens
         self.cache: dict[tuple[int, ...], torch.Tensor] = {}
         self.ties = 0
         self.checked = 0
 
     def check(self, prompt: list[int], generated: list[int], label: str) -> None:
-        assert len(generated) == NEW_TOKENS, f"{label}: {len(generated)} tokens"
+        assert len(generated) == self.new_tokens, f"{label}: {len(generated)} tokens"
         key = tuple(prompt + generated)
         logits = self.cache.get(key)
         if logits is None:
@@ -109,8 +110,8 @@ class Reference:
             self.ties += 1
 
 
-def _greedy() -> SamplingParams:
-    return SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True)
+def _greedy(new_tokens: int = NEW_TOKENS) -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True)
 
 
 def _tokens(outputs: list[Any]) -> list[list[int]]:

@@ -83,7 +83,7 @@ def test_cold_conversion_then_warm_start(tmp_path: Path, monkeypatch, model_path
 
 
 def _fake_converter(calls: list[str], fail: bool = False):
-    def convert(gguf: Path, out_dir: Path) -> None:
+    def convert(gguf: Path, out_dir: Path, dtype: torch.dtype) -> None:
         calls.append(out_dir.name)
         (out_dir / "config.json").write_text("{}")
         if fail:
@@ -156,3 +156,29 @@ def test_family_options_are_normalised(tmp_path: Path) -> None:
     MistralConfig(architectures=["MistralForCausalLM"], sliding_window=512).save_pretrained(tmp_path / "m")
     mistral = load_model_config(tmp_path / "m")
     assert (mistral.qkv_bias, mistral.sliding_window) == (False, 512)
+
+
+@pytest.mark.slow
+def test_gguf_conversion_equals_transformers_own_gguf_loading(tmp_path: Path) -> None:
+    """Our tensor-at-a-time conversion gives transformers' own dequantized weights bit for bit (names, llama.cpp's
+    q/k row order undone, shapes), and a config and tokenizer that load."""
+    from transformers import AutoModelForCausalLM
+
+    gguf = loader.bundled_gguf()
+    loader.convert_gguf(gguf, tmp_path, torch.float32)
+    _, ours = load_weights(tmp_path, torch.float32)
+    theirs = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).state_dict()
+    theirs.pop("lm_head.weight")  # tied to the embeddings
+    assert ours.keys() == theirs.keys()
+    assert [n for n in ours if not torch.equal(ours[n], theirs[n])] == []
+    assert load_model_config(tmp_path).architecture == "LlamaForCausalLM"
+    assert load_tokenizer(tmp_path).encode("Hello there") == load_tokenizer(loader.resolve_model(None)).encode(
+        "Hello there")
+
+
+def test_named_models_and_the_prepare_command(model_path: Path, capsys) -> None:
+    assert resolve_model("smollm2-135m") == model_path
+    loader.main(["--prepare", "smollm2-135m"])
+    assert capsys.readouterr().out.strip() == str(model_path)
+    with pytest.raises(FileNotFoundError, match="known name.*qwen2.5-1.5b"):
+        resolve_model("qwen2.5-15b")
