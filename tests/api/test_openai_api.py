@@ -316,7 +316,7 @@ _BAD_FIELDS = [
     ("chat", {"seed": 1.5}, "seed"),
     ("chat", {"stream": True, "stream_options": ["include_usage"]}, "stream_options"),
     ("text", {"stream": True, "stream_options": "include_usage"}, "stream_options"),
-    ("chat", {"stream": True, "stream_options": {"include_usage": "yes"}}, "include_usage"),
+    ("chat", {"stream": True, "stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
     ("chat", {"stream": True, "stream_options": {"bogus": True}}, "stream_options"),
     ("chat", {"stream_options": {"include_usage": True}}, "stream_options"),
     ("chat", {"stream": "true"}, "stream"),
