@@ -8,7 +8,6 @@ from inference.core.sampling_params import StructuredOutputsParams
 from shop_assistant.api import schemas
 from shop_assistant.api.errors import ApiError
 from shop_assistant.api.models import ApiKey
-from tests.chat.conftest import chat_engine  # noqa: F401 - fixture
 
 USER = [{"role": "user", "content": "Hi"}]
 SCHEMA = {"type": "object", "properties": {"size": {"enum": ["S", "M", "L"]}}, "required": ["size"]}
@@ -97,7 +96,7 @@ _REFUSED_IN_SERVICE = [
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("fields, param", _REFUSED_IN_SERVICE, ids=[p for _, p in _REFUSED_IN_SERVICE])
-async def test_tool_and_constraint_conflicts_are_a_400_over_http(chat_engine, fields, param):  # noqa: F811
+async def test_tool_and_constraint_conflicts_are_a_400_over_http(chat_engine, fields, param):
     from asgiref.sync import sync_to_async
     from django.test import AsyncClient
 

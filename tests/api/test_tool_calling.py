@@ -1,0 +1,177 @@
+"""Structured output and tool calling on /v1, end to end: the official ``openai`` client against daphne serving the
+bundled SmolLM2-135M with the engine's constrained decoding. Sampled at temperature 1: what holds is what the
+constraint guarantees, not what a 135M model would write unaided."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+pytestmark = pytest.mark.slow
+
+
+class Weather(BaseModel):
+    """get_weather's arguments: the tool's JSON schema is this model's, and its arguments validate against it."""
+
+    model_config = ConfigDict(extra="forbid")
+    city: str = Field(min_length=1, max_length=20)
+    unit: Literal["celsius", "fahrenheit"]
+
+
+class Stock(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    product: str = Field(min_length=1, max_length=20)
+    size: Literal["S", "M", "L"]
+
+
+ARGUMENTS = {"get_weather": Weather, "check_stock": Stock}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city now",
+                                      "parameters": Weather.model_json_schema()}},
+    {"type": "function", "function": {"name": "check_stock", "description": "Whether a product is in stock",
+                                      "parameters": Stock.model_json_schema()}},
+]
+ASK = [{"role": "user", "content": "What's the weather like in Paris today?"}]
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+def model_of(client) -> str:
+    return client.models.list().data[0].id
+
+
+def validated(calls) -> list[tuple[str, BaseModel]]:
+    """Each call's name and its arguments, validated against the tool's schema (raises if they do not fit)."""
+    out = []
+    for call in calls:
+        assert call.type == "function" and call.id.startswith("call_")
+        out.append((call.function.name, ARGUMENTS[call.function.name].model_validate_json(call.function.arguments)))
+    return out
+
+
+def test_json_schema_response_format_validates_at_temperature_1(client):
+    response = client.chat.completions.create(
+        model=model_of(client), messages=[{"role": "user", "content": "Pick a size of t-shirt for me."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "stock", "schema": Stock.model_json_schema(),
+                                                                "strict": True}},
+        temperature=1.0, seed=7, n=3, max_tokens=80,
+    )
+    for choice in response.choices:
+        assert choice.finish_reason == "stop", choice
+        Stock.model_validate_json(choice.message.content)
+    json_object = client.chat.completions.create(
+        model=model_of(client), messages=[{"role": "user", "content": "Describe a tent as JSON."}],
+        response_format={"type": "json_object"}, temperature=1.0, seed=3, max_tokens=120,
+    )
+    if json_object.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(json_object.choices[0].message.content), dict)
+
+
+def test_a_named_tool_choice_calls_that_function(client):
+    response = client.chat.completions.create(model=model_of(client), messages=ASK, tools=TOOLS, tool_choice=NAMED,
+                                              temperature=1.0, seed=1, n=2, max_tokens=80)
+    for choice in response.choices:
+        assert choice.finish_reason == "tool_calls" and choice.message.content is None
+        [(name, arguments)] = validated(choice.message.tool_calls)
+        assert name == "get_weather" and isinstance(arguments, Weather)
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_required_tool_choice_calls_declared_tools(client, parallel):
+    response = client.chat.completions.create(model=model_of(client), messages=ASK, tools=TOOLS, tool_choice="required",
+                                              parallel_tool_calls=parallel, temperature=1.0, seed=2, max_tokens=160)
+    choice = response.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    calls = validated(choice.message.tool_calls)
+    assert len(calls) >= 1 and (parallel or len(calls) == 1)
+
+
+def _assembled(chunks) -> tuple[str | None, list[dict], str]:
+    """Content, calls and finish reason of choice 0 from streamed chunks, as a client accumulates them."""
+    content, calls, finish = "", {}, None
+    for chunk in chunks:
+        for choice in chunk.choices:
+            content += choice.delta.content or ""
+            for piece in choice.delta.tool_calls or []:
+                call = calls.setdefault(piece.index, {"id": None, "name": "", "arguments": ""})
+                call["id"] = piece.id or call["id"]
+                call["name"] += (piece.function.name or "") if piece.function else ""
+                call["arguments"] += (piece.function.arguments or "") if piece.function else ""
+            finish = choice.finish_reason or finish
+    return content or None, [calls[i] for i in sorted(calls)], finish
+
+
+@pytest.mark.parametrize("tool_choice", ["required", NAMED], ids=["required", "named"])
+def test_streamed_tool_calls_assemble_to_the_non_streamed_ones(client, tool_choice):
+    common = dict(model=model_of(client), messages=ASK, tools=TOOLS, tool_choice=tool_choice, temperature=1.0,
+                  seed=11, max_tokens=160)
+    whole = client.chat.completions.create(**common).choices[0]
+    content, calls, finish = _assembled(client.chat.completions.create(stream=True, **common))
+    assert finish == whole.finish_reason == "tool_calls" and content is None
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [
+        (c.function.name, json.loads(c.function.arguments)) for c in whole.message.tool_calls]
+    assert all(c["id"].startswith("call_") for c in calls)
+
+
+HERMES = (r'Checking\. <tool_call>\n\{"name": "get_weather", "arguments": \{"city": "(Paris|Rome)", '
+          r'"unit": "celsius"\}\}\n</tool_call>')
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_auto_reads_the_models_tool_call_blocks(client, stream):
+    """``auto`` reads Hermes blocks out of free text; a regex makes the 135M model write one."""
+    common = dict(model=model_of(client), messages=ASK, tools=TOOLS, tool_choice="auto", temperature=1.0, seed=4,
+                  max_tokens=80, extra_body={"guided_regex": HERMES})
+    if stream:
+        content, calls, finish = _assembled(client.chat.completions.create(stream=True, **common))
+        calls = [(c["name"], json.loads(c["arguments"])) for c in calls]
+    else:
+        choice = client.chat.completions.create(**common).choices[0]
+        content, finish = choice.message.content, choice.finish_reason
+        calls = [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls]
+    assert content == "Checking." and finish == "tool_calls"
+    assert len(calls) == 1 and calls[0][0] == "get_weather" and calls[0][1]["city"] in {"Paris", "Rome"}
+
+
+def get_weather(city: str, unit: str) -> str:
+    return json.dumps({"city": city, "temperature": 21 if unit == "celsius" else 70, "unit": unit})
+
+
+def test_the_openai_clients_tool_loop_runs_unchanged(client):
+    """The loop of OpenAI's function-calling guide: call with tools, run the tool the model chose, send its result
+    back as a ``tool`` message, get the final answer."""
+    model = model_of(client)
+    messages = [{"role": "system", "content": "You are a helpful assistant."}, *ASK]
+    first = client.chat.completions.create(model=model, messages=messages, tools=TOOLS, tool_choice=NAMED,
+                                           temperature=0, max_tokens=80)
+    message = first.choices[0].message
+    assert first.choices[0].finish_reason == "tool_calls" and message.tool_calls
+    messages.append(message)  # the client's own object goes back as the assistant's turn
+    for call in message.tool_calls:
+        arguments = Weather.model_validate_json(call.function.arguments)
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": get_weather(**arguments.model_dump())})
+    final = client.chat.completions.create(model=model, messages=messages, tools=TOOLS, temperature=0,
+                                           max_tokens=40)
+    answer = final.choices[0]
+    assert answer.finish_reason in {"stop", "length"} and not answer.message.tool_calls
+    assert answer.message.content and answer.message.content.strip()
+    # The tool's result reached the prompt: the final request is longer than the first by at least its tokens.
+    assert final.usage.prompt_tokens > first.usage.prompt_tokens + first.usage.completion_tokens
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("fields, param", [
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "bad", "schema": {"type": "frobnicate"}}}},
+     "response_format"),
+    ({"guided_regex": "(unclosed"}, "guided_regex"),
+], ids=["json_schema", "regex"])
+def test_a_constraint_that_does_not_compile_is_a_400_before_anything_is_sent(client, stream, fields, param):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        response = client.chat.completions.create(model=model_of(client), messages=ASK, max_tokens=8, stream=stream,
+                                                  extra_body=fields)
+        list(response) if stream else None
+    assert refused.value.status_code == 400 and refused.value.body["param"] == param
