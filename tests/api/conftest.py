@@ -18,7 +18,7 @@ def api_key(demo_store):  # noqa: F811
 
 
 @pytest.fixture
-def client(daphne_server, api_key):  # noqa: F811
+def openai_client(daphne_server, api_key):  # noqa: F811
     import openai
 
     return openai.OpenAI(base_url=f"{daphne_server.http}/v1", api_key=api_key, max_retries=0, timeout=120)

@@ -9,6 +9,11 @@ from shop_assistant.api.models import ApiKey, hash_key
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture
+def client(openai_client):
+    return openai_client
+
+
 def test_keys_are_stored_hashed(api_key):
     key = ApiKey.objects.get()
     assert api_key.startswith("sa-") and key.key_hash == hash_key(api_key)

@@ -13,6 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture
+def client(openai_client):
+    return openai_client
+
+
 class Weather(BaseModel):
     """get_weather's arguments: the tool's JSON schema is this model's, and its arguments validate against it."""
 
