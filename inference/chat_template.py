@@ -116,7 +116,8 @@ def _without_tool_roles(
                 out.append({"role": "user", "content": block, "tool_results": True})
             continue
         if role == "assistant" and message.get("tool_calls"):
-            blocks = [tool_call_text(c["function"]["name"], c["function"].get("arguments")) for c in message["tool_calls"]]
+            calls = [c["function"] for c in message["tool_calls"]]
+            blocks = [tool_call_text(call["name"], call.get("arguments")) for call in calls]
             content = "\n".join(([content] if content else []) + blocks)
         out.append({"role": role, "content": content})
     out = [{"role": m["role"], "content": m["content"]} for m in out]

@@ -135,7 +135,7 @@ class Message(_Body):
         return self
 
 
-class _Generation(_Body):
+class GenerationRequest(_Body):
     """What both endpoints take."""
 
     model: Any = None
@@ -184,7 +184,7 @@ class _Generation(_Body):
         return found
 
 
-class ChatRequest(_Generation):
+class ChatRequest(GenerationRequest):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool | None = None
@@ -195,7 +195,7 @@ class ChatRequest(_Generation):
     parallel_tool_calls: bool | None = None
 
 
-class CompletionRequest(_Generation):
+class CompletionRequest(GenerationRequest):
     prompt: Any = None  # a string or token ids, checked with the vocabulary in ``service``
     best_of: int | None = Field(None, ge=1)
     logprobs: int | None = Field(None, ge=0, le=5)

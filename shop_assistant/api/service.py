@@ -64,7 +64,7 @@ class Request:
     created: int = field(default_factory=lambda: int(time.time()))
 
 
-def _stream_options(body: schemas._Generation, stream: bool) -> bool:
+def _stream_options(body: schemas.GenerationRequest, stream: bool) -> bool:
     """``include_usage`` from ``stream_options`` (only with ``stream``)."""
     if body.stream_options is None:
         return False
@@ -74,7 +74,7 @@ def _stream_options(body: schemas._Generation, stream: bool) -> bool:
     return bool(body.stream_options.include_usage)
 
 
-def _logprobs(body: schemas._Generation) -> None:
+def _logprobs(body: schemas.GenerationRequest) -> None:
     """Checked to OpenAI's types and ranges by the schema, then refused when asked for: the responses carry no
     logprobs, and answering ``"logprobs": null`` to a request for them would be silently wrong."""
     if isinstance(body, schemas.ChatRequest):
@@ -85,7 +85,9 @@ def _logprobs(body: schemas._Generation) -> None:
         raise ApiError(400, "logprobs are not supported by this server", "invalid_parameter", param="logprobs")
 
 
-def _constraint(body: schemas._Generation, tools: ToolCalling | None) -> tuple[StructuredOutputsParams | None, str | None]:
+def _constraint(
+    body: schemas.GenerationRequest, tools: ToolCalling | None
+) -> tuple[StructuredOutputsParams | None, str | None]:
     """The one structured-output constraint of the request (a forced tool call's, or the one asked for)."""
     try:
         asked = body.constraints()
@@ -192,7 +194,7 @@ def _check_token_ids(ids: list[int], vocab_size: int) -> None:
                        param="prompt")
 
 
-def _choices(body: schemas._Generation, engine: Any) -> tuple[int, int]:
+def _choices(body: schemas.GenerationRequest, engine: Any) -> tuple[int, int]:
     """``n`` and ``best_of`` (completions only, as on OpenAI): every candidate runs at once, so together
     they must fit the engine's ``max_num_seqs``."""
     n = body.n or 1

@@ -10,9 +10,9 @@ import pytest
 
 from inference.chat_template import encode_chat, has_tools_branch, render_chat, tool_call_text
 
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
-                                              "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                             "required": ["city"]}}}
+                                              "parameters": CITY}}
 HISTORY = [
     {"role": "user", "content": "Weather in Paris and Rome?"},
     {"role": "assistant", "content": None, "tool_calls": [
