@@ -180,3 +180,59 @@ def test_a_constraint_that_does_not_compile_is_a_400_before_anything_is_sent(cli
                                                   extra_body=fields)
         list(response) if stream else None
     assert refused.value.status_code == 400 and refused.value.body["param"] == param
+
+
+# --- heavy: a model trained on tools chooses the call itself (tool_choice "auto") ------------------------------------
+
+
+def _qwen_folder():
+    """Qwen2.5-Coder-1.5B-Instruct converted to a Hugging Face folder (its template has a tools branch)."""
+    import os
+    from pathlib import Path
+
+    from inference.worker.loader import cache_root
+
+    folder = Path(os.environ.get("QWEN_MODEL_DIR") or cache_root() / "Qwen2.5-Coder-1.5B-Instruct")
+    return folder if (folder / "config.json").exists() else None
+
+
+@pytest.fixture(scope="module")
+def qwen_server(django_db_setup, tmp_path_factory):
+    import time
+    import urllib.error
+    import urllib.request
+
+    from tests.chat.conftest import run_daphne
+
+    folder = _qwen_folder()
+    if folder is None:
+        pytest.skip("Qwen2.5-Coder-1.5B-Instruct is not converted here (set QWEN_MODEL_DIR)")
+    with run_daphne(tmp_path_factory.mktemp("qwen"), ENGINE_MODEL=str(folder)) as server:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:  # the model loaded before the first request's timeout starts
+            try:
+                with urllib.request.urlopen(f"{server.http}/readyz", timeout=120):
+                    break
+            except (urllib.error.HTTPError, OSError):
+                time.sleep(2)
+        yield server
+
+
+@pytest.mark.heavy
+def test_qwen_calls_a_tool_on_its_own_and_answers_with_the_result(qwen_server, api_key):
+    import openai
+
+    qwen = openai.OpenAI(base_url=f"{qwen_server.http}/v1", api_key=api_key, max_retries=0, timeout=600)
+    model = model_of(qwen)
+    messages = [*ASK]
+    first = qwen.chat.completions.create(model=model, messages=messages, tools=TOOLS, temperature=0, max_tokens=60)
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    [(name, arguments)] = validated(choice.message.tool_calls)
+    assert name == "get_weather" and arguments.city == "Paris"
+    messages.append(choice.message)
+    call = choice.message.tool_calls[0]
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": get_weather(**arguments.model_dump())})
+    final = qwen.chat.completions.create(model=model, messages=messages, tools=TOOLS, temperature=0, max_tokens=60)
+    assert not final.choices[0].message.tool_calls
+    assert "21" in final.choices[0].message.content or "70" in final.choices[0].message.content
