@@ -4,8 +4,8 @@ the model's text.
 Two ways a call comes out, by ``tool_choice``:
 
 - ``"auto"``: free text in which the model may write Hermes blocks (``<tool_call>{"name": ..., "arguments":
-  {...}}</tool_call>``, the format ``inference.chat_template`` shows it); ``HermesCalls`` reads them as the text
-  arrives. A block whose JSON does not parse, or that names no declared tool, stays in the content, as does an
+  {...}}</tool_call>``, the format ``inference.chat_template`` shows it) or the same object in a fenced
+  ```` ```json ```` block; ``HermesCalls`` reads them as the text arrives. A block whose JSON does not parse, or that names no declared tool, stays in the content, as does an
   unclosed one.
 - ``"required"`` or a named function: the output is constrained to JSON ``{"name", "arguments"}`` objects
   (``forced_call_schema``: one object, or with ``parallel_tool_calls`` an array of at least one);
@@ -66,8 +66,13 @@ def _call_of(value: Any, names: frozenset[str]) -> Call | None:
     return new_call(value["name"], arguments)
 
 
+# A call's blocks: Hermes tags, and the fenced JSON that Qwen2.5-Coder writes instead (llama.cpp's Hermes parser
+# takes both too). Either holds one ``{"name", "arguments"}`` object.
+BLOCKS = ((TOOL_CALL_OPEN, TOOL_CALL_CLOSE), ("```json", "```"))
+
+
 class HermesCalls:
-    """Reads ``<tool_call>`` blocks out of streamed text (``tool_choice: "auto"``).
+    """Reads ``<tool_call>`` blocks (or fenced JSON calls) out of streamed text (``tool_choice: "auto"``).
 
     Invariants: text that might still open a block (a proper prefix of ``<tool_call>``) is held back until it
     cannot; the whitespace around a run of call blocks is not content, except that text before and after the
@@ -78,7 +83,7 @@ class HermesCalls:
     def __init__(self, names: frozenset[str]) -> None:
         self.names = names
         self.buffer = ""  # text not yet decided
-        self.in_block = False
+        self.block: tuple[str, str] | None = None  # the open block's tags
         self.pending_space = ""  # whitespace after content: content only if more content follows
         self.after_call = False  # drop the whitespace that separates a call from what follows it
         self.block_space = ""  # the whitespace before the open block: content again if it is no call
@@ -90,20 +95,21 @@ class HermesCalls:
         self.buffer += text
         events: list[Event] = []
         while True:
-            if self.in_block:
-                end = self.buffer.find(TOOL_CALL_CLOSE)
+            if self.block is not None:
+                opening, closing = self.block
+                end = self.buffer.find(closing)
                 if end < 0:
                     return events
-                raw, self.buffer = self.buffer[:end], self.buffer[end + len(TOOL_CALL_CLOSE):]
-                self.in_block = False
-                events += self._block(raw)
+                raw, self.buffer = self.buffer[:end], self.buffer[end + len(closing):]
+                self.block = None
+                events += self._block(opening, raw, closing)
                 continue
-            start = self.buffer.find(TOOL_CALL_OPEN)
-            if start >= 0:
+            found = [(self.buffer.find(tags[0]), tags) for tags in BLOCKS if tags[0] in self.buffer]
+            if found:
+                start, self.block = min(found)
                 events += self._content(self.buffer[:start])
                 self.block_space, self.pending_space = self.pending_space, ""
-                self.buffer = self.buffer[start + len(TOOL_CALL_OPEN):]
-                self.in_block = True
+                self.buffer = self.buffer[start + len(self.block[0]):]
                 continue
             keep = _partial_tag(self.buffer)
             events += self._content(self.buffer[: len(self.buffer) - keep])
@@ -113,23 +119,23 @@ class HermesCalls:
     def finish(self) -> list[Event]:
         """The end of the text: an unclosed block (or a held prefix) is content after all."""
         rest = self.buffer
-        if self.in_block:
-            rest, self.pending_space, self.after_call = TOOL_CALL_OPEN + rest, self.block_space, False
-        self.buffer, self.in_block = "", False
+        if self.block is not None:
+            rest, self.pending_space, self.after_call = self.block[0] + rest, self.block_space, False
+        self.buffer, self.block = "", None
         events = self._content(rest)
         if self.pending_space and not self.calls:
             events.append(Content(self.pending_space))
         self.pending_space = ""
         return events
 
-    def _block(self, raw: str) -> list[Event]:
+    def _block(self, opening: str, raw: str, closing: str) -> list[Event]:
         try:
             call = _call_of(json.loads(raw), self.names)
         except ValueError:
             call = None
         if call is None:  # not a call after all: the block's text is the model's answer
             self.after_call, self.pending_space = False, self.block_space
-            return self._content(TOOL_CALL_OPEN + raw + TOOL_CALL_CLOSE)
+            return self._content(opening + raw + closing)
         if not self.after_call:
             self.gap = self.block_space if self.emitted else ""
         self.calls += 1
@@ -156,9 +162,9 @@ class HermesCalls:
 
 
 def _partial_tag(text: str) -> int:
-    """Length of the longest end of ``text`` that is a proper prefix of the opening tag."""
-    for size in range(min(len(text), len(TOOL_CALL_OPEN) - 1), 0, -1):
-        if TOOL_CALL_OPEN.startswith(text[-size:]):
+    """Length of the longest end of ``text`` that is a proper prefix of an opening tag."""
+    for size in range(min(len(text), max(len(o) for o, _ in BLOCKS) - 1), 0, -1):
+        if any(opening.startswith(text[-size:]) for opening, _ in BLOCKS):
             return size
     return 0
 

@@ -60,8 +60,16 @@ def test_a_block_that_is_no_call_stays_content(bad):
     assert calls == [("add", {"a": 2})] and content == bad
 
 
+def test_a_fenced_json_call_is_read_and_other_fenced_json_stays_content():
+    """Qwen2.5-Coder writes its call as fenced JSON rather than in tags."""
+    call = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+    other = '```json\n{"size": "M"}\n```'
+    assert read("Here: " + call) == ("Here:", [("get_weather", {"city": "Paris"})])
+    assert read("Example: " + other) == ("Example: " + other, [])
+
+
 def test_plain_text_passes_unchanged_even_with_angle_brackets():
-    text = "  Sizes <S, M, L> and a <tool_ note: 3 < 4 <tool_cal\n"
+    text = "  Sizes <S, M, L> and a <tool_ note: 3 < 4 ``json <tool_cal\n"
     assert read(text) == (text, [])
 
 
@@ -70,7 +78,8 @@ def test_plain_text_passes_unchanged_even_with_angle_brackets():
 def test_any_cutting_of_the_stream_reads_the_same(cuts):
     """Streamed in pieces of any size (a tag split anywhere), the same content and calls as read whole."""
     text = ("Sure. " + block("get_weather", {"city": "Köln"}) + " " + block("add", {"a": 1})
-            + " then <tool_call>{oops</tool_call> end <tool_")
+            + " then <tool_call>{oops</tool_call> end ```json\n{\"name\": \"add\", \"arguments\": {}}```"
+            + " and `code` <tool_")
     cuts = [c for c in cuts if c <= len(text)]
     assert read(text, cuts) == read(text)
 
