@@ -1,7 +1,8 @@
 """Logits processing and sampling for one engine step, vectorised over the batch.
 
 Semantics follow vLLM: penalties first (repetition over prompt + output, presence and frequency over output
-only), then greedy rows take one argmax, the others go through temperature, min-p, top-k and top-p and are
+only), then a constrained row's disallowed tokens are masked off (structured output: the row's allowed-token
+bitmask, so greedy picks the best allowed token and sampling draws only allowed ones), then greedy rows take one argmax, the others go through temperature, min-p, top-k and top-p and are
 sampled from the resulting distribution. A request with a seed draws from its own ``torch.Generator``, so its
 tokens do not depend on what else is in the batch.
 
@@ -34,6 +35,9 @@ class SamplingRequest:
     prompt_token_ids: Sequence[int]
     output_token_ids: Sequence[int]
     generator: torch.Generator | None = None
+    # Structured output: int32 words, bit ``t % 32`` of word ``t // 32`` set when token ``t`` may be sampled
+    # (xgrammar's layout); None for a free row. Ids past the bitmask's bits are not allowed.
+    allowed_bitmask: torch.Tensor | None = None
 
 
 @dataclass
@@ -57,6 +61,9 @@ class SamplingMetadata:
     # Rows whose sampled token's logprob is wanted, split by how the token was chosen.
     greedy_logprob_rows: list[int]
     random_logprob_rows: list[int]
+    # Constrained rows and their allowed tokens ([C, V] bool on the logits' device); no such rows: [] and None.
+    constrained_rows: list[int] = field(default_factory=list)
+    allowed: torch.Tensor | None = None
 
 
 def build_metadata(
@@ -101,6 +108,11 @@ def build_metadata(
                 banned_ids.append(stops)
 
     wanted = [i for i, p in enumerate(params) if p.needs_logprobs]
+    constrained_rows = [i for i, r in enumerate(requests) if r.allowed_bitmask is not None]
+    allowed = None
+    if constrained_rows:
+        words = torch.stack([requests[i].allowed_bitmask for i in constrained_rows]).to(device)  # type: ignore[misc]
+        allowed = unpack_bitmask(words, vocab_size)
     return SamplingMetadata(
         temperature=torch.tensor(temps, dtype=torch.float32, device=device),
         greedy=torch.tensor(greedy_list, dtype=torch.bool, device=device),
@@ -118,7 +130,30 @@ def build_metadata(
         generators=[r.generator for r in requests],
         greedy_logprob_rows=[i for i in wanted if greedy_list[i]],
         random_logprob_rows=[i for i in wanted if not greedy_list[i]],
+        constrained_rows=constrained_rows,
+        allowed=allowed,
     )
+
+
+def unpack_bitmask(words: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """[C, W] int32 bitmask words -> [C, vocab_size] bool; ids past the words' 32 * W bits are False."""
+    shifts = torch.arange(32, dtype=torch.int32, device=words.device)
+    bits = ((words.to(torch.int32).unsqueeze(-1) >> shifts) & 1).reshape(words.shape[0], -1).bool()
+    if bits.shape[1] >= vocab_size:
+        return bits[:, :vocab_size]
+    return torch.nn.functional.pad(bits, (0, vocab_size - bits.shape[1]), value=False)
+
+
+def apply_allowed_tokens(logits: torch.Tensor, md: SamplingMetadata) -> torch.Tensor:
+    """-inf on every token a constrained row may not sample. Raises if a constrained row is left with no
+    token (its grammar and its min_tokens ban disagree): that row's request fails, not the batch."""
+    if md.allowed is None:
+        return logits
+    index = torch.tensor(md.constrained_rows, dtype=torch.long, device=logits.device)
+    masked = logits.index_select(0, index).masked_fill(~md.allowed, _NEG_INF)
+    if bool(torch.isneginf(masked.amax(dim=-1)).any()):
+        raise ValueError("the structured output constraint leaves no token to sample (min_tokens bans the end?)")
+    return logits.index_copy(0, index, masked)
 
 
 def _token_counts(rows: Sequence[Sequence[int]], vocab_size: int, device: torch.device | str) -> torch.Tensor:
@@ -231,6 +266,7 @@ def sample_with_logprobs(
     logits = logits.float()
     logits = apply_min_tokens(logits, md)
     logits = apply_penalties(logits, md)
+    logits = apply_allowed_tokens(logits, md)
     greedy_tokens = logits.argmax(dim=-1)
     logprobs = torch.full(greedy_tokens.shape, math.nan, dtype=torch.float32, device=logits.device)
     # A greedy row's distribution is the penalised logits (temperature does not apply to it).
@@ -306,8 +342,10 @@ class Sampler:
         params: Sequence[SamplingParams],
         prompt_token_ids: Sequence[Sequence[int]],
         output_token_ids: Sequence[Sequence[int]],
+        allowed_bitmasks: Sequence[torch.Tensor | None] | None = None,
     ) -> SamplerOutput:
-        """Row ``i`` of ``logits`` belongs to request ``request_ids[i]``; one token per row.
+        """Row ``i`` of ``logits`` belongs to request ``request_ids[i]``; one token per row. ``allowed_bitmasks``
+        (structured output): row ``i``'s allowed-token bitmask (``SamplingRequest.allowed_bitmask``), or None.
 
         A row whose own setup or sampling raises is reported in ``errors`` instead of failing the call: one
         request's bad settings must not cost the other requests of the batch their tokens."""
@@ -315,9 +353,10 @@ class Sampler:
         errors: dict[int, Exception] = {}
         rows: list[int] = []
         requests: list[SamplingRequest] = []
+        masks = allowed_bitmasks if allowed_bitmasks is not None else [None] * len(request_ids)
         for row, (rid, p, prompt, out) in enumerate(zip(request_ids, params, prompt_token_ids, output_token_ids)):
             try:  # the per-request part: its generator (seed)
-                requests.append(SamplingRequest(p, prompt, out, self._generator(rid, p.seed, device)))
+                requests.append(SamplingRequest(p, prompt, out, self._generator(rid, p.seed, device), masks[row]))
             except Exception as exc:
                 errors[row] = exc
                 continue
