@@ -9,7 +9,7 @@ Two ways a call comes out, by ``tool_choice``:
   unclosed one.
 - ``"required"`` or a named function: the output is constrained to JSON ``{"name", "arguments"}`` objects
   (``forced_call_schema``: one object, or with ``parallel_tool_calls`` an array of at least one);
-  ``ForcedCalls`` reads it when it ends.
+  ``ForcedCalls`` reads an array's calls as each closes, a single one when the text ends.
 
 Both are fed the same deltas streamed or not, so a streamed answer assembles to the non-streamed one.
 """
@@ -170,26 +170,67 @@ def _partial_tag(text: str) -> int:
 
 
 class ForcedCalls:
-    """Reads a constrained answer (``tool_choice`` required or named): one call object or an array of them,
-    decided when the text ends; an answer cut short (``length``) stays content."""
+    """Reads a constrained answer (``tool_choice`` required or named): one call object, or an array of them.
+
+    Invariants: an array's calls are passed on one by one as each object closes (the constraint makes every one
+    a valid call); a single object when the text ends. An answer cut short (``length``) keeps the calls that
+    closed before the cut and drops the unfinished one; with none closed, its text is the content.
+    """
 
     def __init__(self, names: frozenset[str]) -> None:
         self.names = names
         self.text = ""
+        self.read_to = 0  # the array's text up to here has been read (past ``[`` or a call and its ``,``)
+        self.calls = 0
+        self.broken = False  # not an array of calls after all: its text is the answer
 
     def feed(self, text: str) -> list[Event]:
         self.text += text
-        return []
+        events: list[Event] = []
+        while not self.broken and (call := self._next_item()) is not None:
+            events.append(call)
+        return events
+
+    def _next_item(self) -> Call | None:
+        """The array's next call once its object has closed, or None while it is still open."""
+        rest = self.text[self.read_to:].lstrip()
+        if not rest:
+            return None
+        separator = "[" if self.read_to == 0 else ","
+        if not rest.startswith(separator):
+            self.broken = self.read_to == 0 or not rest.startswith("]")
+            return None
+        start = len(self.text) - len(rest) + 1
+        try:
+            value, end = _DECODER.raw_decode(self.text, _skip_space(self.text, start))
+        except ValueError:
+            return None  # not closed yet
+        call = _call_of(value, self.names)
+        if call is None:
+            self.broken = True
+            return None
+        self.read_to, self.calls = end, self.calls + 1
+        return call
 
     def finish(self) -> list[Event]:
+        if self.calls:
+            return []
         try:
-            value = json.loads(self.text)
+            call = _call_of(json.loads(self.text), self.names)
         except ValueError:
-            return [Content(self.text)] if self.text else []
-        calls = [_call_of(v, self.names) for v in (value if isinstance(value, list) else [value])]
-        if not calls or None in calls:
-            return [Content(self.text)]
-        return calls  # type: ignore[return-value]
+            call = None
+        if call is not None:
+            return [call]
+        return [Content(self.text)] if self.text else []
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
 
 
 def forced_call_schema(tools: list[dict[str, Any]], name: str | None, parallel: bool) -> dict[str, Any]:

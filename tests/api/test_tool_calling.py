@@ -85,12 +85,19 @@ def test_a_named_tool_choice_calls_that_function(client):
 
 @pytest.mark.parametrize("parallel", [True, False])
 def test_required_tool_choice_calls_declared_tools(client, parallel):
-    response = client.chat.completions.create(model=model_of(client), messages=ASK, tools=TOOLS, tool_choice="required",
-                                              parallel_tool_calls=parallel, temperature=1.0, seed=2, max_tokens=160)
+    messages = [{"role": "user", "content": "Weather in Paris and in Rome? Is the rain jacket in stock in M?"}]
+    response = client.chat.completions.create(model=model_of(client), messages=messages, tools=TOOLS,
+                                              tool_choice="required", parallel_tool_calls=parallel, temperature=1.0,
+                                              seed=2, max_tokens=160)
     choice = response.choices[0]
-    assert choice.finish_reason == "tool_calls", choice
-    calls = validated(choice.message.tool_calls)
-    assert len(calls) >= 1 and (parallel or len(calls) == 1)
+    calls = validated(choice.message.tool_calls or [])
+    assert calls and choice.message.content is None, choice.message
+    if parallel:
+        # The 135M model may go on adding calls to its array until max_tokens: the calls closed before the cut
+        # come back, with finish_reason "length".
+        assert choice.finish_reason in {"tool_calls", "length"}
+    else:
+        assert choice.finish_reason == "tool_calls" and len(calls) == 1
 
 
 def _assembled(chunks) -> tuple[str | None, list[dict], str]:
@@ -114,7 +121,7 @@ def test_streamed_tool_calls_assemble_to_the_non_streamed_ones(client, tool_choi
                   seed=11, max_tokens=160)
     whole = client.chat.completions.create(**common).choices[0]
     content, calls, finish = _assembled(client.chat.completions.create(stream=True, **common))
-    assert finish == whole.finish_reason == "tool_calls" and content is None
+    assert finish == whole.finish_reason and finish in {"tool_calls", "length"} and content is None
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [
         (c.function.name, json.loads(c.function.arguments)) for c in whole.message.tool_calls]
     assert all(c["id"].startswith("call_") for c in calls)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from shop_assistant.api import schemas
 from shop_assistant.api.errors import ApiError
-from shop_assistant.api.tools import Call, Content, ForcedCalls, HermesCalls, forced_call_schema, tool_calling
+from shop_assistant.api.tools import Call, Content, Event, ForcedCalls, HermesCalls, forced_call_schema, tool_calling
 
 NAMES = frozenset({"get_weather", "add"})
 
@@ -84,16 +84,40 @@ def test_any_cutting_of_the_stream_reads_the_same(cuts):
     assert read(text, cuts) == read(text)
 
 
+def forced(text: str, cuts: list[int] = ()) -> list[Event]:
+    reader, events, start = ForcedCalls(NAMES), [], 0
+    for cut in sorted(cuts) + [len(text)]:
+        events += reader.feed(text[start:cut])
+        start = cut
+    return events + reader.finish()
+
+
 def test_forced_calls_read_one_object_or_an_array():
     one = ForcedCalls(NAMES)
-    assert one.feed('{"name": "add", "arguments": {"a": 1}}') == []
+    assert one.feed('{"name": "add", "arguments": {"a": 1}}') == []  # an object is decided when the text ends
     assert [(c.name, c.arguments) for c in one.finish()] == [("add", '{"a": 1}')]
     many = ForcedCalls(NAMES)
-    many.feed(json.dumps([{"name": "add", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "X"}}]))
-    assert [c.name for c in many.finish()] == ["add", "get_weather"]
-    cut = ForcedCalls(NAMES)
-    cut.feed('[{"name": "add", "argu')  # max_tokens reached: the text is the answer
-    assert cut.finish() == [Content('[{"name": "add", "argu')]
+    first = many.feed('[{"name": "add", "arguments": {}}, {"name": "get_weather", "argu')
+    assert [c.name for c in first] == ["add"]  # an array's call goes on as soon as its object closes
+    rest = many.feed('ments": {"city": "X"}} ]') + many.finish()
+    assert [(c.name, json.loads(c.arguments)) for c in rest] == [("get_weather", {"city": "X"})]
+
+
+def test_a_forced_answer_cut_short_keeps_its_closed_calls():
+    events = forced('[{"name": "add", "arguments": {"a": 1}}, {"name": "get_weather", "arguments": {"ci')
+    assert [(type(e), getattr(e, "name", None)) for e in events] == [(Call, "add")]
+    assert forced('[{"name": "add", "argu') == [Content('[{"name": "add", "argu')]
+    assert forced('{"name": "add", "arguments": {"a"') == [Content('{"name": "add", "arguments": {"a"')]
+    assert forced('[{"name": "launch", "arguments": {}}]') == [Content('[{"name": "launch", "arguments": {}}]')]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=120), max_size=10))
+def test_any_cutting_of_a_forced_answer_reads_the_same(cuts):
+    text = ' [ {"name": "add", "arguments": {"s": "a,]}"}} ,\n{"name": "get_weather", "arguments": {"city": "Rome"}}]'
+    cuts = [c for c in cuts if c <= len(text)]
+    calls = [(e.name, e.arguments) for e in forced(text, cuts)]
+    assert calls == [("add", '{"s": "a,]}"}'), ("get_weather", '{"city": "Rome"}')]
 
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather",
