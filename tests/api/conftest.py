@@ -22,3 +22,19 @@ def openai_client(daphne_server, api_key):  # noqa: F811
     import openai
 
     return openai.OpenAI(base_url=f"{daphne_server.http}/v1", api_key=api_key, max_retries=0, timeout=120)
+
+
+def wait_ready(server, timeout: float = 300, probe_timeout: float = 30) -> None:
+    """Until the server's /readyz answers 200 (the model loaded), so that a request's timeout measures the
+    request, not the load."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{server.http}/readyz", timeout=probe_timeout):
+                return
+        except (urllib.error.HTTPError, OSError):
+            time.sleep(1)

@@ -154,21 +154,11 @@ METRICS_TOKEN = "api-metrics-test"
 @pytest.fixture(scope="module")
 def metered_server(django_db_setup, tmp_path_factory):
     """daphne whose /metrics a bearer token may read (the shared ``daphne_server`` has no token set)."""
+    from tests.api.conftest import wait_ready
     from tests.chat.conftest import run_daphne
 
-    import time
-    import urllib.error
-    import urllib.request
-
     with run_daphne(tmp_path_factory.mktemp("metered"), METRICS_TOKEN=METRICS_TOKEN) as server:
-        # The model loaded, so that a request's timeout below measures the request, not the load.
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{server.http}/readyz", timeout=30):
-                    break
-            except (urllib.error.HTTPError, OSError):
-                time.sleep(1)
+        wait_ready(server)
         yield server
 
 

@@ -205,23 +205,14 @@ def _qwen_folder():
 
 @pytest.fixture(scope="module")
 def qwen_server(django_db_setup, tmp_path_factory):
-    import time
-    import urllib.error
-    import urllib.request
-
+    from tests.api.conftest import wait_ready
     from tests.chat.conftest import run_daphne
 
     folder = _qwen_folder()
     if folder is None:
         pytest.skip("Qwen2.5-Coder-1.5B-Instruct is not converted here (set QWEN_MODEL_DIR)")
     with run_daphne(tmp_path_factory.mktemp("qwen"), ENGINE_MODEL=str(folder)) as server:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:  # the model loaded before the first request's timeout starts
-            try:
-                with urllib.request.urlopen(f"{server.http}/readyz", timeout=120):
-                    break
-            except (urllib.error.HTTPError, OSError):
-                time.sleep(2)
+        wait_ready(server, timeout=600, probe_timeout=120)
         yield server
 
 
