@@ -238,7 +238,11 @@ async def open_deltas(engine: Any, request: Request, cache_salt: str) -> AsyncIt
             first = await stream.__anext__()
         except ValueError as exc:  # inference.structured.StructuredOutputError, or the constraint's own
             raise ApiError(400, str(exc), "invalid_parameter", param=request.constraint_param) from None
-        except BaseException:
+        except Exception:
+            await stream.aclose()
+            logger.exception("API request %s failed in the engine", request.id)
+            raise ApiError(500, "the request failed on the server", "internal_error", "server_error") from None
+        except BaseException:  # cancelled: the client left
             await stream.aclose()
             raise
     return _deltas(stream, first, request)
