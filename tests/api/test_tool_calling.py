@@ -74,6 +74,17 @@ def test_json_schema_response_format_validates_at_temperature_1(client):
         assert isinstance(json.loads(json_object.choices[0].message.content), dict)
 
 
+def test_text_completions_take_vllms_guided_fields(client):
+    choices = ["hiking boots", "rain jacket", "tent"]
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model=model_of(client), prompt="The best thing for a wet walk is", max_tokens=10, temperature=1.0, seed=5,
+        stream=True, extra_body={"guided_choice": choices}) if c.choices)
+    whole = client.completions.create(model=model_of(client), prompt="The best thing for a wet walk is",
+                                      max_tokens=10, temperature=1.0, seed=5, extra_body={"guided_choice": choices})
+    assert whole.choices[0].text in choices and whole.choices[0].finish_reason == "stop"
+    assert streamed == whole.choices[0].text
+
+
 def test_a_named_tool_choice_calls_that_function(client):
     response = client.chat.completions.create(model=model_of(client), messages=ASK, tools=TOOLS, tool_choice=NAMED,
                                               temperature=1.0, seed=1, n=2, max_tokens=80)
