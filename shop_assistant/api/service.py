@@ -31,7 +31,7 @@ from django.conf import settings
 from inference.chat_template import encode_chat
 from inference.core.sampling_params import StructuredOutputsParams
 from shop_assistant.runtime import engine_service, metrics
-from shop_assistant.runtime.text import clean_text
+from shop_assistant.runtime.text import clean_text, clean_value
 
 from . import schemas
 from .errors import ApiError
@@ -109,13 +109,13 @@ def _conversation(body: schemas.ChatRequest) -> list[dict[str, Any]]:
     chat = []
     for message in body.messages:
         turn: dict[str, Any] = {"role": "system" if message.role == "developer" else message.role,
-                                "content": None if message.content is None else clean_text(message.content)}
+                                "content": message.content}
         if message.tool_calls:
             turn["tool_calls"] = [call.model_dump() for call in message.tool_calls]
         if message.tool_call_id is not None:
             turn["tool_call_id"] = message.tool_call_id
         chat.append(turn)
-    return chat
+    return clean_value(chat)
 
 
 def _prompt_ids(body: Any, engine: Any, tokenizer: Any) -> list[int]:
@@ -150,7 +150,8 @@ def parse(body: Any, kind: str, engine: Any) -> Request:
     # The chat uses the same tokenizer from other threads: one process-wide lock.
     with engine.tokenizer_held() as tokenizer:
         if isinstance(request, schemas.ChatRequest):
-            prompt_ids = encode_chat(tokenizer, _conversation(request), tools=tools.rendered if tools else None)
+            rendered = clean_value(tools.rendered) if tools else None
+            prompt_ids = encode_chat(tokenizer, _conversation(request), tools=rendered)
         else:
             prompt_ids = _prompt_ids(request, engine, tokenizer)
     room = engine.max_model_len - len(prompt_ids)

@@ -113,3 +113,27 @@ async def test_tool_and_constraint_conflicts_are_a_400_over_http(chat_engine, fi
         error = response.json()["error"]
         assert error["type"] == "invalid_request_error" and error["param"] == param, error
 
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+async def test_tool_conversations_with_nul_and_lone_surrogates_are_answered(chat_engine):
+    """Tool results and schemas are the client's text too: cleaned as message content is, never a 500."""
+    from asgiref.sync import sync_to_async
+    from django.test import AsyncClient
+
+    from catalog.models import Store
+    from shop_assistant.runtime.engine_service import model_name
+
+    store = await sync_to_async(Store.objects.create)(slug="u", name="U")
+    _, key = await sync_to_async(ApiKey.create_key)(store, "unicode")
+    odd = "M\x00 \ud800fits"
+    tool = {"type": "function", "function": {"name": "get_size", "description": odd, "parameters": SCHEMA}}
+    messages = [*USER, {"role": "assistant", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_size", "arguments": f'{{"size": "{odd}"}}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": odd}]
+    body = {"model": model_name(), "messages": messages, "tools": [tool], "max_tokens": 2, "temperature": 0}
+    response = await AsyncClient().post("/v1/chat/completions", body, content_type="application/json",
+                                        headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 200, response.content
+    assert response.json()["usage"]["prompt_tokens"] > 0
