@@ -136,6 +136,11 @@ def test_streamed_tool_calls_assemble_to_the_non_streamed_ones(client, tool_choi
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [
         (c.function.name, json.loads(c.function.arguments)) for c in whole.message.tool_calls]
     assert all(c["id"].startswith("call_") for c in calls)
+    # The client's own accumulator of streamed chunks agrees.
+    with client.chat.completions.stream(**common) as stream:
+        final = stream.get_final_completion().choices[0]
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in final.message.tool_calls] == [
+        (c["name"], json.loads(c["arguments"])) for c in calls]
 
 
 HERMES = (r'Checking\. <tool_call>\n\{"name": "get_weather", "arguments": \{"city": "(Paris|Rome)", '
