@@ -48,7 +48,8 @@ def run_validity(llm: Any, schemas: int, samples: int, max_tokens: int, seed: in
     start = time.monotonic()
     outs = llm.generate(prompts, params)
     wall = time.monotonic() - start
-    per: dict[str, dict[str, int]] = {name: dict(samples=0, stopped=0, parsed=0, validated=0) for name, _, _ in SCHEMAS[:schemas]}
+    keys = ("samples", "stopped", "parsed", "validated", "stopped_invalid")
+    per: dict[str, dict[str, int]] = {name: dict.fromkeys(keys, 0) for name, _, _ in SCHEMAS[:schemas]}
     schema_of = {name: schema for name, schema, _ in SCHEMAS}
     tokens = 0
     for name, out in zip(names, outs):
@@ -56,14 +57,18 @@ def run_validity(llm: Any, schemas: int, samples: int, max_tokens: int, seed: in
         tokens += len(c.token_ids)
         row = per[name]
         row["samples"] += 1
-        row["stopped"] += c.finish_reason == "stop"
+        stopped = c.finish_reason == "stop"
+        row["stopped"] += stopped
         try:
             value = json.loads(c.text)
         except json.JSONDecodeError:
+            row["stopped_invalid"] += stopped
             continue
         row["parsed"] += 1
-        row["validated"] += not validate(value, schema_of[name])
-    total = {k: sum(r[k] for r in per.values()) for k in ("samples", "stopped", "parsed", "validated")}
+        valid = not validate(value, schema_of[name])
+        row["validated"] += valid
+        row["stopped_invalid"] += stopped and not valid
+    total = {k: sum(r[k] for r in per.values()) for k in keys}
     return {"per_schema": per, "total": total, "output_tokens": tokens, "wall_s": wall, "output_tokens_per_s": tokens / wall}
 
 
@@ -130,12 +135,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         v = run_validity(llm, args.schemas, args.samples, args.max_tokens, args.seed)
         result["validity"] = v
-        print(f"{'schema':<16} {'samples':>7} {'stopped':>7} {'parsed':>7} {'valid':>7}")
-        for name, row in v["per_schema"].items():
-            print(f"{name:<16} {row['samples']:>7} {row['stopped']:>7} {row['parsed']:>7} {row['validated']:>7}")
-        t = v["total"]
-        print(f"{'total':<16} {t['samples']:>7} {t['stopped']:>7} {t['parsed']:>7} {t['validated']:>7}   "
-              f"{v['output_tokens']} tokens in {v['wall_s']:.1f} s: {v['output_tokens_per_s']:.1f} tokens/s")
+        print(f"{'schema':<16} {'samples':>7} {'stopped':>7} {'parsed':>7} {'valid':>7} {'stopped, invalid':>16}")
+        for name, row in [*v["per_schema"].items(), ("total", v["total"])]:
+            print(f"{name:<16} {row['samples']:>7} {row['stopped']:>7} {row['parsed']:>7} {row['validated']:>7} "
+                  f"{row['stopped_invalid']:>16}")
+        print(f"{v['output_tokens']} tokens in {v['wall_s']:.1f} s: {v['output_tokens_per_s']:.1f} tokens/s")
         if args.mix:
             tp = result["throughput"] = run_throughput(llm, args.mix, args.max_tokens, args.seed, args.repeats)
             for label in ("0%", "50%"):

@@ -14,6 +14,8 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,61 +29,74 @@ def _allowed(bitmask: torch.Tensor, vocab_size: int) -> np.ndarray:
     return np.flatnonzero(bits)
 
 
-def _walk(fill, accept, done, reset, bitmask: torch.Tensor, vocab: int, steps: int, rng: random.Random) -> list[float]:
+def _walk(m: _Matcher, bitmask: torch.Tensor, vocab: int, steps: int, rng: random.Random) -> list[float]:
     times = []
     for _ in range(steps):
-        if done():
-            reset()
+        if m.done():
+            m.reset()
         t0 = time.perf_counter()
-        fill()
+        m.fill(bitmask)
         times.append(time.perf_counter() - t0)
         allowed = _allowed(bitmask, vocab)
         if len(allowed) == 0:
-            reset()
+            m.reset()
             continue
-        accept(int(allowed[rng.randrange(len(allowed))]))
+        m.accept(int(allowed[rng.randrange(len(allowed))]))
     return times
 
 
-def measure_xgrammar(tokenizer: Any, vocab: int, schemas: list[dict], steps: int, seed: int) -> dict[str, Any]:
+@dataclass
+class _Matcher:
+    """One library's matcher behind the four calls the walk makes."""
+
+    fill: Callable[[torch.Tensor], Any]
+    accept: Callable[[int], Any]
+    done: Callable[[], bool]
+    reset: Callable[[], Any]
+
+
+def _xgrammar(tokenizer: Any, vocab: int) -> tuple[Callable[[str], _Matcher], torch.Tensor]:
     import xgrammar as xgr
 
-    t0 = time.perf_counter()
     info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab)
-    info_s = time.perf_counter() - t0
-    compile_s, mask_s = [], []
-    rng = random.Random(seed)
-    for schema in schemas:
-        compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
-        t0 = time.perf_counter()
-        compiled = compiler.compile_json_schema(json.dumps(schema))
-        compile_s.append(time.perf_counter() - t0)
-        matcher = xgr.GrammarMatcher(compiled)
-        bitmask = xgr.allocate_token_bitmask(1, vocab)
-        mask_s += _walk(lambda: matcher.fill_next_token_bitmask(bitmask, 0), matcher.accept_token,
-                        matcher.is_terminated, matcher.reset, bitmask, vocab, steps, rng)
-    return {"info_s": info_s, "compile_s": compile_s, "mask_s": mask_s}
+    compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)  # no cache: every compile is cold
+
+    def compile_schema(schema: str) -> _Matcher:
+        m = xgr.GrammarMatcher(compiler.compile_json_schema(schema))
+        return _Matcher(lambda b: m.fill_next_token_bitmask(b, 0), m.accept_token, m.is_terminated, m.reset)
+
+    return compile_schema, xgr.allocate_token_bitmask(1, vocab)
 
 
-def measure_llguidance(tokenizer: Any, vocab: int, schemas: list[dict], steps: int, seed: int) -> dict[str, Any]:
+def _llguidance(tokenizer: Any, vocab: int) -> tuple[Callable[[str], _Matcher], torch.Tensor]:
     import llguidance
     import llguidance.hf
     import llguidance.torch
 
-    t0 = time.perf_counter()
     lltok = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab)
+
+    def compile_schema(schema: str) -> _Matcher:
+        m = llguidance.LLMatcher(lltok, llguidance.LLMatcher.grammar_from_json_schema(schema))
+        assert not m.is_error(), m.get_error()
+        return _Matcher(lambda b: llguidance.torch.fill_next_token_bitmask(m, b, 0), m.consume_token, m.is_stopped, m.reset)
+
+    return compile_schema, llguidance.torch.allocate_token_bitmask(1, vocab)
+
+
+LIBRARIES = {"xgrammar": _xgrammar, "llguidance": _llguidance}
+
+
+def measure(library: str, tokenizer: Any, vocab: int, schemas: list[dict], steps: int, seed: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    compile_schema, bitmask = LIBRARIES[library](tokenizer, vocab)
     info_s = time.perf_counter() - t0
     compile_s, mask_s = [], []
     rng = random.Random(seed)
     for schema in schemas:
         t0 = time.perf_counter()
-        grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
-        matcher = llguidance.LLMatcher(lltok, grammar)
+        m = compile_schema(json.dumps(schema))
         compile_s.append(time.perf_counter() - t0)
-        assert not matcher.is_error(), matcher.get_error()
-        bitmask = llguidance.torch.allocate_token_bitmask(1, vocab)
-        mask_s += _walk(lambda: llguidance.torch.fill_next_token_bitmask(matcher, bitmask, 0), matcher.consume_token,
-                        matcher.is_stopped, matcher.reset, bitmask, vocab, steps, rng)
+        mask_s += _walk(m, bitmask, vocab, steps, rng)
     return {"info_s": info_s, "compile_s": compile_s, "mask_s": mask_s}
 
 
@@ -108,8 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"tokenizer {path}: {len(tokenizer)} tokens, lm_head {vocab} rows; {len(schemas)} schemas x {args.steps} steps")
     print(f"{'library':<12} {'tok info s':>10} {'compile ms mean':>16} {'max':>8} {'first mask us':>14} "
           f"{'mask us mean':>13} {'p50':>7} {'p99':>7} {'max':>7}")
-    for name, fn in (("xgrammar", measure_xgrammar), ("llguidance", measure_llguidance)):
-        r = fn(tokenizer, vocab, schemas, args.steps, args.seed)
+    for name in LIBRARIES:
+        r = measure(name, tokenizer, vocab, schemas, args.steps, args.seed)
         first, rest = r["mask_s"][:: args.steps], [t for i, t in enumerate(r["mask_s"]) if i % args.steps]
         print(f"{name:<12} {r['info_s']:>10.2f} {1000 * statistics.mean(r['compile_s']):>16.2f} "
               f"{1000 * max(r['compile_s']):>8.1f} {_us(first):>14} {_us(rest):>13} {_us(rest, 0.5):>7} "

@@ -13,8 +13,8 @@ def test_validity_run_counts_every_sample_and_each_stopped_one_validates(llm) ->
     assert list(v["per_schema"]) == [name for name, _, _ in SCHEMAS[:2]]
     t = v["total"]
     assert t["samples"] == 4 and t["stopped"] > 0
-    # An object cut by max_tokens never parses; one the grammar ended always validates.
-    assert t["stopped"] == t["parsed"] == t["validated"]
+    # Every output the grammar ended validates (one cut by max_tokens parses only if cut right at its end).
+    assert t["stopped_invalid"] == 0 and t["validated"] == t["parsed"] >= t["stopped"]
     assert v["output_tokens"] > 0 and v["output_tokens_per_s"] > 0
     assert llm.llm_engine.structured.num_live == 0
 
