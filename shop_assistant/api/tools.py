@@ -5,8 +5,8 @@ Two ways a call comes out, by ``tool_choice``:
 
 - ``"auto"``: free text in which the model may write Hermes blocks (``<tool_call>{"name": ..., "arguments":
   {...}}</tool_call>``, the format ``inference.chat_template`` shows it) or the same object in a fenced
-  ```` ```json ```` block; ``HermesCalls`` reads them as the text arrives. A block whose JSON does not parse, or that names no declared tool, stays in the content, as does an
-  unclosed one.
+  ```` ```json ```` block; ``HermesCalls`` reads them as the text arrives. A block whose JSON does not parse,
+  or that names no declared tool, stays in the content, as does an unclosed one.
 - ``"required"`` or a named function: the output is constrained to JSON ``{"name", "arguments"}`` objects
   (``forced_call_schema``: one object, or with ``parallel_tool_calls`` an array of at least one);
   ``ForcedCalls`` reads an array's calls as each closes, a single one when the text ends.
@@ -51,9 +51,8 @@ class CallReader(Protocol):
     def finish(self) -> list[Event]: ...
 
 
-def new_call(name: str, arguments: Any) -> Call:
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return Call(name, text, "call_" + uuid.uuid4().hex[:24])
+def new_call(name: str, arguments: dict[str, Any]) -> Call:
+    return Call(name, json.dumps(arguments, ensure_ascii=False), "call_" + uuid.uuid4().hex[:24])
 
 
 def _call_of(value: Any, names: frozenset[str]) -> Call | None:
