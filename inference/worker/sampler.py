@@ -61,9 +61,9 @@ class SamplingMetadata:
     # Rows whose sampled token's logprob is wanted, split by how the token was chosen.
     greedy_logprob_rows: list[int]
     random_logprob_rows: list[int]
-    # Constrained rows and their allowed tokens ([C, V] bool on the logits' device); no such rows: [] and None.
+    # Constrained rows and the tokens each may not sample ([C, V] bool on the logits' device); none: [] and None.
     constrained_rows: list[int] = field(default_factory=list)
-    allowed: torch.Tensor | None = None
+    disallowed: torch.Tensor | None = None
 
 
 def build_metadata(
@@ -109,10 +109,10 @@ def build_metadata(
 
     wanted = [i for i, p in enumerate(params) if p.needs_logprobs]
     constrained_rows = [i for i, r in enumerate(requests) if r.allowed_bitmask is not None]
-    allowed = None
+    disallowed = None
     if constrained_rows:
         words = torch.stack([requests[i].allowed_bitmask for i in constrained_rows]).to(device)  # type: ignore[misc]
-        allowed = unpack_bitmask(words, vocab_size)
+        disallowed = ~unpack_bitmask(words, vocab_size)
     return SamplingMetadata(
         temperature=torch.tensor(temps, dtype=torch.float32, device=device),
         greedy=torch.tensor(greedy_list, dtype=torch.bool, device=device),
@@ -131,29 +131,34 @@ def build_metadata(
         greedy_logprob_rows=[i for i in wanted if greedy_list[i]],
         random_logprob_rows=[i for i in wanted if not greedy_list[i]],
         constrained_rows=constrained_rows,
-        allowed=allowed,
+        disallowed=disallowed,
     )
 
 
 def unpack_bitmask(words: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """[C, W] int32 bitmask words -> [C, vocab_size] bool; ids past the words' 32 * W bits are False."""
-    shifts = torch.arange(32, dtype=torch.int32, device=words.device)
-    bits = ((words.to(torch.int32).unsqueeze(-1) >> shifts) & 1).reshape(words.shape[0], -1).bool()
+    bit = torch.tensor([1 << i for i in range(31)] + [-(2**31)], dtype=torch.int32, device=words.device)
+    bits = ((words.to(torch.int32).unsqueeze(-1) & bit) != 0).reshape(words.shape[0], -1)
     if bits.shape[1] >= vocab_size:
         return bits[:, :vocab_size]
     return torch.nn.functional.pad(bits, (0, vocab_size - bits.shape[1]), value=False)
 
 
 def apply_allowed_tokens(logits: torch.Tensor, md: SamplingMetadata) -> torch.Tensor:
-    """-inf on every token a constrained row may not sample. Raises if a constrained row is left with no
-    token (its grammar and its min_tokens ban disagree): that row's request fails, not the batch."""
-    if md.allowed is None:
+    """-inf (in place) on every token a constrained row may not sample. Raises if a constrained row under
+    min_tokens is left with no token (its grammar allows only the end, which min_tokens bans): that row's
+    request fails, not the batch. A grammar that is not complete always allows some token."""
+    if md.disallowed is None:
         return logits
-    index = torch.tensor(md.constrained_rows, dtype=torch.long, device=logits.device)
-    masked = logits.index_select(0, index).masked_fill(~md.allowed, _NEG_INF)
-    if bool(torch.isneginf(masked.amax(dim=-1)).any()):
+    if len(md.constrained_rows) == logits.shape[0]:
+        logits.masked_fill_(md.disallowed, _NEG_INF)
+    else:
+        index = torch.tensor(md.constrained_rows, dtype=torch.long, device=logits.device)
+        logits[index] = logits.index_select(0, index).masked_fill_(md.disallowed, _NEG_INF)
+    both = sorted(set(md.constrained_rows) & set(md.banned_rows))
+    if both and bool(torch.isneginf(logits[both].amax(dim=-1)).any()):
         raise ValueError("the structured output constraint leaves no token to sample (min_tokens bans the end?)")
-    return logits.index_copy(0, index, masked)
+    return logits
 
 
 def _token_counts(rows: Sequence[Sequence[int]], vocab_size: int, device: torch.device | str) -> torch.Tensor:
@@ -370,7 +375,8 @@ class Sampler:
         # Draws are rolled back if the batch fails, so a seeded neighbour's retried row draws what it would have.
         states = self._generator_states(requests, device)
         try:
-            # Only the min_tokens mask writes into ``logits`` in place; writing it again on a retry is harmless.
+            # Only the min_tokens and structured output masks write into ``logits`` in place (-inf where a row may
+            # not sample); writing them again on a retry is harmless, and penalties leave -inf as it is.
             results = [self._sample_batch(logits, requests, device)]
             groups = [rows]
         except Exception as exc:
