@@ -12,6 +12,12 @@ an ordinary sequence (preempted and recomputed alone if memory runs out); each o
 it finishes, all of them on abort. With ``best_of > n`` nothing is reported until every candidate has
 finished; then the ``n`` with the highest cumulative logprob come out at once, best first, as indices
 0..n-1. Usage counts every candidate's tokens (all were generated, as OpenAI bills ``best_of``).
+
+Structured output (``SamplingParams.structured_outputs``, ``inference.structured``): ``add_request`` compiles the
+constraint (cached) and refuses one that does not compile (``StructuredOutputError``) before queueing; each
+candidate gets its own grammar matcher; each step the sampler masks every constrained row with its matcher's
+allowed tokens, and the sampled token advances the matcher. A sequence whose grammar is complete (its end
+token accepted) finishes with "stop". Matchers are freed with their sequences (finish, abort, failure).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from inference.core.sequence import FinishReason, Sequence, SequenceStatus
 from inference.core.stats import SchedulerStats
 from inference.detokenizer import IncrementalDetokenizer, fast_decoder
 from inference.outputs import CompletionOutput, RequestMetrics, RequestOutput, Usage
+from inference.structured.matchers import StructuredOutputs
 from inference.worker.sampler import Sampler
 
 PromptType = Union[str, list[int], dict[str, Any]]
@@ -99,6 +106,7 @@ class LLMEngine:
         self.eos_token_ids = frozenset(eos)
         self.vocab_size = self.model_config.vocab_size
         self.sampler = Sampler(self.vocab_size, self.eos_token_ids, seed=config.seed)
+        self.structured = StructuredOutputs(self.tokenizer, self.vocab_size, self.eos_token_ids)
         self._decoder = fast_decoder(self.tokenizer)
         self._requests: dict[str, _Request] = {}
         self._by_seq: dict[str, tuple[_Request, _Completion]] = {}
@@ -144,6 +152,8 @@ class LLMEngine:
         if bad:
             raise ValueError(f"prompt token ids out of the vocabulary (size {self.vocab_size}): {bad[:5]}")
         arrival = time.monotonic() if arrival_time is None else arrival_time
+        # Compiled (or found in the cache) before anything is registered: a bad constraint is refused here.
+        grammar = None if params.structured_outputs is None else self.structured.compile(params.structured_outputs)
         completions = []
         num_candidates = params.num_candidates
         for i in range(num_candidates):
@@ -163,6 +173,9 @@ class LLMEngine:
             completions.append(_Completion(i, seq, IncrementalDetokenizer(self._decoder, ids, p)))
         # Candidate 0 prefills the prompt; the others are forked from it. Raises before anything is registered.
         self.scheduler.add(completions[0].seq, [c.seq for c in completions[1:]])
+        if grammar is not None:
+            for c in completions:
+                self.structured.start(c.seq.request_id, grammar)
         request = _Request(request_id, text, ids, params, RequestMetrics(arrival_time=arrival), completions)
         self._requests[request_id] = request
         for c in completions:
@@ -267,18 +280,21 @@ class LLMEngine:
             for seq in (item.seq, *item.forks):
                 rows.append(row)
                 seqs.append(seq)
+        ids = [s.request_id for s in seqs]
+        # Filled on the CPU before the forward, which (on a GPU) it overlaps.
+        bitmasks = self.structured.bitmasks(ids)
         logits = self.runner.execute(sched)
         if not seqs:
             return {}, {}, {}
         if len(rows) != logits.shape[0]:
             logits = logits[rows]
-        ids = [s.request_id for s in seqs]
         out = self.sampler(
             logits,
             ids,
             [s.sampling_params for s in seqs],
             [s.prompt_token_ids for s in seqs],
             [s.output_token_ids for s in seqs],
+            bitmasks,
         )
         failed = {ids[row]: exc for row, exc in out.errors.items()}
         logprobs = {rid: lp for rid, lp in zip(ids, out.logprobs) if lp is not None and rid not in failed}
@@ -302,7 +318,9 @@ class LLMEngine:
         reason: FinishReason | None = None
         stop_reason: str | int | None = None
         stop_token = False
-        if seq.num_output_tokens >= p.min_tokens:
+        if self.structured.accept(seq.request_id, token):  # the grammar is complete: nothing more may follow
+            reason, stop_token = "stop", token in self.eos_token_ids
+        elif seq.num_output_tokens >= p.min_tokens:
             if not p.ignore_eos and token in self.eos_token_ids:
                 reason, stop_token = "stop", True
             elif token in p.stop_token_ids:
@@ -335,6 +353,7 @@ class LLMEngine:
         if c.detok.stop_reason is None and reason != "error":  # a failed request's detokenizer may be the fault
             c.detok.flush()
         self.sampler.free(c.seq.request_id)
+        self.structured.free(c.seq.request_id)
         if request.finished:
             request.metrics.finished_time = time.monotonic()
             self._requests.pop(request.request_id, None)

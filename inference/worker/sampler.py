@@ -1,7 +1,8 @@
 """Logits processing and sampling for one engine step, vectorised over the batch.
 
 Semantics follow vLLM: penalties first (repetition over prompt + output, presence and frequency over output
-only), then greedy rows take one argmax, the others go through temperature, min-p, top-k and top-p and are
+only), then a constrained row's disallowed tokens are masked off (structured output: the row's allowed-token
+bitmask, so greedy picks the best allowed token and sampling draws only allowed ones), then greedy rows take one argmax, the others go through temperature, min-p, top-k and top-p and are
 sampled from the resulting distribution. A request with a seed draws from its own ``torch.Generator``, so its
 tokens do not depend on what else is in the batch.
 
@@ -34,6 +35,9 @@ class SamplingRequest:
     prompt_token_ids: Sequence[int]
     output_token_ids: Sequence[int]
     generator: torch.Generator | None = None
+    # Structured output: int32 words, bit ``t % 32`` of word ``t // 32`` set when token ``t`` may be sampled
+    # (xgrammar's layout); None for a free row. Ids past the bitmask's bits are not allowed.
+    allowed_bitmask: torch.Tensor | None = None
 
 
 @dataclass
@@ -57,6 +61,9 @@ class SamplingMetadata:
     # Rows whose sampled token's logprob is wanted, split by how the token was chosen.
     greedy_logprob_rows: list[int]
     random_logprob_rows: list[int]
+    # Constrained rows and the tokens each may not sample ([C, V] bool on the logits' device); none: [] and None.
+    constrained_rows: list[int] = field(default_factory=list)
+    disallowed: torch.Tensor | None = None
 
 
 def build_metadata(
@@ -101,6 +108,11 @@ def build_metadata(
                 banned_ids.append(stops)
 
     wanted = [i for i, p in enumerate(params) if p.needs_logprobs]
+    constrained_rows = [i for i, r in enumerate(requests) if r.allowed_bitmask is not None]
+    disallowed = None
+    if constrained_rows:
+        words = torch.stack([requests[i].allowed_bitmask for i in constrained_rows]).to(device)  # type: ignore[misc]
+        disallowed = ~unpack_bitmask(words, vocab_size)
     return SamplingMetadata(
         temperature=torch.tensor(temps, dtype=torch.float32, device=device),
         greedy=torch.tensor(greedy_list, dtype=torch.bool, device=device),
@@ -118,7 +130,35 @@ def build_metadata(
         generators=[r.generator for r in requests],
         greedy_logprob_rows=[i for i in wanted if greedy_list[i]],
         random_logprob_rows=[i for i in wanted if not greedy_list[i]],
+        constrained_rows=constrained_rows,
+        disallowed=disallowed,
     )
+
+
+def unpack_bitmask(words: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """[C, W] int32 bitmask words -> [C, vocab_size] bool; ids past the words' 32 * W bits are False."""
+    bit = torch.tensor([1 << i for i in range(31)] + [-(2**31)], dtype=torch.int32, device=words.device)
+    bits = ((words.to(torch.int32).unsqueeze(-1) & bit) != 0).reshape(words.shape[0], -1)
+    if bits.shape[1] >= vocab_size:
+        return bits[:, :vocab_size]
+    return torch.nn.functional.pad(bits, (0, vocab_size - bits.shape[1]), value=False)
+
+
+def apply_allowed_tokens(logits: torch.Tensor, md: SamplingMetadata) -> torch.Tensor:
+    """-inf (in place) on every token a constrained row may not sample. Raises if a constrained row under
+    min_tokens is left with no token (its grammar allows only the end, which min_tokens bans): that row's
+    request fails, not the batch. A grammar that is not complete always allows some token."""
+    if md.disallowed is None:
+        return logits
+    if len(md.constrained_rows) == logits.shape[0]:
+        logits.masked_fill_(md.disallowed, _NEG_INF)
+    else:
+        index = torch.tensor(md.constrained_rows, dtype=torch.long, device=logits.device)
+        logits[index] = logits.index_select(0, index).masked_fill_(md.disallowed, _NEG_INF)
+    both = sorted(set(md.constrained_rows) & set(md.banned_rows))
+    if both and bool(torch.isneginf(logits[both].amax(dim=-1)).any()):
+        raise ValueError("the structured output constraint leaves no token to sample (min_tokens bans the end?)")
+    return logits
 
 
 def _token_counts(rows: Sequence[Sequence[int]], vocab_size: int, device: torch.device | str) -> torch.Tensor:
@@ -231,6 +271,7 @@ def sample_with_logprobs(
     logits = logits.float()
     logits = apply_min_tokens(logits, md)
     logits = apply_penalties(logits, md)
+    logits = apply_allowed_tokens(logits, md)
     greedy_tokens = logits.argmax(dim=-1)
     logprobs = torch.full(greedy_tokens.shape, math.nan, dtype=torch.float32, device=logits.device)
     # A greedy row's distribution is the penalised logits (temperature does not apply to it).
@@ -306,8 +347,10 @@ class Sampler:
         params: Sequence[SamplingParams],
         prompt_token_ids: Sequence[Sequence[int]],
         output_token_ids: Sequence[Sequence[int]],
+        allowed_bitmasks: Sequence[torch.Tensor | None] | None = None,
     ) -> SamplerOutput:
-        """Row ``i`` of ``logits`` belongs to request ``request_ids[i]``; one token per row.
+        """Row ``i`` of ``logits`` belongs to request ``request_ids[i]``; one token per row. ``allowed_bitmasks``
+        (structured output): row ``i``'s allowed-token bitmask (``SamplingRequest.allowed_bitmask``), or None.
 
         A row whose own setup or sampling raises is reported in ``errors`` instead of failing the call: one
         request's bad settings must not cost the other requests of the batch their tokens."""
@@ -315,9 +358,10 @@ class Sampler:
         errors: dict[int, Exception] = {}
         rows: list[int] = []
         requests: list[SamplingRequest] = []
+        masks = allowed_bitmasks if allowed_bitmasks is not None else [None] * len(request_ids)
         for row, (rid, p, prompt, out) in enumerate(zip(request_ids, params, prompt_token_ids, output_token_ids)):
             try:  # the per-request part: its generator (seed)
-                requests.append(SamplingRequest(p, prompt, out, self._generator(rid, p.seed, device)))
+                requests.append(SamplingRequest(p, prompt, out, self._generator(rid, p.seed, device), masks[row]))
             except Exception as exc:
                 errors[row] = exc
                 continue
@@ -331,7 +375,8 @@ class Sampler:
         # Draws are rolled back if the batch fails, so a seeded neighbour's retried row draws what it would have.
         states = self._generator_states(requests, device)
         try:
-            # Only the min_tokens mask writes into ``logits`` in place; writing it again on a retry is harmless.
+            # Only the min_tokens and structured output masks write into ``logits`` in place (-inf where a row may
+            # not sample); writing them again on a retry is harmless, and penalties leave -inf as it is.
             results = [self._sample_batch(logits, requests, device)]
             groups = [rows]
         except Exception as exc:

@@ -10,7 +10,7 @@ from shop_assistant.runtime import metrics
 from shop_assistant.runtime.limits import shared_limits
 
 from .models import ApiKey, hash_key
-from .service import ApiError
+from .errors import ApiError
 
 
 def _key_for(token: str) -> ApiKey | None:

@@ -8,47 +8,40 @@ prefix cache. Every request runs with its store's ``cache_salt``, so stores neve
 interleave, each with its choice's ``index``. ``/v1/completions`` also takes ``best_of`` (the ``n`` of
 ``best_of`` candidates with the highest cumulative logprob), which, as on OpenAI, cannot be streamed. Usage
 counts the tokens of every candidate generated.
+
+Structured output (``response_format``, or vLLM's ``structured_outputs`` / ``guided_*``) and forced tool calls
+become the engine's ``SamplingParams.structured_outputs``; tool calls come back as ``message.tool_calls``
+(``tools`` reads them). A constraint the engine cannot compile is a 400 before any response starts: such a
+request waits for the engine to accept it (its first token) before the status line goes out.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
+from inference.chat_template import encode_chat
+from inference.core.sampling_params import StructuredOutputsParams
 from shop_assistant.runtime import engine_service, metrics
-from shop_assistant.runtime.text import clean_text
+from shop_assistant.runtime.text import clean_text, clean_value
 
+from . import schemas
+from .errors import ApiError
+from .tools import Call, Content, Event, ToolCalling, tool_calling
+
+__all__ = ["ApiError", "Request", "complete", "model_name", "models_body", "open_deltas", "parse", "stream_events"]
 
 logger = logging.getLogger(__name__)
 
-
-class ApiError(Exception):
-    def __init__(
-        self, status: int, message: str, code: str, kind: str = "invalid_request_error", param: str | None = None,
-        **headers: str,
-    ):
-        super().__init__(message)
-        self.status, self.message, self.code, self.kind, self.headers = status, message, code, kind, headers
-        self.param = param  # the request field at fault, as OpenAI names it
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
-
-
-def model_name() -> str:
-    configured = settings.API.get("model_name")
-    if configured:
-        return configured
-    engine = engine_service.running_engine()
-    model = getattr(getattr(getattr(engine, "engine", None), "config", None), "model", None) or settings.ENGINE.get("model")
-    return Path(str(model)).name if model else "SmolLM2-135M-Instruct"
+model_name = engine_service.model_name  # the one source of the served name
 
 
 def models_body() -> dict[str, Any]:
@@ -65,103 +58,77 @@ class Request:
     params: Any
     stream: bool
     include_usage: bool
+    tools: ToolCalling | None = None  # how tool calls are read from the answer; None: they are not
+    constraint_param: str | None = None  # the field a structured-output constraint came from
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: int = field(default_factory=lambda: int(time.time()))
 
 
-def _text_of(content: Any) -> str:
-    """A message's content: a string, or OpenAI's list of parts of which the text parts count."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        if len(parts) == len(content):
-            return "".join(str(p) for p in parts)
-    raise ApiError(400, "message content must be a string or a list of text parts", "invalid_content")
-
-
-def _number(body: dict[str, Any], name: str, default: Any, low: float, high: float) -> Any:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise ApiError(400, f"{name} must be a number in [{low}, {high}]", "invalid_parameter", param=name)
-    return value
-
-
-def _flag(body: dict[str, Any], name: str) -> bool:
-    """An optional boolean: true, false or null (a string such as "false" is refused, not read as true)."""
-    value = body.get(name)
-    if value is None:
+def _stream_options(body: schemas.GenerationRequest, stream: bool) -> bool:
+    """``include_usage`` from ``stream_options`` (only with ``stream``)."""
+    if body.stream_options is None:
         return False
-    if not isinstance(value, bool):
-        raise ApiError(400, f"{name} must be a boolean", "invalid_parameter", param=name)
-    return value
+    if not stream:
+        raise ApiError(400, "stream_options is only allowed when stream is true", "invalid_parameter",
+                       param="stream_options")
+    return bool(body.stream_options.include_usage)
 
 
-def _seed(body: dict[str, Any]) -> int | None:
-    from inference.core.sampling_params import SEED_MAX, SEED_MIN
-
-    seed = body.get("seed")
-    if seed is None:
-        return None
-    # A signed 64-bit integer, as vLLM's server takes it: a larger one overflowed torch's manual_seed mid-step.
-    if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_MIN <= seed <= SEED_MAX:
-        raise ApiError(400, f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}]", "invalid_parameter", param="seed")
-    return seed
-
-
-# OpenAI's limit on stop sequences.
-MAX_STOP_SEQUENCES = 4
-
-
-def _stop(body: dict[str, Any]) -> list[str] | None:
-    stop = body.get("stop")
-    if stop is None:
-        return None
-    stops = [stop] if isinstance(stop, str) else stop
-    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
-        raise ApiError(400, "stop must be a non-empty string or a list of non-empty strings", "invalid_parameter",
-                       param="stop")
-    if len(stops) > MAX_STOP_SEQUENCES:
-        raise ApiError(400, f"stop takes at most {MAX_STOP_SEQUENCES} sequences", "invalid_parameter", param="stop")
-    return stops
-
-
-def _logprobs(body: dict[str, Any], kind: str) -> None:
-    """Checked to OpenAI's types and ranges, then refused when asked for: the responses carry no logprobs, and
-    answering ``"logprobs": null`` to a request for them would be silently wrong."""
-    value = body.get("logprobs")
-    if kind == "chat":
-        top = body.get("top_logprobs")
-        if value is not None and not isinstance(value, bool):
-            raise ApiError(400, "logprobs must be a boolean", "invalid_parameter", param="logprobs")
-        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20):
-            raise ApiError(400, "top_logprobs must be an integer in [0, 20]", "invalid_parameter", param="top_logprobs")
-        asked = bool(value) or bool(top)
+def _logprobs(body: schemas.GenerationRequest) -> None:
+    """Checked to OpenAI's types and ranges by the schema, then refused when asked for: the responses carry no
+    logprobs, and answering ``"logprobs": null`` to a request for them would be silently wrong."""
+    if isinstance(body, schemas.ChatRequest):
+        asked = bool(body.logprobs) or bool(body.top_logprobs)
     else:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5):
-            raise ApiError(400, "logprobs must be an integer in [0, 5]", "invalid_parameter", param="logprobs")
-        asked = value is not None
+        asked = body.logprobs is not None
     if asked:
         raise ApiError(400, "logprobs are not supported by this server", "invalid_parameter", param="logprobs")
 
 
-def _stream_options(body: dict[str, Any], stream: bool) -> bool:
-    """``include_usage`` from ``stream_options`` (an object, only with ``stream``; a list or a string was a 500)."""
-    options = body.get("stream_options")
-    if options is None:
-        return False
-    if not isinstance(options, dict):
-        raise ApiError(400, "stream_options must be an object", "invalid_parameter", param="stream_options")
-    if not stream:
-        raise ApiError(400, "stream_options is only allowed when stream is true", "invalid_parameter",
-                       param="stream_options")
-    unknown = sorted(set(options) - {"include_usage"})
-    if unknown:
-        raise ApiError(400, f"stream_options has unknown fields: {', '.join(unknown)}", "invalid_parameter",
-                       param="stream_options")
-    return _flag(options, "include_usage")
+def _constraint(
+    body: schemas.GenerationRequest, tools: ToolCalling | None
+) -> tuple[StructuredOutputsParams | None, str | None]:
+    """The one structured-output constraint of the request (a forced tool call's, or the one asked for)."""
+    try:
+        asked = body.constraints()
+    except ValueError as exc:  # StructuredOutputsParams refused it (none or several in ``structured_outputs``)
+        raise ApiError(400, str(exc), "invalid_parameter", param="structured_outputs") from None
+    if tools is not None and tools.schema is not None:
+        if asked:
+            raise ApiError(400, f"{asked[0][0]} cannot be combined with tool_choice required or a named function",
+                           "invalid_parameter", param=asked[0][0])
+        return StructuredOutputsParams(json=tools.schema), "tools"
+    if len(asked) > 1:
+        raise ApiError(400, f"{asked[1][0]} cannot be combined with {asked[0][0]}: give one constraint",
+                       "invalid_parameter", param=asked[1][0])
+    return (asked[0][1], asked[0][0]) if asked else (None, None)
+
+
+def _conversation(body: schemas.ChatRequest) -> list[dict[str, Any]]:
+    """The messages as the chat template takes them (``developer`` is OpenAI's newer name for ``system``)."""
+    chat = []
+    for message in body.messages:
+        turn: dict[str, Any] = {"role": "system" if message.role == "developer" else message.role,
+                                "content": message.content}
+        if message.tool_calls:
+            turn["tool_calls"] = [call.model_dump() for call in message.tool_calls]
+        if message.tool_call_id is not None:
+            turn["tool_call_id"] = message.tool_call_id
+        chat.append(turn)
+    return clean_value(chat)
+
+
+def _prompt_ids(body: Any, engine: Any, tokenizer: Any) -> list[int]:
+    prompt = body.prompt
+    # OpenAI's batch forms, one item long: ["text"] or [[ids]]; a bare [id] is already a prompt.
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        _check_token_ids(prompt, engine.vocab_size)
+        return list(prompt)
+    if isinstance(prompt, str) and prompt:
+        return list(tokenizer.encode(clean_text(prompt)))
+    raise ApiError(400, "prompt must be a non-empty string or list of token ids", "invalid_prompt", param="prompt")
 
 
 def parse(body: Any, kind: str, engine: Any) -> Request:
@@ -172,38 +139,21 @@ def parse(body: Any, kind: str, engine: Any) -> Request:
         raise ApiError(400, "the body must be a JSON object", "invalid_body")
     if body.get("model") != model_name():
         raise ApiError(404, f"The model `{body.get('model')}` does not exist.", "model_not_found", "NotFoundError")
-    n, best_of = _choices(body, kind, engine)
     # Every field is checked before the prompt is encoded: a bad one is a 400, never a failure in the engine.
-    stream = _flag(body, "stream")
-    include_usage = _stream_options(body, stream)
-    seed = _seed(body)
-    stop = _stop(body)
-    _logprobs(body, kind)
-    tokenizer = engine.tokenizer
+    request = schemas.validate(body, kind)
+    n, best_of = _choices(request, engine)
+    stream = bool(request.stream)
+    include_usage = _stream_options(request, stream)
+    _logprobs(request)
+    tools = tool_calling(request) if isinstance(request, schemas.ChatRequest) else None
+    constraint, constraint_param = _constraint(request, tools)
     # The chat uses the same tokenizer from other threads: one process-wide lock.
-    with engine.tokenizer_held():
-        if kind == "chat":
-            messages = body.get("messages")
-            if not isinstance(messages, list) or not messages:
-                raise ApiError(400, "messages must be a non-empty list", "invalid_messages")
-            chat = []
-            for message in messages:
-                if not isinstance(message, dict) or message.get("role") not in {"system", "user", "assistant"}:
-                    raise ApiError(400, "each message needs a role: system, user or assistant", "invalid_messages")
-                chat.append({"role": message["role"], "content": clean_text(_text_of(message.get("content")))})
-            prompt_ids = engine.encode_chat(chat)
+    with engine.tokenizer_held() as tokenizer:
+        if isinstance(request, schemas.ChatRequest):
+            rendered = clean_value(tools.rendered) if tools else None
+            prompt_ids = encode_chat(tokenizer, _conversation(request), tools=rendered)
         else:
-            prompt = body.get("prompt")
-            # OpenAI's batch forms, one item long: ["text"] or [[ids]]; a bare [id] is already a prompt.
-            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-                prompt = prompt[0]
-            if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-                prompt_ids = list(prompt)
-                _check_token_ids(prompt_ids, engine.vocab_size)
-            elif isinstance(prompt, str) and prompt:
-                prompt_ids = list(tokenizer.encode(clean_text(prompt)))
-            else:
-                raise ApiError(400, "prompt must be a non-empty string or list of token ids", "invalid_prompt")
+            prompt_ids = _prompt_ids(request, engine, tokenizer)
     room = engine.max_model_len - len(prompt_ids)
     if room < 1:
         raise ApiError(
@@ -212,29 +162,27 @@ def parse(body: Any, kind: str, engine: Any) -> Request:
             f"the prompt has {len(prompt_ids)}",
             "context_length_exceeded",
         )
+    requested = getattr(request, "max_completion_tokens", None) or request.max_tokens
     cap = min(room, settings.API["max_tokens"])
-    requested = body.get("max_completion_tokens", body.get("max_tokens"))
-    if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int) or requested < 1):
-        raise ApiError(400, "max_tokens must be a positive integer", "invalid_parameter", param="max_tokens")
-    max_tokens = cap if requested is None else min(requested, cap)
     try:
         params = SamplingParams(
-            max_tokens=max_tokens,
-            temperature=float(_number(body, "temperature", 1.0, 0.0, 2.0)),
-            top_p=float(_number(body, "top_p", 1.0, 0.0, 1.0)) or 1.0,
-            presence_penalty=float(_number(body, "presence_penalty", 0.0, -2.0, 2.0)),
-            frequency_penalty=float(_number(body, "frequency_penalty", 0.0, -2.0, 2.0)),
-            seed=seed,
-            stop=stop,
+            max_tokens=cap if requested is None else min(requested, cap),
+            temperature=1.0 if request.temperature is None else float(request.temperature),
+            top_p=float(request.top_p or 1.0),
+            presence_penalty=float(request.presence_penalty or 0.0),
+            frequency_penalty=float(request.frequency_penalty or 0.0),
+            seed=request.seed,
+            stop=request.stop,
             n=n,
             best_of=best_of,
+            structured_outputs=constraint,
         )
     except ValueError as exc:
         raise ApiError(400, str(exc), "invalid_parameter") from None
     if stream and best_of > n:
         # The best candidates are only known once all have finished (OpenAI: "results cannot be streamed").
         raise ApiError(400, "best_of greater than n cannot be streamed", "invalid_parameter", param="best_of")
-    return Request(kind, prompt_ids, params, stream, include_usage)
+    return Request(kind, prompt_ids, params, stream, include_usage, tools=tools, constraint_param=constraint_param)
 
 
 def _check_token_ids(ids: list[int], vocab_size: int) -> None:
@@ -243,25 +191,17 @@ def _check_token_ids(ids: list[int], vocab_size: int) -> None:
     bad = [t for t in ids if not 0 <= t < vocab_size]
     if bad:
         shown = ", ".join(str(t) for t in bad[:5])
-        raise ApiError(400, f"prompt token ids must be in [0, {vocab_size}); got {shown}", "invalid_prompt")
+        raise ApiError(400, f"prompt token ids must be in [0, {vocab_size}); got {shown}", "invalid_prompt",
+                       param="prompt")
 
 
-def _choices(body: dict[str, Any], kind: str, engine: Any) -> tuple[int, int]:
+def _choices(body: schemas.GenerationRequest, engine: Any) -> tuple[int, int]:
     """``n`` and ``best_of`` (completions only, as on OpenAI): every candidate runs at once, so together
     they must fit the engine's ``max_num_seqs``."""
-
-    def positive(name: str, default: int) -> int:
-        value = body.get(name)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ApiError(400, f"{name} must be a positive integer", "invalid_parameter", param=name)
-        return value
-
-    n = positive("n", 1)
-    if kind == "chat" and body.get("best_of") is not None:
+    n = body.n or 1
+    if isinstance(body, schemas.ChatRequest) and body.best_of is not None:
         raise ApiError(400, "best_of is only supported by /v1/completions", "invalid_parameter", param="best_of")
-    best_of = positive("best_of", n)
+    best_of = body.best_of or n
     if best_of < n:
         raise ApiError(400, f"best_of must be at least n ({n})", "invalid_parameter", param="best_of")
     limit = engine.max_num_seqs
@@ -270,8 +210,10 @@ def _choices(body: dict[str, Any], kind: str, engine: Any) -> tuple[int, int]:
     return n, best_of
 
 
-def _finish(reason: str | None) -> str:
-    return reason if reason in ("stop", "length") else "stop"
+def _finish(reason: str | None, calls: int = 0) -> str:
+    if reason == "length":
+        return "length"
+    return "tool_calls" if calls else "stop"
 
 
 def usage_body(usage: Any, prompt_tokens: int) -> dict[str, Any]:
@@ -286,14 +228,38 @@ def usage_body(usage: Any, prompt_tokens: int) -> dict[str, Any]:
     }
 
 
-async def deltas(engine: Any, request: Request, cache_salt: str) -> AsyncIterator[Any]:
-    """The engine's deltas for the request; the final one is observed for /metrics."""
-    import contextlib
-
+async def open_deltas(engine: Any, request: Request, cache_salt: str) -> AsyncIterator[Any]:
+    """Submit the request; its deltas, the final one observed for /metrics. A constrained request is accepted
+    by the engine first: a constraint that does not compile raises its ``ApiError`` 400 here, not mid-stream."""
     stream = engine.stream(request.id, request.prompt_ids, request.params, cache_salt=cache_salt,
                            priority=engine_service.API_PRIORITY)
+    first = None
+    if request.params.structured_outputs is not None:
+        try:
+            first = await stream.__anext__()
+        except ValueError as exc:  # inference.structured.StructuredOutputError, or the constraint's own
+            raise ApiError(400, str(exc), "invalid_parameter", param=request.constraint_param) from None
+        except Exception:
+            await stream.aclose()
+            logger.exception("API request %s failed in the engine", request.id)
+            raise ApiError(500, "the request failed on the server", "internal_error", "server_error") from None
+        except BaseException:  # cancelled: the client left
+            await stream.aclose()
+            raise
+    return _deltas(stream, first, request)
+
+
+async def _deltas(stream: Any, first: Any, request: Request) -> AsyncIterator[Any]:
     async with contextlib.aclosing(stream):  # a client that leaves aborts the request at once
-        async for delta in stream:
+        pending = [first] if first is not None else []
+        while True:
+            if pending:
+                delta = pending.pop()
+            else:
+                try:
+                    delta = await stream.__anext__()
+                except StopAsyncIteration:
+                    return
             if delta.usage is not None:
                 metrics.observe_request(delta.metrics, delta.usage, delta.finish_reason)
             if delta.finish_reason == "error":
@@ -303,22 +269,36 @@ async def deltas(engine: Any, request: Request, cache_salt: str) -> AsyncIterato
             yield delta
 
 
-async def complete(engine: Any, request: Request, cache_salt: str) -> dict[str, Any]:
+def _message(events: list[Event]) -> dict[str, Any]:
+    """A chat choice's message from its text (and calls): content null when it is only calls."""
+    text = "".join(e.text for e in events if isinstance(e, Content))
+    calls = [e.body() for e in events if isinstance(e, Call)]
+    if not calls:
+        return {"role": "assistant", "content": text}
+    return {"role": "assistant", "content": text or None, "tool_calls": calls}
+
+
+async def complete(request: Request, deltas: AsyncIterator[Any]) -> dict[str, Any]:
     n = request.params.n
-    parts: list[list[str]] = [[] for _ in range(n)]
+    readers = [request.tools.reader() if request.tools else None for _ in range(n)]
+    events: list[list[Event]] = [[] for _ in range(n)]
     finishes: list[str | None] = [None] * n
     usage = None
-    async for delta in deltas(engine, request, cache_salt):
-        parts[delta.index].append(delta.text)
+    async for delta in deltas:
+        reader = readers[delta.index]
+        events[delta.index] += reader.feed(delta.text) if reader else [Content(delta.text)]
+        if delta.finish_reason and reader:
+            events[delta.index] += reader.finish()
         finishes[delta.index] = delta.finish_reason or finishes[delta.index]
         usage = delta.usage or usage
     choices = []
-    for index, (pieces, finish) in enumerate(zip(parts, finishes)):
-        text = "".join(pieces)
+    for index, (happened, finish) in enumerate(zip(events, finishes)):
+        calls = sum(isinstance(e, Call) for e in happened)
         if request.kind == "chat":
-            choices.append({"index": index, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                            "finish_reason": _finish(finish)})
+            choices.append({"index": index, "message": _message(happened), "logprobs": None,
+                            "finish_reason": _finish(finish, calls)})
         else:
+            text = "".join(e.text for e in happened if isinstance(e, Content))
             choices.append({"index": index, "text": text, "logprobs": None, "finish_reason": _finish(finish)})
     kind, prefix = ("chat.completion", "chatcmpl-") if request.kind == "chat" else ("text_completion", "cmpl-")
     return {
@@ -331,10 +311,24 @@ async def complete(engine: Any, request: Request, cache_salt: str) -> dict[str, 
     }
 
 
-async def stream_events(engine: Any, request: Request, cache_salt: str) -> AsyncIterator[str]:
-    """Server-sent events: chunks, an optional usage chunk, then ``[DONE]``."""
-    import json
+def _chat_pieces(events: list[Event], calls_before: int) -> list[dict[str, Any]]:
+    """Chunk deltas for a choice's events. A call goes as two: its index, id and name (arguments empty), then
+    its whole arguments (they are only known when its block closes)."""
+    pieces: list[dict[str, Any]] = []
+    for event in events:
+        if isinstance(event, Content):
+            pieces.append({"content": event.text})
+            continue
+        head = {"index": calls_before, "id": event.id, "type": "function",
+                "function": {"name": event.name, "arguments": ""}}
+        pieces += [{"tool_calls": [head]},
+                   {"tool_calls": [{"index": calls_before, "function": {"arguments": event.arguments}}]}]
+        calls_before += 1
+    return pieces
 
+
+async def stream_events(request: Request, deltas: AsyncIterator[Any]) -> AsyncIterator[str]:
+    """Server-sent events: chunks, an optional usage chunk, then ``[DONE]``."""
     chat = request.kind == "chat"
     base = {
         "id": ("chatcmpl-" if chat else "cmpl-") + request.id,
@@ -350,16 +344,29 @@ async def stream_events(engine: Any, request: Request, cache_salt: str) -> Async
         for index in range(request.params.n):
             yield event([{"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                           "finish_reason": None}])
+    readers = {i: request.tools.reader() for i in range(request.params.n)} if request.tools else {}
+    calls = [0] * request.params.n
     usage = None
     try:
-        async for delta in deltas(engine, request, cache_salt):
-            finish = _finish(delta.finish_reason) if delta.finish_reason else None
-            if delta.text or finish:
-                if chat:
-                    piece = {"content": delta.text} if delta.text else {}
-                    yield event([{"index": delta.index, "delta": piece, "logprobs": None, "finish_reason": finish}])
-                else:
+        async for delta in deltas:
+            if not chat:
+                finish = _finish(delta.finish_reason) if delta.finish_reason else None
+                if delta.text or finish:
                     yield event([{"index": delta.index, "text": delta.text, "logprobs": None, "finish_reason": finish}])
+                usage = delta.usage or usage
+                continue
+            reader = readers.get(delta.index)
+            happened = reader.feed(delta.text) if reader else ([Content(delta.text)] if delta.text else [])
+            if delta.finish_reason and reader:
+                happened += reader.finish()
+            pieces = _chat_pieces(happened, calls[delta.index])
+            calls[delta.index] += sum(isinstance(e, Call) for e in happened)
+            if delta.finish_reason and not pieces:
+                pieces = [{}]
+            for i, piece in enumerate(pieces):  # the finish rides on the last piece
+                last = i == len(pieces) - 1
+                finish = _finish(delta.finish_reason, calls[delta.index]) if delta.finish_reason and last else None
+                yield event([{"index": delta.index, "delta": piece, "logprobs": None, "finish_reason": finish}])
             usage = delta.usage or usage
     except Exception as exc:
         # The 200 is out: the failure goes as an error event (the openai client raises it as APIError, as for

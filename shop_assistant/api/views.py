@@ -14,7 +14,7 @@ from shop_assistant.runtime import engine_service
 from shop_assistant.runtime import metrics
 
 from . import auth, service
-from .service import ApiError
+from .errors import ApiError
 
 logger = logging.getLogger(__name__)
 
@@ -50,18 +50,18 @@ async def _generate(request: HttpRequest, kind: str, endpoint: str) -> HttpRespo
         except engine_service.EngineUnavailableError as exc:
             raise ApiError(503, str(exc), "engine_unavailable", "server_error") from None
         parsed = await asyncio.to_thread(service.parse, body, kind, engine)
+        deltas = await service.open_deltas(engine, parsed, key.store.cache_salt)
     except ApiError as error:
         return _error(error, endpoint)
-    salt = key.store.cache_salt
     if parsed.stream:
         # Everything that can be refused was refused by parse(): once the 200 goes out, the status is final.
         metrics.API_REQUESTS.labels(endpoint=endpoint, status="200").inc()
-        response = StreamingHttpResponse(service.stream_events(engine, parsed, salt), content_type="text/event-stream")
+        response = StreamingHttpResponse(service.stream_events(parsed, deltas), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
         return response
     try:
-        body = await service.complete(engine, parsed, salt)
+        body = await service.complete(parsed, deltas)
     except ApiError as error:
         return _error(error, endpoint)
     except Exception:

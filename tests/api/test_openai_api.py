@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
 
 from shop_assistant.api.models import ApiKey, hash_key
-from tests.chat.conftest import chat_engine, daphne_server, demo_store  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def api_key(demo_store):  # noqa: F811
-    from io import StringIO
-
-    out = StringIO()
-    call_command("create_api_key", "demo", "--name", "tests", stdout=out)
-    return out.getvalue().strip()
-
-
-@pytest.fixture
-def client(daphne_server, api_key):  # noqa: F811
-    import openai
-
-    return openai.OpenAI(base_url=f"{daphne_server.http}/v1", api_key=api_key, max_retries=0, timeout=120)
+def client(openai_client):
+    return openai_client
 
 
 def test_keys_are_stored_hashed(api_key):
@@ -139,7 +126,7 @@ def test_text_completion_best_of(client):
                                        extra_body={"best_of": 2})
 
 
-def test_a_wrong_key_and_a_wrong_model_are_refused(client, daphne_server):  # noqa: F811
+def test_a_wrong_key_and_a_wrong_model_are_refused(client, daphne_server):
     import openai
 
     bad = openai.OpenAI(base_url=f"{daphne_server.http}/v1", api_key="sa-nope", max_retries=0)
@@ -167,21 +154,11 @@ METRICS_TOKEN = "api-metrics-test"
 @pytest.fixture(scope="module")
 def metered_server(django_db_setup, tmp_path_factory):
     """daphne whose /metrics a bearer token may read (the shared ``daphne_server`` has no token set)."""
+    from tests.api.conftest import wait_ready
     from tests.chat.conftest import run_daphne
 
-    import time
-    import urllib.error
-    import urllib.request
-
     with run_daphne(tmp_path_factory.mktemp("metered"), METRICS_TOKEN=METRICS_TOKEN) as server:
-        # The model loaded, so that a request's timeout below measures the request, not the load.
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{server.http}/readyz", timeout=30):
-                    break
-            except (urllib.error.HTTPError, OSError):
-                time.sleep(1)
+        wait_ready(server)
         yield server
 
 
@@ -316,7 +293,7 @@ _BAD_FIELDS = [
     ("chat", {"seed": 1.5}, "seed"),
     ("chat", {"stream": True, "stream_options": ["include_usage"]}, "stream_options"),
     ("text", {"stream": True, "stream_options": "include_usage"}, "stream_options"),
-    ("chat", {"stream": True, "stream_options": {"include_usage": "yes"}}, "include_usage"),
+    ("chat", {"stream": True, "stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
     ("chat", {"stream": True, "stream_options": {"bogus": True}}, "stream_options"),
     ("chat", {"stream_options": {"include_usage": True}}, "stream_options"),
     ("chat", {"stream": "true"}, "stream"),
@@ -345,7 +322,7 @@ _BAD_FIELDS = [
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind, fields, name", _BAD_FIELDS,
                          ids=[f"{k}-{n}-{i}" for i, (k, _, n) in enumerate(_BAD_FIELDS)])
-async def test_each_out_of_range_field_is_a_400_naming_it(chat_engine, kind, fields, name):  # noqa: F811
+async def test_each_out_of_range_field_is_a_400_naming_it(chat_engine, kind, fields, name):
     """Out of OpenAI's types or ranges: a JSON 400 with an OpenAI-style error naming the field, never a 500
     (``stream_options`` as a list or a string was an HTML 500)."""
     from asgiref.sync import sync_to_async
@@ -373,7 +350,7 @@ async def test_each_out_of_range_field_is_a_400_naming_it(chat_engine, kind, fie
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_request_failing_in_the_engine_ends_its_own_response_with_an_error(
-    chat_engine, monkeypatch  # noqa: F811
+    chat_engine, monkeypatch
 ):
     """One request's fault inside the engine step (injected in the sampler's per-request setup, where torch's
     manual_seed raised) fails that request only: streamed, an OpenAI-style error event then [DONE] (the response

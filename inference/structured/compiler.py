@@ -1,0 +1,92 @@
+"""The engine's grammar compiler: xgrammar's tokenizer info (built once per engine) and a bounded LRU cache of
+compiled grammars keyed by ``keys.constraint_key``, so each distinct constraint is compiled once.
+
+Vocabulary: the tokenizer info covers ``vocab_size`` ids, the rows of the model's lm_head, which may be more than
+the tokenizer's tokens (padded embeddings); xgrammar never allows an id past the tokenizer's, so a padded row is
+masked off like any disallowed token.
+
+JSON schemas are compiled without free whitespace (xgrammar's ``any_whitespace=False``: the compact separators
+``", "`` and ``": "``): a small model at temperature 1 left free to pick whitespace can spend its whole token
+budget on newlines, and the text is the same JSON either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+from inference.core.sampling_params import StructuredOutputsParams
+from inference.structured.errors import StructuredOutputError
+from inference.structured.keys import ConstraintKey, constraint_key
+
+DEFAULT_CACHE_SIZE = 128
+
+# xgrammar's C++ errors start with "[hh:mm:ss] /path/file.cc:line: "; the caller gets the message after it.
+_LOCATION = re.compile(r"^\[[0-9:]+\] \S+:\d+: ")
+
+
+def library_message(exc: BaseException) -> str:
+    """The grammar library's own words, without its log prefix."""
+    return _LOCATION.sub("", str(exc).strip())
+
+
+class GrammarCompiler:
+    """Compiles constraints for one tokenizer; ``compile`` is safe to call from several threads."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Iterable[int], cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        import xgrammar as xgr  # deferred: an engine that never constrains a request does not load it
+
+        self.vocab_size = vocab_size
+        self.tokenizer_info = xgr.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=sorted(stop_token_ids)
+        )
+        # xgrammar's own cache is off: ours is keyed canonically and bounded in entries.
+        self._compiler = xgr.GrammarCompiler(self.tokenizer_info, max_threads=min(8, os.cpu_count() or 1), cache_enabled=False)
+        self._cache: OrderedDict[ConstraintKey, Any] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self.num_compiled = 0  # compilations done (cache misses)
+
+    def compile(self, params: StructuredOutputsParams) -> Any:
+        """The compiled grammar of ``params`` (xgrammar's ``CompiledGrammar``); raises ``StructuredOutputError``
+        with the library's message when it does not compile."""
+        key = constraint_key(params)
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        try:
+            compiled = self._compile(key)
+        except StructuredOutputError:
+            raise
+        except Exception as exc:  # xgrammar raises RuntimeError (and ValueError for some schemas)
+            raise StructuredOutputError(f"invalid {key[0]} constraint: {library_message(exc)}") from exc
+        with self._lock:
+            self.num_compiled += 1
+            self._cache[key] = compiled
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return compiled
+
+    def _compile(self, key: ConstraintKey) -> Any:
+        kind, text = key
+        if kind == "json":
+            return self._compiler.compile_json_schema(text, any_whitespace=False)
+        if kind == "json_object":
+            return self._compiler.compile_json_schema('{"type": "object"}', any_whitespace=False)
+        if kind == "regex":
+            return self._compiler.compile_regex(text)
+        if kind == "choice":
+            # One EBNF alternative per string; JSON's string escapes are EBNF's.
+            alternatives = " | ".join(json.dumps(c, ensure_ascii=False) for c in json.loads(text))
+            return self._compiler.compile_grammar(f"root ::= {alternatives}")
+        return self._compiler.compile_grammar(text)
+
+    def cache_len(self) -> int:
+        return len(self._cache)

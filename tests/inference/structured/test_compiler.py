@@ -1,0 +1,65 @@
+"""GrammarCompiler on the bundled model's tokenizer: the compile cache, errors with the library's message, and
+the padded vocabulary."""
+
+from __future__ import annotations
+
+import pytest
+
+from inference.core.sampling_params import StructuredOutputsParams as S
+from inference.structured import StructuredOutputError
+from inference.structured.compiler import GrammarCompiler
+from inference.structured.matchers import StructuredOutputs
+from inference.worker.sampler import unpack_bitmask
+
+EOS = 2  # SmolLM2's <|im_end|>
+
+
+@pytest.fixture(scope="module")
+def compiler(tokenizer) -> GrammarCompiler:
+    return GrammarCompiler(tokenizer, len(tokenizer), [EOS], cache_size=3)
+
+
+def test_each_distinct_constraint_compiles_once_and_the_cache_is_bounded(compiler: GrammarCompiler) -> None:
+    before = compiler.num_compiled
+    first = compiler.compile(S(json={"type": "object", "properties": {"x": {"type": "integer"}}}))
+    again = compiler.compile(S(json='{"properties": {"x": {"type": "integer"}}, "type": "object"}'))
+    assert again is first and compiler.num_compiled == before + 1
+    for regex in ("a+", "b+", "c+"):  # three more: the cache holds 3, so the schema (least recent) is evicted
+        compiler.compile(S(regex=regex))
+    assert compiler.cache_len() == 3
+    compiler.compile(S(regex="c+"))
+    assert compiler.num_compiled == before + 4
+    compiler.compile(S(json={"type": "object", "properties": {"x": {"type": "integer"}}}))
+    assert compiler.num_compiled == before + 5
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (S(json={"type": "foo"}), 'Unsupported type "foo"'),
+        (S(regex="a(("), "parenthesis is not closed"),
+        (S(grammar='root ::= "a" x'), 'Rule "x" is not defined'),
+    ],
+)
+def test_a_constraint_that_does_not_compile_raises_with_the_librarys_message(
+    compiler: GrammarCompiler, params: S, message: str
+) -> None:
+    with pytest.raises(StructuredOutputError, match=message) as info:
+        compiler.compile(params)
+    assert isinstance(info.value, ValueError)
+    assert not str(info.value).split(": ", 1)[1].startswith("[")  # xgrammar's log prefix is stripped
+
+
+def test_padded_lm_head_rows_are_never_allowed(tokenizer) -> None:
+    """An lm_head wider than the tokenizer (padded rows): the rows past the tokenizer are masked off even where
+    the grammar allows any token (inside a string)."""
+    padded = len(tokenizer) + 64
+    so = StructuredOutputs(tokenizer, padded, [EOS])
+    so.start("s", so.compile(S(regex='"[^"]*"')))
+    so.accept("s", tokenizer.encode('"')[0])
+    (mask,) = so.bitmasks(["s"])
+    allowed = unpack_bitmask(mask.unsqueeze(0), padded)[0]
+    assert allowed[: len(tokenizer)].sum() > len(tokenizer) // 2  # most tokens fit inside a string
+    assert not allowed[len(tokenizer) :].any()
+    so.free("s")
+    assert so.num_live == 0
