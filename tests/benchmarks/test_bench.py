@@ -86,6 +86,7 @@ def test_generated_workload_is_deterministic_and_shaped(tokenizer, tmp_path: Pat
 
 @pytest.mark.slow
 @pytest.mark.heavy
+@pytest.mark.backend_agnostic
 def test_quick_run_writes_sane_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     cmd = [sys.executable, "-m", "benchmarks", "--quick", "--ignore-eos", "--out", str(out),
