@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "catalog",
     "shop_assistant.chat",
     "shop_assistant.console",
+    "shop_assistant.prompts",
     "shop_assistant.studio",
     "shop_assistant.api",
     "shop_assistant.ops",

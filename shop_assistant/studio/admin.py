@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 
 from . import services
-from .models import PromptVersion, SampleQuestion
+from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 
 LIFECYCLE_FIELDS = (
     "version",

@@ -10,7 +10,7 @@ from django import forms
 from catalog.models import Store
 from shop_assistant.chat.opening import DEFAULT_TEMPLATES, PLACEHOLDERS, TEMPLATE_LABELS, template_errors
 
-from .models import PromptVersion
+from shop_assistant.prompts.models import PromptVersion
 
 MAX_SAMPLE_QUESTIONS = 10
 DEFAULT_SAMPLE_QUESTIONS = [

@@ -15,7 +15,7 @@ from catalog.models import Store
 from shop_assistant.runtime.params import parse_id
 
 from . import budget, scoring, services, tasks
-from .models import PromptVersion
+from shop_assistant.prompts.models import PromptVersion
 from .views import _versions, owners_only, sample_questions
 
 

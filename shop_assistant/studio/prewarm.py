@@ -25,7 +25,7 @@ from django.utils import timezone
 from catalog.models import Store
 from shop_assistant.runtime import engine_service, nodes
 
-from .models import PromptVersion
+from shop_assistant.prompts.models import PromptVersion
 
 if TYPE_CHECKING:
     from inference import AsyncLLM

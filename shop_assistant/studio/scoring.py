@@ -20,7 +20,7 @@ from catalog.models import Store
 from shop_assistant.evaluation import answers
 
 from .forms import DEFAULT_SAMPLE_QUESTIONS
-from .models import PromptVersion
+from shop_assistant.prompts.models import PromptVersion
 from .preview import preview_events
 
 logger = logging.getLogger(__name__)

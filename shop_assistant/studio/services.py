@@ -20,8 +20,8 @@ from django.utils import timezone
 from catalog.models import Store
 from shop_assistant.runtime.retry import retrying
 
-from .defaults import DEFAULT_SYSTEM_PROMPT
-from .models import PromptVersion
+from shop_assistant.prompts.defaults import DEFAULT_SYSTEM_PROMPT
+from shop_assistant.prompts.models import PromptVersion, published_prompt
 from .prewarm import announce
 
 logger = logging.getLogger(__name__)
@@ -80,10 +80,6 @@ def _in_store_transaction(store_id: int, work: Callable[[], T]) -> T:
         return retrying(retry_on=_worth_retrying, attempts=RETRIES, before_retry=_log_retry(store_id))(locked)
     except IntegrityError:
         raise PromptError("the prompt changed while saving; try again") from None  # never a constraint error
-
-
-def published_prompt(store: Store) -> PromptVersion | None:
-    return PromptVersion.objects.filter(store=store, status=PromptVersion.Status.PUBLISHED).first()
 
 
 def _check_text(system_prompt: str, policies: str) -> None:

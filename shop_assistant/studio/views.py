@@ -25,7 +25,7 @@ from shop_assistant.runtime.params import parse_id
 
 from . import budget, scoring, services, tasks
 from .forms import DEFAULT_SAMPLE_QUESTIONS, DraftForm, SampleQuestionsForm, StoreSettingsForm
-from .models import PromptVersion, SampleQuestion
+from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 from .prewarm import node_status
 from .preview import preview_events
 

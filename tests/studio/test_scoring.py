@@ -8,7 +8,7 @@ from django.test import Client
 
 from shop_assistant.evaluation import answers
 from shop_assistant.studio import scoring, services
-from shop_assistant.studio.models import PromptVersion, SampleQuestion
+from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 
 from .conftest import make_user
 
