@@ -191,28 +191,33 @@ def _expected_published(request: HttpRequest) -> int | None:
 @owners_only
 def publish(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     version = get_object_or_404(PromptVersion, store=store, pk=version_id)
-    if version.status == PromptVersion.Status.DRAFT and not _scored_for_publish(request, store, version):
+    if version.status == PromptVersion.Status.DRAFT and _held_back(request, store, version):
         return redirect("studio:draft", slug=store.slug, version_id=version.pk)
     try:
         published = services.publish(version, user=request.user, expected_published=_expected_published(request))
     except services.PromptError as exc:
         messages.error(request, str(exc))
         return redirect("studio:draft", slug=store.slug, version_id=version.pk)
+    _score_in_background(published)
     messages.success(request, f"Published v{published.version}; shoppers get it from their next message.")
     return redirect("studio:store", slug=store.slug)
 
 
-def _scored_for_publish(request: HttpRequest, store: Store, version: PromptVersion) -> bool:
-    """Score the draft (and an unscored published version) before publishing; False, with a message for the
-    owner, while the score is not in yet or when the draft scores worse and the owner has not confirmed."""
-    if not settings.STUDIO_SCORE_BEFORE_PUBLISH:
-        return True
-    if scoring.needs_score(version) or scoring.needs_score(services.published_prompt(store)):
-        tasks.start_scoring(version.pk)  # eager in the embedded default: scored when this returns
-        version.refresh_from_db()
+def _score_in_background(published: PromptVersion) -> None:
+    """A newly published version is scored after the publish, on the scoring thread: the request returns at once
+    and the prompt page follows the score until it is in."""
+    if settings.STUDIO_SCORE_ON_PUBLISH and scoring.needs_score(published):
+        tasks.start_scoring(published.pk)
+
+
+def _held_back(request: HttpRequest, store: Store, version: PromptVersion) -> bool:
+    """True, with a message for the owner, while the draft's score (asked for on its page) is still coming, or
+    when it scores worse than the published version and the owner has not confirmed. Nothing is scored here."""
+    if not settings.STUDIO_SCORE_ON_PUBLISH:
+        return False
     if version.score_running:
         messages.info(request, f"Scoring v{version.version} before publishing; publish again when its score is in.")
-        return False
+        return True
     published = services.published_prompt(store)
     if scoring.worse_than_published(version, published) and not request.POST.get("publish_worse"):
         messages.warning(
@@ -220,8 +225,8 @@ def _scored_for_publish(request: HttpRequest, store: Store, version: PromptVersi
             f"v{version.version} scores {version.score:g} / 100, worse than the published "
             f"v{published.version} ({published.score:g}). Check the failed checks, or publish anyway.",
         )
-        return False
-    return True
+        return True
+    return False
 
 
 @require_POST
@@ -233,6 +238,7 @@ def rollback(request: HttpRequest, store: Store, version_id: int) -> HttpRespons
     except services.PromptError as exc:
         messages.error(request, str(exc))
     else:
+        _score_in_background(published)
         messages.success(request, f"Rolled back: v{published.version} publishes the text of v{target.version}.")
     return redirect("studio:store", slug=store.slug)
 
