@@ -262,7 +262,7 @@ ENGINE = {
     "enable_prefix_caching": _env_flag("ENGINE_ENABLE_PREFIX_CACHING"),
     "tensor_parallel_size": env_int("ENGINE_TENSOR_PARALLEL_SIZE", None),
 }
-# Start the engine with the ASGI app (off in tests that don't chat, and in management commands).
+# Start loading the engine when the web process starts (shop_assistant.startup; off in tests that do not chat).
 ENGINE_AUTOSTART = env_bool("ENGINE_AUTOSTART", True)
 
 # --- Nodes: several daphne processes behind nginx (deploy/nginx.conf, docs/operations.md) ------------------

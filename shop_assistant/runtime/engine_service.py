@@ -2,8 +2,8 @@
 
 One ``inference.AsyncLLM`` per process (daphne runs one), created once and shared by every websocket connection:
 that is what lets sessions of one store share the system prompt's KV blocks. Loading the model takes seconds, so
-it happens on a worker thread: started in the background when the ASGI app is imported (``ENGINE_AUTOSTART``),
-or on first use; an ``await aget_engine()`` never blocks the event loop while it loads.
+it happens on a worker thread: started in the background when the web process starts (``shop_assistant.startup``,
+``ENGINE_AUTOSTART``), or on first use; an ``await aget_engine()`` never blocks the event loop while it loads.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """This process as one node of several: its name, a heartbeat, and messages to every node at once.
 
 Each daphne process that serves chats runs one background listener (``start_listener``, started with the engine
-by ``shop_assistant.routing``) on a thread of its own with its own event loop. It joins the channel layer's
+by ``shop_assistant.startup``) on a thread of its own with its own event loop. It joins the channel layer's
 ``engine-nodes`` group and hands each message to the handler registered for its ``type`` (the studio's pre-warm).
 ``broadcast`` sends to that group: through Redis every node hears it; with the in-memory layer of the
 single-process default only this process does, which is all there is.
