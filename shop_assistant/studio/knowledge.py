@@ -13,7 +13,8 @@ from catalog.models import DocumentVersion, Store, StoreDocument
 from shop_assistant.runtime.params import parse_id
 
 from . import documents
-from .views import owners_only
+from .versioning import PromptError
+from .views import attempt, expected_published, owners_only
 
 
 def _document(store: Store, document_id: int) -> StoreDocument:
@@ -23,10 +24,6 @@ def _document(store: Store, document_id: int) -> StoreDocument:
 def _version(document: StoreDocument, version_id: int) -> DocumentVersion:
     return get_object_or_404(DocumentVersion.objects.select_related("document__store"), document=document,
                              pk=version_id)
-
-
-def _expected_published(request: HttpRequest) -> int | None:
-    return parse_id(request.POST.get("expected_published", ""))
 
 
 def _document_url(store: Store, document: StoreDocument) -> str:
@@ -53,7 +50,7 @@ def new_document(request: HttpRequest, store: Store) -> HttpResponse:
         draft = documents.create_document(
             store, request.POST.get("kind", ""), request.POST.get("title", ""), user=request.user
         )
-    except documents.PromptError as exc:
+    except PromptError as exc:
         messages.error(request, str(exc))
         return redirect("studio:knowledge", slug=store.slug)
     return redirect("studio:document_draft", slug=store.slug, document_id=draft.document_id, version_id=draft.pk)
@@ -115,7 +112,7 @@ def document_draft(request: HttpRequest, store: Store, document_id: int, version
         title, body, note = (request.POST.get(name, "") for name in ("title", "body", "note"))
         try:
             version = documents.update_draft(version, title, body, note)
-        except documents.PromptError as exc:
+        except PromptError as exc:
             messages.error(request, str(exc))
             version.title, version.body, version.note = title, body, note
         else:
@@ -137,12 +134,12 @@ def document_draft(request: HttpRequest, store: Store, document_id: int, version
 def document_publish(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
     doc = _document(store, document_id)
     version = _version(doc, version_id)
-    try:
-        published = documents.publish(version, user=request.user, expected_published=_expected_published(request))
-    except documents.PromptError as exc:
-        messages.error(request, str(exc))
+    published = attempt(
+        request, lambda: documents.publish(version, user=request.user, expected_published=expected_published(request)),
+        lambda p: f"Published v{p.version} of {p.title}; shoppers are quoted it now.",
+    )  # fmt: skip
+    if published is None:
         return redirect("studio:document_draft", slug=store.slug, document_id=doc.pk, version_id=version.pk)
-    messages.success(request, f"Published v{published.version} of {published.title}; shoppers are quoted it now.")
     return redirect(_document_url(store, doc))
 
 
@@ -172,12 +169,10 @@ def document_confirm_rollback(request: HttpRequest, store: Store, document_id: i
 def document_rollback(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
     doc = _document(store, document_id)
     target = _version(doc, version_id)
-    try:
-        published = documents.rollback(target, user=request.user, expected_published=_expected_published(request))
-    except documents.PromptError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Rolled back: v{published.version} publishes the text of v{target.version}.")
+    attempt(
+        request, lambda: documents.rollback(target, user=request.user, expected_published=expected_published(request)),
+        lambda p: f"Rolled back: v{p.version} publishes the text of v{target.version}.",
+    )  # fmt: skip
     return redirect(_document_url(store, doc))
 
 
@@ -186,12 +181,7 @@ def document_rollback(request: HttpRequest, store: Store, document_id: int, vers
 def document_discard(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
     doc = _document(store, document_id)
     version = _version(doc, version_id)
-    try:
-        documents.discard_draft(version)
-    except documents.PromptError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Draft v{version.version} discarded.")
+    attempt(request, lambda: documents.discard_draft(version), lambda _: f"Draft v{version.version} discarded.")
     return redirect(_document_url(store, doc))
 
 

@@ -5,8 +5,9 @@ to the login page, everyone else gets a 403."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import wraps
+from typing import TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -28,6 +29,9 @@ from .forms import DEFAULT_SAMPLE_QUESTIONS, DraftForm, SampleQuestionsForm, Sto
 from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 from .prewarm import node_status
 from .preview import preview_events
+from .versioning import PromptError
+
+T = TypeVar("T")
 
 
 def forbidden(request: HttpRequest) -> HttpResponse:
@@ -125,7 +129,7 @@ def draft(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
         if form.is_valid():
             try:
                 services.update_draft(version, form.cleaned_data["system_prompt"], "", form.cleaned_data["note"])
-            except services.PromptError as exc:
+            except PromptError as exc:
                 messages.error(request, str(exc))
             else:
                 if "publish" in request.POST:
@@ -182,9 +186,22 @@ def version_detail(request: HttpRequest, store: Store, version_id: int) -> HttpR
     )
 
 
-def _expected_published(request: HttpRequest) -> int | None:
-    raw = request.POST.get("expected_published", "")
-    return int(raw) if raw.isdigit() else None
+def expected_published(request: HttpRequest) -> int | None:
+    """The version the owner saw published when the page was loaded (the forms send it): a publish or rollback
+    is refused when another one has been published since (``versioning``)."""
+    return parse_id(request.POST.get("expected_published", ""))
+
+
+def attempt(request: HttpRequest, change: Callable[[], T], done: Callable[[T], str]) -> T | None:
+    """Make a change to a versioned text; the owner reads the outcome as a message: ``done``'s words, or the
+    refusal's own (None is returned then)."""
+    try:
+        result = change()
+    except PromptError as exc:
+        messages.error(request, str(exc))
+        return None
+    messages.success(request, done(result))
+    return result
 
 
 @require_POST
@@ -193,13 +210,13 @@ def publish(request: HttpRequest, store: Store, version_id: int) -> HttpResponse
     version = get_object_or_404(PromptVersion, store=store, pk=version_id)
     if version.status == PromptVersion.Status.DRAFT and _held_back(request, store, version):
         return redirect("studio:draft", slug=store.slug, version_id=version.pk)
-    try:
-        published = services.publish(version, user=request.user, expected_published=_expected_published(request))
-    except services.PromptError as exc:
-        messages.error(request, str(exc))
+    published = attempt(
+        request, lambda: services.publish(version, user=request.user, expected_published=expected_published(request)),
+        lambda p: f"Published v{p.version}; shoppers get it from their next message.",
+    )  # fmt: skip
+    if published is None:
         return redirect("studio:draft", slug=store.slug, version_id=version.pk)
     _score_in_background(published)
-    messages.success(request, f"Published v{published.version}; shoppers get it from their next message.")
     return redirect("studio:store", slug=store.slug)
 
 
@@ -233,13 +250,12 @@ def _held_back(request: HttpRequest, store: Store, version: PromptVersion) -> bo
 @owners_only
 def rollback(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     target = get_object_or_404(PromptVersion, store=store, pk=version_id)
-    try:
-        published = services.rollback(target, user=request.user, expected_published=_expected_published(request))
-    except services.PromptError as exc:
-        messages.error(request, str(exc))
-    else:
+    published = attempt(
+        request, lambda: services.rollback(target, user=request.user, expected_published=expected_published(request)),
+        lambda p: f"Rolled back: v{p.version} publishes the text of v{target.version}.",
+    )  # fmt: skip
+    if published is not None:
         _score_in_background(published)
-        messages.success(request, f"Rolled back: v{published.version} publishes the text of v{target.version}.")
     return redirect("studio:store", slug=store.slug)
 
 
@@ -247,12 +263,7 @@ def rollback(request: HttpRequest, store: Store, version_id: int) -> HttpRespons
 @owners_only
 def discard(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     version = get_object_or_404(PromptVersion, store=store, pk=version_id)
-    try:
-        services.discard_draft(version)
-    except services.PromptError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Draft v{version.version} discarded.")
+    attempt(request, lambda: services.discard_draft(version), lambda _: f"Draft v{version.version} discarded.")
     return redirect("studio:store", slug=store.slug)
 
 
