@@ -3,6 +3,8 @@ prompt (``documents``), with what a shopper is quoted for each published sentenc
 
 from __future__ import annotations
 
+from functools import wraps
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -24,6 +26,18 @@ def _document(store: Store, document_id: int) -> StoreDocument:
 def _version(document: StoreDocument, version_id: int) -> DocumentVersion:
     return get_object_or_404(DocumentVersion.objects.select_related("document__store"), document=document,
                              pk=version_id)
+
+
+def of_a_version(view):
+    """Resolve ``document_id`` and ``version_id`` to the store's document and one of its versions (404 for
+    anything else) and pass them as ``doc`` and ``version``; under ``owners_only``."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
+        doc = _document(store, document_id)
+        return view(request, store, doc, _version(doc, version_id))
+
+    return wrapper
 
 
 def _document_url(store: Store, document: StoreDocument) -> str:
@@ -103,9 +117,8 @@ def document_new_draft(request: HttpRequest, store: Store, document_id: int) -> 
 
 
 @owners_only
-def document_draft(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
-    doc = _document(store, document_id)
-    version = _version(doc, version_id)
+@of_a_version
+def document_draft(request: HttpRequest, store: Store, doc: StoreDocument, version: DocumentVersion) -> HttpResponse:
     if version.status != DocumentVersion.Status.DRAFT:
         return redirect(_document_url(store, doc))
     if request.method == "POST":
@@ -131,9 +144,8 @@ def document_draft(request: HttpRequest, store: Store, document_id: int, version
 
 @require_POST
 @owners_only
-def document_publish(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
-    doc = _document(store, document_id)
-    version = _version(doc, version_id)
+@of_a_version
+def document_publish(request: HttpRequest, store: Store, doc: StoreDocument, version: DocumentVersion) -> HttpResponse:
     published = attempt(
         request, lambda: documents.publish(version, user=request.user, expected_published=expected_published(request)),
         lambda p: f"Published v{p.version} of {p.title}; shoppers are quoted it now.",
@@ -145,11 +157,12 @@ def document_publish(request: HttpRequest, store: Store, document_id: int, versi
 
 @require_GET
 @owners_only
-def document_confirm_rollback(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
+@of_a_version
+def document_confirm_rollback(
+    request: HttpRequest, store: Store, doc: StoreDocument, target: DocumentVersion
+) -> HttpResponse:
     """What a rollback would change for shoppers, before the owner confirms it: the prompt's confirm step
     (``studio/rollback.html``); the POST goes to ``studio:document_rollback``."""
-    doc = _document(store, document_id)
-    target = _version(doc, version_id)
     published = documents.published_version(doc)
     if target.status != DocumentVersion.Status.ARCHIVED:
         messages.error(
@@ -166,9 +179,8 @@ def document_confirm_rollback(request: HttpRequest, store: Store, document_id: i
 
 @require_POST
 @owners_only
-def document_rollback(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
-    doc = _document(store, document_id)
-    target = _version(doc, version_id)
+@of_a_version
+def document_rollback(request: HttpRequest, store: Store, doc: StoreDocument, target: DocumentVersion) -> HttpResponse:
     attempt(
         request, lambda: documents.rollback(target, user=request.user, expected_published=expected_published(request)),
         lambda p: f"Rolled back: v{p.version} publishes the text of v{target.version}.",
@@ -178,18 +190,16 @@ def document_rollback(request: HttpRequest, store: Store, document_id: int, vers
 
 @require_POST
 @owners_only
-def document_discard(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
-    doc = _document(store, document_id)
-    version = _version(doc, version_id)
+@of_a_version
+def document_discard(request: HttpRequest, store: Store, doc: StoreDocument, version: DocumentVersion) -> HttpResponse:
     attempt(request, lambda: documents.discard_draft(version), lambda _: f"Draft v{version.version} discarded.")
     return redirect(_document_url(store, doc))
 
 
 @require_GET
 @owners_only
-def document_version(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
-    doc = _document(store, document_id)
-    version = _version(doc, version_id)
+@of_a_version
+def document_version(request: HttpRequest, store: Store, doc: StoreDocument, version: DocumentVersion) -> HttpResponse:
     previous = (
         DocumentVersion.objects.filter(document=doc, version__lt=version.version)
         .exclude(status=DocumentVersion.Status.DRAFT).first()
