@@ -202,7 +202,7 @@ def shared_limits() -> SharedLimits:
     if _shared is None:
         from django.conf import settings
 
-        _shared = SharedLimits(getattr(settings, "REDIS_URL", ""))
+        _shared = SharedLimits(settings.REDIS_URL)
     return _shared
 
 

@@ -43,11 +43,11 @@ StartHook = Callable[[], Awaitable[None]]
 
 def node_name() -> str:
     """This node's name: ``NODE_NAME``, or the host's name (a container's is its id)."""
-    return getattr(settings, "NODE_NAME", "") or socket.gethostname()
+    return settings.NODE_NAME or socket.gethostname()
 
 
 def heartbeat_seconds() -> float:
-    return float(getattr(settings, "NODE_HEARTBEAT_SECONDS", 10.0))
+    return float(settings.NODE_HEARTBEAT_SECONDS)
 
 
 # --- the board: heartbeats and reports every node can read ----------------------------------------------------
@@ -119,7 +119,7 @@ _boards_lock = threading.Lock()
 
 def board() -> NodeBoard:
     """The board on this process's Redis (``REDIS_URL``), or its memory."""
-    url = getattr(settings, "REDIS_URL", "")
+    url = settings.REDIS_URL
     with _boards_lock:
         if url not in _boards:
             _boards[url] = NodeBoard(url)

@@ -16,7 +16,8 @@ from shop_assistant.runtime.params import parse_id
 
 from . import budget, scoring, services, tasks
 from shop_assistant.prompts.models import PromptVersion
-from .views import _versions, owners_only, sample_questions
+from .forms import sample_questions
+from .views import _versions, owners_only
 
 
 @require_GET

@@ -150,7 +150,7 @@ async def prewarm_published() -> int:
     """A node that starts: pre-warm the published prompts of the stores (the most recently published first, at
     most ``PREWARM_ON_START_MAX_STORES``), so the first shopper after a restart finds them cached. Returns how
     many were warmed."""
-    limit = int(getattr(settings, "PREWARM_ON_START_MAX_STORES", 50))
+    limit = settings.PREWARM_ON_START_MAX_STORES
     warmed = 0
     for version_id in await asyncio.to_thread(_published_ids, limit):
         if await prewarm_version(version_id) is not None:

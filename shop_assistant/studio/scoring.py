@@ -19,7 +19,7 @@ from django.utils import timezone
 from catalog.models import Store
 from shop_assistant.evaluation import answers
 
-from .forms import DEFAULT_SAMPLE_QUESTIONS
+from .forms import sample_questions
 from shop_assistant.prompts.models import PromptVersion
 from .preview import preview_events
 
@@ -36,7 +36,7 @@ def questions_for(store: Store) -> list[answers.Question]:
     the general rules only) and a few more of the evaluation set."""
     every = answers.load_questions()
     known = {q.text.strip().lower(): q.expect for q in every if q.store == store.slug}
-    own = list(store.sample_questions.values_list("text", flat=True)[:MAX_SAMPLES]) or DEFAULT_SAMPLE_QUESTIONS
+    own = sample_questions(store, MAX_SAMPLES)
     result = [answers.Question(store.slug, text, dict(known.get(text.strip().lower(), {}))) for text in own]
     fitting = [q for q in every if q.store == store.slug and q.subset]
     if not fitting:

@@ -25,7 +25,7 @@ from shop_assistant.console.roles import Role, can_work_on, stores_for
 from shop_assistant.runtime.params import parse_id
 
 from . import budget, scoring, services, tasks
-from .forms import DEFAULT_SAMPLE_QUESTIONS, DraftForm, SampleQuestionsForm, StoreSettingsForm
+from .forms import DraftForm, SampleQuestionsForm, StoreSettingsForm, sample_questions
 from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 from .prewarm import node_status
 from .preview import preview_events
@@ -59,10 +59,6 @@ def owners_only(view):
         return view(request, store, *args, **kwargs)
 
     return wrapper
-
-
-def sample_questions(store: Store) -> list[str]:
-    return list(store.sample_questions.values_list("text", flat=True)) or list(DEFAULT_SAMPLE_QUESTIONS)
 
 
 def _versions(store: Store):
