@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from . import services
 from shop_assistant.prompts.models import PromptVersion, SampleQuestion
+
+from . import services
 
 LIFECYCLE_FIELDS = (
     "version",

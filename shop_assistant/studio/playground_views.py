@@ -12,10 +12,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from catalog.models import Store
+from shop_assistant.prompts.models import PromptVersion
 from shop_assistant.runtime.params import parse_id
 
 from . import budget, scoring, services, tasks
-from shop_assistant.prompts.models import PromptVersion
 from .forms import sample_questions
 from .views import _versions, owners_only
 

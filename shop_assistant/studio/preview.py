@@ -20,7 +20,6 @@ from catalog.models import Store
 from shop_assistant.runtime import engine_service
 from shop_assistant.chat import pipeline
 from shop_assistant.chat.prompting import PromptTooLongError
-
 from shop_assistant.prompts.models import PromptVersion
 
 Event = dict[str, Any]

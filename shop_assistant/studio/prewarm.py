@@ -23,9 +23,8 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from catalog.models import Store
-from shop_assistant.runtime import engine_service, nodes
-
 from shop_assistant.prompts.models import PromptVersion
+from shop_assistant.runtime import engine_service, nodes
 
 if TYPE_CHECKING:
     from inference import AsyncLLM

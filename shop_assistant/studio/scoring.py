@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from catalog.models import Store
 from shop_assistant.evaluation import answers
+from shop_assistant.prompts.models import PromptVersion
 
 from .forms import sample_questions
-from shop_assistant.prompts.models import PromptVersion
 from .preview import preview_events
 
 logger = logging.getLogger(__name__)

@@ -55,7 +55,12 @@ def start_scoring(version_id: int, force: bool = False) -> None:
 
     The version shows as being scored from now on; the thread takes it once the caller's transaction commits."""
     scoring.mark_running(version_id)
-    transaction.on_commit(lambda: _queue.put((version_id, force)) or start_scorer())
+
+    def queue_it() -> None:
+        _queue.put((version_id, force))
+        start_scorer()
+
+    transaction.on_commit(queue_it)
 
 
 def wait_idle() -> None:

@@ -22,11 +22,11 @@ from django.views.decorators.http import require_GET, require_POST
 from catalog.models import Store
 from shop_assistant.console.access import refuse
 from shop_assistant.console.roles import Role, can_work_on, stores_for
+from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 from shop_assistant.runtime.params import parse_id
 
 from . import budget, scoring, services, tasks
 from .forms import DraftForm, SampleQuestionsForm, StoreSettingsForm, sample_questions
-from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 from .prewarm import node_status
 from .preview import preview_events
 from .versioning import PromptError
