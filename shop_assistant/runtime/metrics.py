@@ -99,11 +99,6 @@ class _EngineCollector(Collector):
             ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", "num_waiting"),
             ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "kv_cache_usage"),
         )
-        for name, doc, key in gauges:
-            family = GaugeMetricFamily(name, doc)
-            if key in stats:
-                family.add_metric([], float(stats[key]))
-            yield family
         counters = (
             ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
              "prefix_cache_query_tokens"),
@@ -111,11 +106,12 @@ class _EngineCollector(Collector):
              "prefix_cache_hit_tokens"),
             ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", "num_preemptions"),
         )
-        for name, doc, key in counters:
-            family = CounterMetricFamily(name, doc)
-            if key in stats:
-                family.add_metric([], float(stats[key]))
-            yield family
+        for kind, table in ((GaugeMetricFamily, gauges), (CounterMetricFamily, counters)):
+            for name, doc, key in table:
+                family = kind(name, doc)
+                if key in stats:
+                    family.add_metric([], float(stats[key]))
+                yield family
 
 
 REGISTRY.register(_EngineCollector())
