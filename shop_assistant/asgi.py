@@ -1,7 +1,8 @@
 """ASGI entry point: Django for HTTP, Channels for the chat websocket.
 
-The inference engine is started once per process, lazily on first use (see shop_assistant.runtime.engine_service),
-and shared by every connection.
+The inference engine is started once per process (``shop_assistant.startup``, called by ``shop_assistant.serve``;
+else lazily on first use, see shop_assistant.runtime.engine_service) and shared by every connection. Importing this
+module starts nothing.
 """
 
 import os

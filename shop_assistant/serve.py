@@ -1,4 +1,5 @@
-"""``python -m shop_assistant.serve``: the web process (daphne: HTTP, the chat websocket, the engine in-process).
+"""``python -m shop_assistant.serve``: the web process (daphne: HTTP, the chat websocket, the engine in-process),
+and the threads it runs besides (``shop_assistant.startup``, docs/runtime.md).
 
 The one place daphne's flags live, so scripts/run.sh, the Dockerfile, docker-compose.yml and the tests cannot
 drift apart. Address from ``-b/--bind`` and ``-p/--port`` (or ``HOST``/``PORT``; 127.0.0.1:8000); any other
@@ -56,8 +57,13 @@ def main(argv: list[str] | None = None) -> None:
     except MissingSetting as error:
         sys.exit(str(error))
 
+    import django
     from daphne.cli import CommandLineInterface
 
+    from shop_assistant.startup import start_web_process
+
+    django.setup()
+    start_web_process()  # the engine's loader, the node listener, the spool replayer (docs/runtime.md)
     CommandLineInterface().run(daphne_argv(args.bind, args.port, extra))
 
 

@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "catalog",
     "shop_assistant.chat",
     "shop_assistant.console",
+    "shop_assistant.prompts",
     "shop_assistant.studio",
     "shop_assistant.api",
     "shop_assistant.ops",
@@ -205,8 +206,10 @@ else:
 CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
-# The studio scores a draft on the store's evaluation questions before publishing it (studio.scoring).
-STUDIO_SCORE_BEFORE_PUBLISH = env_bool("STUDIO_SCORE_BEFORE_PUBLISH", True)
+# The studio scores every version it publishes on the store's evaluation questions, after the publish, on the web
+# process's scoring thread (studio.tasks), and holds back a draft whose score is worse than the published one's.
+# STUDIO_SCORE_BEFORE_PUBLISH is this setting's earlier name, still read.
+STUDIO_SCORE_ON_PUBLISH = env_bool("STUDIO_SCORE_ON_PUBLISH", env_bool("STUDIO_SCORE_BEFORE_PUBLISH", True))
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_TRACK_STARTED = True
 CELERY_TASK_ACKS_LATE = True
@@ -259,7 +262,7 @@ ENGINE = {
     "enable_prefix_caching": _env_flag("ENGINE_ENABLE_PREFIX_CACHING"),
     "tensor_parallel_size": env_int("ENGINE_TENSOR_PARALLEL_SIZE", None),
 }
-# Start the engine with the ASGI app (off in tests that don't chat, and in management commands).
+# Start loading the engine when the web process starts (shop_assistant.startup; off in tests that do not chat).
 ENGINE_AUTOSTART = env_bool("ENGINE_AUTOSTART", True)
 
 # --- Nodes: several daphne processes behind nginx (deploy/nginx.conf, docs/operations.md) ------------------

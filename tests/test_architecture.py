@@ -141,18 +141,19 @@ def test_engine_layers_point_one_way():
 # tools/ and benchmarks/ drive the product from outside and are never imported by it. The project's own modules
 # (settings, urls, routing, asgi) wire the apps together.
 
-APPS = ("api", "chat", "console", "demo", "evaluation", "ops", "studio")
+APPS = ("api", "chat", "console", "demo", "evaluation", "ops", "prompts", "studio")
 
 # Which app may import which, besides runtime, catalog and inference (any app may use those). Read from the code
 # as it was in issue 27; a new edge is a design decision: add it here, with its reason.
 APP_IMPORTS: dict[str, set[str]] = {
     "api": set(),
-    "chat": {"studio"},  # the store's published prompt (studio.services)
+    "chat": {"prompts"},  # the store's published prompt and sample questions (prompts.models)
     "console": {"chat"},  # the conversations it shows
-    "demo": {"console", "studio"},  # the demo store's staff; its sample questions (studio.models)
-    "evaluation": {"chat", "demo", "studio"},  # asks the chat about the demo store
+    "demo": {"console", "prompts", "studio"},  # the demo store's staff; its prompt and sample questions
+    "evaluation": {"chat", "demo", "prompts"},  # asks the chat about the demo store, under its published prompt
     "ops": {"api", "chat"},  # the 503 body is the API's ApiError; health checks the chat's spool
-    "studio": {"chat", "console", "evaluation"},  # the preview runs the chat's pipeline; staff roles; scores use the evaluation's rules
+    "prompts": set(),  # the prompt's versions: below the chat (which reads) and the studio (which writes)
+    "studio": {"chat", "console", "evaluation", "prompts"},  # the preview runs the chat's pipeline; staff roles; scores use the evaluation's rules
 }
 # Project modules an app may use (the others wire the apps together, so an app importing them would be a cycle).
 APP_PROJECT_IMPORTS = {"shop_assistant.celery"}
@@ -204,9 +205,28 @@ def test_the_import_rules_catch_a_wrong_edge():
         "inference.engine -> benchmarks.driver",
         "shop_assistant.api.auth -> shop_assistant.urls",
         "shop_assistant.chat.session -> shop_assistant.ops.health",
+        "shop_assistant.chat.session -> shop_assistant.studio.services",
         "shop_assistant.chat.session -> tools.loadtest",
         "shop_assistant.runtime.limits -> shop_assistant.chat.session",
     ]
+
+
+def app_edges(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(importer, imported) for every app that imports another app."""
+    return {
+        (unit(a), unit(b)) for a, targets in graph.items() for b in targets
+        if unit(a) in APPS and unit(b) in APPS and unit(a) != unit(b)
+    }
+
+
+def test_no_two_apps_import_each_other():
+    """One direction between any two apps: the studio and the evaluation stand above the chat, the prompts' tables
+    below both; an app that needs something of one above it is given it (an argument, a lower module)."""
+    allowed = {(source, target) for source, targets in APP_IMPORTS.items() for target in targets}
+    assert {(a, b) for a, b in allowed if (b, a) in allowed} == set()
+    found = app_edges(import_graph(REPO_ROOT))
+    assert {(a, b) for a, b in found if (b, a) in found} == set()
+    assert app_edges({"shop_assistant.chat.x": {"shop_assistant.studio.y"}}) == {("chat", "studio")}  # the control
 
 
 def test_packages_and_apps_import_only_what_they_may():

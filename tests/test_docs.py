@@ -47,3 +47,17 @@ def test_no_doc_offers_the_widget_key_nobody_reads():
     for doc in DOCS:
         assert "widget key" not in doc.read_text().lower(), doc
     assert "data-key" not in (REPO_ROOT / "shop_assistant" / "studio" / "views.py").read_text()
+
+
+def test_the_runtime_page_names_every_thread_the_code_starts():
+    """docs/runtime.md draws the processes and threads: a thread started under a name it does not list is a
+    thread nobody reading it knows about."""
+    page = (REPO_ROOT / "docs" / "runtime.md").read_text()
+    started = set()
+    for package in ("shop_assistant", "inference", "catalog"):
+        for path in (REPO_ROOT / package).rglob("*.py"):
+            text = path.read_text()
+            started |= set(re.findall(r"Thread\([^)]*name=\"([\w-]+)\"", text))
+            started |= {f"{prefix}-*" for prefix in re.findall(r"thread_name_prefix=\"([\w-]+)\"", text)}
+    assert {"engine-loader", "engine-node-listener", "chat-spool-replayer", "studio-scoring"} <= started
+    assert sorted(name for name in started if f"`{name}`" not in page) == []

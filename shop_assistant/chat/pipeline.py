@@ -22,8 +22,7 @@ from typing import Any
 from catalog import freshness, passages
 from catalog.grounding import product_types
 from catalog.models import Store
-from shop_assistant.studio.models import PromptVersion
-from shop_assistant.studio.services import published_prompt
+from shop_assistant.prompts.models import PromptVersion, published_prompt
 
 from . import continuation
 from shop_assistant.runtime import engine_service, metrics

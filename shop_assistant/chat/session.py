@@ -28,7 +28,7 @@ from catalog.models import Store
 from shop_assistant.runtime import engine_service, nodes
 from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 from shop_assistant.runtime.text import clean_text
-from shop_assistant.studio.models import SampleQuestion
+from shop_assistant.prompts.models import SampleQuestion
 from . import closing, composition, events, feedback, handoff, keeping, pipeline
 from .conversations import default_store, draft_conversation, recent_messages, resume_conversation
 from .models import Conversation, Message

@@ -128,28 +128,23 @@ def conversation_page(request: HttpRequest, conversation: Conversation) -> HttpR
 # --- actions (JSON, CSRF-protected POSTs from console.js or plain forms) --------------------------------------
 
 
-@require_POST
-@conversation_view
-def take_over(request: HttpRequest, conversation: Conversation) -> JsonResponse:
-    return _action(lambda: services.take_over(request.user, conversation.pk))
+def _state_change(change: Callable[[Any, Any], Conversation]) -> Callable[..., JsonResponse]:
+    """A POST that moves the conversation by ``change(agent, conversation id)``: take over, hand back, close,
+    reopen."""
+
+    @require_POST
+    @conversation_view
+    def view(request: HttpRequest, conversation: Conversation) -> JsonResponse:
+        return _action(lambda: change(request.user, conversation.pk))
+
+    view.__name__ = view.__qualname__ = change.__name__
+    return view
 
 
-@require_POST
-@conversation_view
-def hand_back(request: HttpRequest, conversation: Conversation) -> JsonResponse:
-    return _action(lambda: services.hand_back(request.user, conversation.pk))
-
-
-@require_POST
-@conversation_view
-def close(request: HttpRequest, conversation: Conversation) -> JsonResponse:
-    return _action(lambda: services.close(request.user, conversation.pk))
-
-
-@require_POST
-@conversation_view
-def reopen(request: HttpRequest, conversation: Conversation) -> JsonResponse:
-    return _action(lambda: services.reopen(request.user, conversation.pk))
+take_over = _state_change(services.take_over)
+hand_back = _state_change(services.hand_back)
+close = _state_change(services.close)
+reopen = _state_change(services.reopen)
 
 
 @require_POST

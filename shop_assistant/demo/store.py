@@ -16,8 +16,8 @@ from catalog.ingest.upsert import apply_catalog
 from catalog.models import Store
 from shop_assistant.console.models import Label
 from shop_assistant.studio import services
-from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
-from shop_assistant.studio.models import SampleQuestion
+from shop_assistant.prompts.defaults import DEFAULT_SYSTEM_PROMPT
+from shop_assistant.prompts.models import SampleQuestion
 
 CATALOG_PATH = Path(__file__).resolve().parent / "demo_catalog.json"
 STORE_SLUG = "demo"

@@ -159,7 +159,7 @@ async def ask(question: Question) -> Outcome:
     from channels.db import database_sync_to_async
 
     from shop_assistant.chat.models import Conversation, Message
-    from shop_assistant.studio.services import published_prompt
+    from shop_assistant.prompts.models import published_prompt
 
     from shop_assistant.chat.session import ChatSession
 
@@ -274,7 +274,7 @@ def _judge_words(question: Question, outcome: Outcome, frames: list[dict[str, An
     """The words on screen, by the evaluation's own rules (``words``) and by the chat's checker."""
     from catalog.grounding import product_types
     from catalog.models import Store, StoreDocument, Variant
-    from shop_assistant.studio.services import published_prompt
+    from shop_assistant.prompts.models import published_prompt
 
     store = Store.objects.get(slug=question.store)
     prompt = version or published_prompt(store)

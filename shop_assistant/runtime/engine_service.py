@@ -2,8 +2,8 @@
 
 One ``inference.AsyncLLM`` per process (daphne runs one), created once and shared by every websocket connection:
 that is what lets sessions of one store share the system prompt's KV blocks. Loading the model takes seconds, so
-it happens on a worker thread: started in the background when the ASGI app is imported (``ENGINE_AUTOSTART``),
-or on first use; an ``await aget_engine()`` never blocks the event loop while it loads.
+it happens on a worker thread: started in the background when the web process starts (``shop_assistant.startup``,
+``ENGINE_AUTOSTART``), or on first use; an ``await aget_engine()`` never blocks the event loop while it loads.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ _engine: AsyncLLM | None = None
 _overrides: dict[str, Any] = {}
 _load_error: BaseException | None = None
 _loader: threading.Thread | None = None
-# The bundled model (the engine's default when ENGINE_MODEL is unset).
-DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 # Engine priorities (vLLM's: lower runs first, and may preempt higher). A shopper's answer goes before /v1
 # requests: it takes a seat or KV memory from a running API sequence and prefills without the API's decodes in its
 # step, so one heavy API key cannot hold a shopper's first token back (issue 39).
@@ -86,14 +84,19 @@ async def aget_engine() -> AsyncLLM:
 
 
 def model_name() -> str:
-    """The name the model is served under: ``API_MODEL_NAME``, or the model folder's name (vLLM's
-    ``served_model_name``, which its metrics carry as ``model_name``)."""
+    """The name the model is served under, the one place it is decided (/v1 and /metrics read it here):
+    ``API_MODEL_NAME``, or the model folder's name (vLLM's ``served_model_name``, which its metrics carry as
+    ``model_name``), or the bundled model's name when ``ENGINE_MODEL`` is unset."""
     configured = settings.API.get("model_name")
     if configured:
         return configured
     config = getattr(getattr(_engine, "engine", None), "config", None)
     model = getattr(config, "model", None) or settings.ENGINE.get("model")
-    return Path(str(model)).name if model else DEFAULT_MODEL_NAME
+    if model:
+        return Path(str(model)).name
+    from inference.worker.loader import BUNDLED_MODEL_NAME  # here: the loader imports torch
+
+    return BUNDLED_MODEL_NAME
 
 
 def running_engine() -> AsyncLLM | None:

@@ -1,5 +1,6 @@
-"""Rate limits: per connection (in memory: a connection lives in exactly one process), and shared ones per
-client IP, per store and per API key (``SharedLimits``, on the ``limits`` library: Redis when there is one)."""
+"""Rate limits, every one on the ``limits`` library's moving window: per connection (in memory: a connection lives
+in exactly one process), and shared ones per client IP, per store and per API key (``SharedLimits``: Redis when
+there is one)."""
 
 from __future__ import annotations
 
@@ -7,76 +8,73 @@ import asyncio
 import logging
 import math
 import time
-from collections import deque
-from collections.abc import Callable
+import uuid
+import weakref
 
 from limits import RateLimitItemPerSecond
-from limits.aio.storage import MemoryStorage, RedisStorage
-from limits.aio.strategies import MovingWindowRateLimiter
+from limits.aio.storage import MemoryStorage as AsyncMemoryStorage
+from limits.aio.storage import RedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindow
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
 
 logger = logging.getLogger(__name__)
+
+
+# --- per connection: the ``limits`` library's moving window, in this process's memory ---------------------------
+#
+# A connection lives in one process, so its limits do too: one memory storage for the process, one key per
+# limiter (forgotten when the limiter is collected, so closed connections leave nothing behind). Windows are whole
+# seconds (the library's granularity), as for the shared limits below.
+
+_connection_storage = MemoryStorage()
+_connection_windows = MovingWindowRateLimiter(_connection_storage)
+
+
+def _item(limit: int, window: float) -> RateLimitItemPerSecond:
+    return RateLimitItemPerSecond(max(1, limit), max(1, math.ceil(window)))
 
 
 class SlidingWindowLimiter:
     """At most ``limit`` events in any ``window`` seconds.
 
-    A sliding window rather than a fixed per-minute bucket, so a burst straddling a minute boundary cannot
-    double the allowance. A ``limit`` of 0 (or less) turns it off, as 0 does for every other limit (README): it
-    used to refuse every event and then fail to say when one would be allowed (an empty window).
+    A moving window rather than a fixed per-minute bucket, so a burst straddling a minute boundary cannot double
+    the allowance. A ``limit`` of 0 (or less) turns it off, as 0 does for every other limit (README): it used to
+    refuse every event and then fail to say when one would be allowed (an empty window).
     """
 
-    def __init__(self, limit: int, window: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, limit: int, window: float = 60.0) -> None:
         self.limit = limit
         self.window = window
-        self._clock = clock
-        self._events: deque[float] = deque()
-
-    def _expire(self, now: float) -> None:
-        while self._events and now - self._events[0] >= self.window:
-            self._events.popleft()
+        self._item = _item(limit, window)
+        self._key = f"connection:{uuid.uuid4().hex}"
+        weakref.finalize(self, _connection_storage.clear, self._item.key_for(self._key))
 
     def allow(self) -> bool:
         """Record an event and say whether it is within the limit (refused events are not recorded)."""
-        if self.limit <= 0:
-            return True
-        now = self._clock()
-        self._expire(now)
-        if len(self._events) >= self.limit:
-            return False
-        self._events.append(now)
-        return True
+        return self.limit <= 0 or _connection_windows.hit(self._item, self._key)
 
     def retry_after(self) -> float:
         """Seconds until the next event would be allowed (0 when it would be now)."""
-        now = self._clock()
-        self._expire(now)
-        if self.limit <= 0 or len(self._events) < self.limit:
+        if self.limit <= 0:
             return 0.0
-        return max(0.0, self.window - (now - self._events[0]))
+        stats = _connection_windows.get_window_stats(self._item, self._key)
+        return 0.0 if stats.remaining > 0 else max(0.0, stats.reset_time - time.time())
 
 
-class Throttle:
+class Throttle(SlidingWindowLimiter):
     """Let one event through per ``interval`` seconds, silently dropping the rest (typing notices)."""
 
-    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.interval = interval
-        self._clock = clock
-        self._last: float | None = None
-
-    def allow(self) -> bool:
-        now = self._clock()
-        if self._last is not None and now - self._last < self.interval:
-            return False
-        self._last = now
-        return True
+    def __init__(self, interval: float) -> None:
+        super().__init__(1, interval)
 
 
 # --- shared limits: per client IP, per store and per API key, across connections and processes ---------------
 #
 # Redis (REDIS_URL) holds them when it is there, so reconnecting, or connecting to another process, does not
 # reset them; otherwise, and whenever Redis fails, this process's memory does (fail open to a local limit,
-# never to no limit and never to an error for the shopper). Events use the ``limits`` library's moving window
-# (exact, like the per-connection limiter above); its memory storage drops a key once its window has passed.
+# never to no limit and never to an error for the shopper). Events use the same moving window as the
+# per-connection limits above; its memory storage drops a key once its window has passed.
 
 # Open connections are members of a sorted set until they close (``limits`` counts events, not things held);
 # one left by a crashed process expires after CONNECTION_MAX_AGE.
@@ -105,7 +103,7 @@ class _Redis:
         storage = RedisStorage(
             url, implementation="redispy", key_prefix=KEY_PREFIX.rstrip(":"), connection_pool=self.client.connection_pool
         )
-        self.window = MovingWindowRateLimiter(storage)
+        self.window = AsyncMovingWindow(storage)
 
 
 class SharedLimits:
@@ -115,8 +113,8 @@ class SharedLimits:
         self.redis_url = redis_url
         self._clients: dict[int, _Redis] = {}  # one per event loop: an asyncio client belongs to its loop
         self._redis_failed_at: float | None = None
-        self._local_storage = MemoryStorage()
-        self._local = MovingWindowRateLimiter(self._local_storage)
+        self._local_storage = AsyncMemoryStorage()
+        self._local = AsyncMovingWindow(self._local_storage)
         self._connections: dict[str, set[str]] = {}
 
     # -- events ----------------------------------------------------------------------------------------------
@@ -188,7 +186,7 @@ class SharedLimits:
         self._redis_failed_at = time.monotonic()
 
 
-async def _hit(window: MovingWindowRateLimiter, item: RateLimitItemPerSecond, key: str) -> float | None:
+async def _hit(window: AsyncMovingWindow, item: RateLimitItemPerSecond, key: str) -> float | None:
     if await window.hit(item, key):
         return None
     stats = await window.get_window_stats(item, key)
@@ -204,7 +202,7 @@ def shared_limits() -> SharedLimits:
     if _shared is None:
         from django.conf import settings
 
-        _shared = SharedLimits(getattr(settings, "REDIS_URL", ""))
+        _shared = SharedLimits(settings.REDIS_URL)
     return _shared
 
 

@@ -26,21 +26,16 @@ _TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10
 _TPOT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
 _E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0)
 
-TTFT = Histogram(
-    "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-    buckets=_TTFT_BUCKETS, registry=REGISTRY,
-)
-TPOT = Histogram(
-    "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
-    buckets=_TPOT_BUCKETS, registry=REGISTRY,
-)
-E2E = Histogram(
-    "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
-    buckets=_E2E_BUCKETS, registry=REGISTRY,
-)
-QUEUE = Histogram(
-    "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-    buckets=_E2E_BUCKETS, registry=REGISTRY,
+
+def _latency(name: str, documentation: str, buckets: tuple[float, ...]) -> Histogram:
+    return Histogram(name, documentation, buckets=buckets, registry=REGISTRY)
+
+
+TTFT = _latency("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", _TTFT_BUCKETS)
+TPOT = _latency("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", _TPOT_BUCKETS)
+E2E = _latency("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", _E2E_BUCKETS)
+QUEUE = _latency(
+    "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", _E2E_BUCKETS
 )
 PROMPT_TOKENS = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", registry=REGISTRY)
 GENERATION_TOKENS = Counter("vllm:generation_tokens", "Number of generation tokens processed.", registry=REGISTRY)
@@ -104,11 +99,6 @@ class _EngineCollector(Collector):
             ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", "num_waiting"),
             ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "kv_cache_usage"),
         )
-        for name, doc, key in gauges:
-            family = GaugeMetricFamily(name, doc)
-            if key in stats:
-                family.add_metric([], float(stats[key]))
-            yield family
         counters = (
             ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
              "prefix_cache_query_tokens"),
@@ -116,11 +106,12 @@ class _EngineCollector(Collector):
              "prefix_cache_hit_tokens"),
             ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", "num_preemptions"),
         )
-        for name, doc, key in counters:
-            family = CounterMetricFamily(name, doc)
-            if key in stats:
-                family.add_metric([], float(stats[key]))
-            yield family
+        for kind, table in ((GaugeMetricFamily, gauges), (CounterMetricFamily, counters)):
+            for name, doc, key in table:
+                family = kind(name, doc)
+                if key in stats:
+                    family.add_metric([], float(stats[key]))
+                yield family
 
 
 REGISTRY.register(_EngineCollector())

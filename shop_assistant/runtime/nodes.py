@@ -1,7 +1,7 @@
 """This process as one node of several: its name, a heartbeat, and messages to every node at once.
 
 Each daphne process that serves chats runs one background listener (``start_listener``, started with the engine
-by ``shop_assistant.routing``) on a thread of its own with its own event loop. It joins the channel layer's
+by ``shop_assistant.startup``) on a thread of its own with its own event loop. It joins the channel layer's
 ``engine-nodes`` group and hands each message to the handler registered for its ``type`` (the studio's pre-warm).
 ``broadcast`` sends to that group: through Redis every node hears it; with the in-memory layer of the
 single-process default only this process does, which is all there is.
@@ -28,11 +28,14 @@ from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import channel_layers, get_channel_layer
 from django.conf import settings
 
+from .retry import retrying_async
+
 logger = logging.getLogger(__name__)
 
 GROUP = "engine-nodes"
 KEY_PREFIX = "shop_assistant:nodes:"
 REPORT_TTL = 24 * 3600  # seconds a report outlives its last update
+JOIN_FIRST_WAIT, JOIN_MAX_WAIT = 0.5, 10.0  # seconds between tries to join the group while the layer is away
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
 StartHook = Callable[[], Awaitable[None]]
@@ -40,11 +43,11 @@ StartHook = Callable[[], Awaitable[None]]
 
 def node_name() -> str:
     """This node's name: ``NODE_NAME``, or the host's name (a container's is its id)."""
-    return getattr(settings, "NODE_NAME", "") or socket.gethostname()
+    return settings.NODE_NAME or socket.gethostname()
 
 
 def heartbeat_seconds() -> float:
-    return float(getattr(settings, "NODE_HEARTBEAT_SECONDS", 10.0))
+    return float(settings.NODE_HEARTBEAT_SECONDS)
 
 
 # --- the board: heartbeats and reports every node can read ----------------------------------------------------
@@ -116,7 +119,7 @@ _boards_lock = threading.Lock()
 
 def board() -> NodeBoard:
     """The board on this process's Redis (``REDIS_URL``), or its memory."""
-    url = getattr(settings, "REDIS_URL", "")
+    url = settings.REDIS_URL
     with _boards_lock:
         if url not in _boards:
             _boards[url] = NodeBoard(url)
@@ -182,17 +185,18 @@ class Listener:
                 pass
 
     async def _join(self, layer: Any, channel: str) -> None:
-        # Retried: a node that starts while Redis is down must still join when it is back.
-        delay = 0.5
-        while True:
-            try:
-                await layer.group_add(GROUP, channel)
-                await asyncio.to_thread(board().heartbeat, self.name)
-                return
-            except Exception as error:
-                logger.warning("node %s cannot join %s yet (%s); retrying", self.name, GROUP, error)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+        # Retried until it works (0.5 s doubling to 10 s): a node that starts while Redis is down must still join
+        # when it is back.
+        async def join() -> None:
+            await layer.group_add(GROUP, channel)
+            await asyncio.to_thread(board().heartbeat, self.name)
+
+        def log(attempt: int, error: BaseException) -> None:
+            logger.warning("node %s cannot join %s yet (%s); retrying", self.name, GROUP, error)
+
+        await retrying_async(retry_on=Exception, first_wait=JOIN_FIRST_WAIT, max_wait=JOIN_MAX_WAIT, before_retry=log)(
+            join
+        )
 
     async def _beat(self, layer: Any, channel: str) -> None:
         while True:

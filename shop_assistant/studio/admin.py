@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
+from shop_assistant.prompts.models import PromptVersion, SampleQuestion
+
 from . import services
-from .models import PromptVersion, SampleQuestion
 
 LIFECYCLE_FIELDS = (
     "version",

@@ -113,6 +113,14 @@ class Day:
     handoffs: int = 0
 
 
+def _rate(part: str, whole: str) -> property:
+    return property(lambda self: _share(getattr(self, part), getattr(self, whole)))
+
+
+def _median(values: str) -> property:
+    return property(lambda self: statistics.median(getattr(self, values)) if getattr(self, values) else None)
+
+
 @dataclass
 class Report:
     range: Range
@@ -138,17 +146,13 @@ class Report:
     no_match: list[NoMatchGroup] = field(default_factory=list)
     no_match_answers: int = 0
 
-    @property
-    def deflection_rate(self) -> float | None:
-        return _share(self.deflected, self.conversations)
-
-    @property
-    def handoff_rate(self) -> float | None:
-        return _share(self.handoffs, self.conversations)
-
-    @property
-    def median_first_human_reply(self) -> float | None:
-        return statistics.median(self.first_human_reply_seconds) if self.first_human_reply_seconds else None
+    # Shares of two of the counts above (None when there is nothing to divide by) and medians of the lists.
+    deflection_rate = _rate("deflected", "conversations")
+    handoff_rate = _rate("handoffs", "conversations")
+    click_through = _rate("card_clicks", "cards_shown")
+    cache_share = _rate("cached_tokens", "prompt_tokens")
+    median_first_human_reply = _median("first_human_reply_seconds")
+    median_first_token_ms = _median("first_token_ms")
 
     @property
     def csat_responses(self) -> int:
@@ -168,17 +172,6 @@ class Report:
     def thumbs_up_rate(self) -> float | None:
         return _share(self.thumbs_up, self.thumbs_up + self.thumbs_down)
 
-    @property
-    def click_through(self) -> float | None:
-        return _share(self.card_clicks, self.cards_shown)
-
-    @property
-    def median_first_token_ms(self) -> float | None:
-        return statistics.median(self.first_token_ms) if self.first_token_ms else None
-
-    @property
-    def cache_share(self) -> float | None:
-        return _share(self.cached_tokens, self.prompt_tokens)
 
 
 def _share(part: int, whole: int) -> float | None:

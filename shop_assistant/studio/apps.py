@@ -5,10 +5,8 @@ class StudioConfig(AppConfig):
     """The owner's studio: the assistant's prompt, settings and versions."""
 
     name = "shop_assistant.studio"
-    # The label the tables and migrations were made under (the app was called "prompts"): renaming it would
-    # rename every table.
-    label = "prompts"
-    default_auto_field = "django.db.models.BigAutoField"
+    # Its tables (the prompt's versions, the sample questions) are the ``prompts`` app's, below the chat.
+    label = "studio"
 
     def ready(self) -> None:
         from django.db.models.signals import post_save

@@ -1,9 +1,8 @@
-"""The store's policy and FAQ documents as versions, published the way the prompt is (``services``): drafts,
-publish (the version before is archived), rollback as a new version, diffs. The published version's text is the
-StoreDocument's body, which is what the assistant quotes; publishing re-embeds the store's passages.
-
-Every change runs in the store's transaction of ``services`` (the store's row locked first), so a prompt and a
-document published at the same moment are still one after the other.
+"""The store's policy and FAQ documents as versions, with the lifecycle every versioned text of a store shares
+(``versioning``: drafts, publish, rollback as a new version, the expected-published check). The published
+version's text is the StoreDocument's body, which is what the assistant quotes; publishing writes it there and
+re-embeds the store's passages. A text changed outside the studio (an import, the admin) is recorded as a version
+before the studio changes the document.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import re
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from catalog import grounding, passages
@@ -20,10 +18,9 @@ from catalog.models import DocumentVersion, Store, StoreDocument
 from catalog.tasks import embed_store_documents
 
 from .budget import DiffLine, line_diff
-from .services import PromptError, PublishConflict, _in_store_transaction
+from .versioning import UNSET, PromptError, PublishConflict, VersionedText, in_store_transaction
 
 MAX_DOCUMENT_CHARS = 50_000
-_UNSET = object()
 
 
 class DocumentConflict(PublishConflict):
@@ -36,17 +33,35 @@ class DocumentConflict(PublishConflict):
         self.current = current
 
 
-def _user(user):
-    return user if getattr(user, "is_authenticated", False) else None
+def _check(document: StoreDocument, title: str, body: str) -> None:
+    if not title.strip():
+        raise PromptError("the title is empty")
+    if len(body) > MAX_DOCUMENT_CHARS:
+        raise PromptError(f"a document is limited to {MAX_DOCUMENT_CHARS} characters")
+    taken = StoreDocument.objects.filter(store_id=document.store_id, kind=document.kind, title=title.strip())
+    if taken.exclude(pk=document.pk).exists():
+        raise PromptError(f"another {document.get_kind_display()} document is called {title.strip()!r}")
 
 
-def _next_version(document_id: int) -> int:
-    latest = DocumentVersion.objects.filter(document_id=document_id).aggregate(v=Max("version"))["v"]
-    return (latest or 0) + 1
+def _write_the_document(version: DocumentVersion) -> None:
+    """A published version's text becomes what shoppers are quoted, in the publish's transaction."""
+    document = version.document
+    document.title, document.body = version.title, version.body
+    document.save(update_fields=["title", "body", "updated_at"])  # updated_at: the passage index's stamp
+    # The next shopper's quote comes from the new text: embed its passages now, once the commit is visible.
+    store_id = document.store_id
+    transaction.on_commit(lambda: embed_store_documents.delay(store_id))
+
+
+DOCUMENTS = VersionedText(
+    model=DocumentVersion, owner="document", texts=("title", "body"), store_id=lambda v: v.document.store_id,
+    conflict=DocumentConflict, check=lambda v: _check(v.document, v.title, v.body), on_publish=_write_the_document,
+    related=("document",),
+)  # fmt: skip
 
 
 def published_version(document: StoreDocument) -> DocumentVersion | None:
-    return DocumentVersion.objects.filter(document=document, status=DocumentVersion.Status.PUBLISHED).first()
+    return DOCUMENTS.published(document.pk)
 
 
 def in_step(document: StoreDocument, published: DocumentVersion | None) -> bool:
@@ -85,23 +100,12 @@ def record_outside_change(document: StoreDocument) -> DocumentVersion | None:
             return published
         if published is not None:
             DocumentVersion.objects.filter(pk=published.pk).update(status=DocumentVersion.Status.ARCHIVED)
-        return DocumentVersion.objects.create(
-            document=current, version=_next_version(current.pk), title=current.title, body=current.body,
-            status=DocumentVersion.Status.PUBLISHED, published_at=timezone.now(),
-            note=OUTSIDE_NOTE if published is not None else FIRST_OUTSIDE_NOTE,
-        )
+        return DOCUMENTS.create(
+            current.pk, title=current.title, body=current.body, status=DocumentVersion.Status.PUBLISHED,
+            published_at=timezone.now(), note=OUTSIDE_NOTE if published is not None else FIRST_OUTSIDE_NOTE,
+        )  # fmt: skip
 
-    return _in_store_transaction(document.store_id, work)
-
-
-def _check(document: StoreDocument, title: str, body: str) -> None:
-    if not title.strip():
-        raise PromptError("the title is empty")
-    if len(body) > MAX_DOCUMENT_CHARS:
-        raise PromptError(f"a document is limited to {MAX_DOCUMENT_CHARS} characters")
-    taken = StoreDocument.objects.filter(store_id=document.store_id, kind=document.kind, title=title.strip())
-    if taken.exclude(pk=document.pk).exists():
-        raise PromptError(f"another {document.get_kind_display()} document is called {title.strip()!r}")
+    return in_store_transaction(document.store_id, work)
 
 
 def create_document(store: Store, kind: str, title: str, user=None) -> DocumentVersion:
@@ -113,11 +117,9 @@ def create_document(store: Store, kind: str, title: str, user=None) -> DocumentV
 
     def work() -> DocumentVersion:
         document.save()
-        return DocumentVersion.objects.create(
-            document=document, version=1, title=document.title, body="", created_by=_user(user), note="new document"
-        )
+        return DOCUMENTS.create(document.pk, user, title=document.title, body="", note="new document")
 
-    return _in_store_transaction(store.pk, work)
+    return in_store_transaction(store.pk, work)
 
 
 def create_draft(document: StoreDocument, source: DocumentVersion | None = None, user=None) -> DocumentVersion:
@@ -127,93 +129,34 @@ def create_draft(document: StoreDocument, source: DocumentVersion | None = None,
     recorded = record_outside_change(document)
     source = source or recorded
     title, body = (source.title, source.body) if source else (document.title, document.body)
-
-    def work() -> DocumentVersion:
-        return DocumentVersion.objects.create(
-            document=document, version=_next_version(document.pk), title=title, body=body,
-            created_by=_user(user), note=f"from v{source.version}" if source else "",
-        )
-
-    return _in_store_transaction(document.store_id, work)
+    note = f"from v{source.version}" if source else ""
+    return in_store_transaction(
+        document.store_id, lambda: DOCUMENTS.create(document.pk, user, title=title, body=body, note=note)
+    )
 
 
 def update_draft(draft: DocumentVersion, title: str, body: str, note: str = "") -> DocumentVersion:
     _check(draft.document, title, body)
-
-    def work() -> DocumentVersion:
-        current = DocumentVersion.objects.get(pk=draft.pk)
-        if current.status != DocumentVersion.Status.DRAFT:
-            raise PromptError(f"v{current.version} is {current.status}; only drafts can be edited")
-        current.title, current.body, current.note = title.strip()[:200], body, note[:200]
-        current.save(update_fields=["title", "body", "note"])
-        return current
-
-    return _in_store_transaction(draft.document.store_id, work)
+    return DOCUMENTS.update_draft(draft, note, title=title.strip()[:200], body=body)
 
 
 def discard_draft(draft: DocumentVersion) -> None:
-    def work() -> None:
-        deleted, _ = DocumentVersion.objects.filter(pk=draft.pk, status=DocumentVersion.Status.DRAFT).delete()
-        if not deleted:
-            raise PromptError("only drafts can be discarded")
-
-    _in_store_transaction(draft.document.store_id, work)
+    DOCUMENTS.discard_draft(draft)
 
 
-def _publish_locked(version_id: int, user, expected: int | None, *, check: bool) -> DocumentVersion:
-    version = DocumentVersion.objects.select_related("document").get(pk=version_id)
-    current = published_version(version.document)
-    if current is not None and current.pk == version.pk:
-        return version
-    if version.status != DocumentVersion.Status.DRAFT:
-        raise PromptError(f"v{version.version} is {version.status}; only drafts can be published (use rollback)")
-    if check and (current.pk if current is not None else None) != expected:
-        raise DocumentConflict(current)
-    _check(version.document, version.title, version.body)
-    if current is not None:
-        DocumentVersion.objects.filter(pk=current.pk).update(status=DocumentVersion.Status.ARCHIVED)
-    version.status, version.published_at = DocumentVersion.Status.PUBLISHED, timezone.now()
-    version.published_by = _user(user)
-    version.save(update_fields=["status", "published_at", "published_by"])
-    document = version.document
-    document.title, document.body = version.title, version.body
-    document.save(update_fields=["title", "body", "updated_at"])  # updated_at: the passage index's stamp
-    # The next shopper's quote comes from the new text: embed its passages now, once the commit is visible.
-    store_id = document.store_id
-    transaction.on_commit(lambda: embed_store_documents.delay(store_id))
-    return version
-
-
-def publish(version: DocumentVersion, user=None, expected_published: int | None | object = _UNSET) -> DocumentVersion:
-    """Publish a draft; ``expected_published`` as in ``services.publish`` (a conflict is refused)."""
-    check = expected_published is not _UNSET
-    expected = expected_published if check else None
-    # An unrecorded outside change is kept in the history before it is replaced, in its own transaction: with
-    # ``expected_published`` the publish is then refused as a conflict, and the record stays.
+def publish(version: DocumentVersion, user=None, expected_published: int | None = UNSET) -> DocumentVersion:
+    """Publish a draft; ``expected_published`` as in ``versioning.VersionedText.publish`` (a conflict is refused).
+    An unrecorded outside change is kept in the history before it is replaced, in its own transaction: with
+    ``expected_published`` the publish is then refused as a conflict, and the record stays."""
     record_outside_change(version.document)
-    return _in_store_transaction(
-        version.document.store_id,
-        lambda: _publish_locked(version.pk, user, expected, check=check),  # type: ignore[arg-type]
-    )
+    return DOCUMENTS.publish(version, user, expected_published)
 
 
-def rollback(target: DocumentVersion, user=None, expected_published: int | None | object = _UNSET) -> DocumentVersion:
-    """Publish an earlier version's text again, as a new version."""
-    check = expected_published is not _UNSET
-    record_outside_change(target.document)  # as in ``publish``
-
-    def work() -> DocumentVersion:
-        source = DocumentVersion.objects.get(pk=target.pk)
-        if source.status == DocumentVersion.Status.PUBLISHED:
-            raise PromptError(f"v{source.version} is already the published version")
-        copy = DocumentVersion.objects.create(
-            document_id=source.document_id, version=_next_version(source.document_id), title=source.title,
-            body=source.body, created_by=_user(user), note=f"rollback to v{source.version}", restored_from=source,
-        )
-        expected = expected_published if check else None
-        return _publish_locked(copy.pk, user, expected, check=check)  # type: ignore[arg-type]
-
-    return _in_store_transaction(target.document.store_id, work)
+def rollback(target: DocumentVersion, user=None, expected_published: int | None = UNSET) -> DocumentVersion:
+    """Publish an earlier version's text again, as a new version (an outside change recorded first, as in
+    ``publish``)."""
+    record_outside_change(target.document)
+    return DOCUMENTS.rollback(target, user, expected_published)
 
 
 def diff(old: DocumentVersion | None, new: DocumentVersion) -> list[DiffLine]:

@@ -9,8 +9,7 @@ from django import forms
 
 from catalog.models import Store
 from shop_assistant.chat.opening import DEFAULT_TEMPLATES, PLACEHOLDERS, TEMPLATE_LABELS, template_errors
-
-from .models import PromptVersion
+from shop_assistant.prompts.models import PromptVersion
 
 MAX_SAMPLE_QUESTIONS = 10
 DEFAULT_SAMPLE_QUESTIONS = [
@@ -18,6 +17,14 @@ DEFAULT_SAMPLE_QUESTIONS = [
     "What is your return policy?",
     "Can I talk to a person?",
 ]
+
+
+def sample_questions(store: Store, limit: int | None = None) -> list[str]:
+    """The store's sample questions (the preview's, the score's, the widget's suggestions), or the defaults."""
+    own = store.sample_questions.values_list("text", flat=True)
+    return list(own[:limit] if limit else own) or list(DEFAULT_SAMPLE_QUESTIONS)
+
+
 WEEKDAYS = [(0, "Mon"), (1, "Tue"), (2, "Wed"), (3, "Thu"), (4, "Fri"), (5, "Sat"), (6, "Sun")]
 
 

@@ -3,6 +3,8 @@ prompt (``documents``), with what a shopper is quoted for each published sentenc
 
 from __future__ import annotations
 
+from functools import wraps
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,7 +15,8 @@ from catalog.models import DocumentVersion, Store, StoreDocument
 from shop_assistant.runtime.params import parse_id
 
 from . import documents
-from .views import owners_only
+from .versioning import PromptError
+from .views import attempt, expected_published, owners_only
 
 
 def _document(store: Store, document_id: int) -> StoreDocument:
@@ -25,8 +28,16 @@ def _version(document: StoreDocument, version_id: int) -> DocumentVersion:
                              pk=version_id)
 
 
-def _expected_published(request: HttpRequest) -> int | None:
-    return parse_id(request.POST.get("expected_published", ""))
+def of_a_version(view):
+    """Resolve ``document_id`` and ``version_id`` to the store's document and one of its versions (404 for
+    anything else) and pass them as ``doc`` and ``version``; under ``owners_only``."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
+        doc = _document(store, document_id)
+        return view(request, store, doc, _version(doc, version_id))
+
+    return wrapper
 
 
 def _document_url(store: Store, document: StoreDocument) -> str:
@@ -53,7 +64,7 @@ def new_document(request: HttpRequest, store: Store) -> HttpResponse:
         draft = documents.create_document(
             store, request.POST.get("kind", ""), request.POST.get("title", ""), user=request.user
         )
-    except documents.PromptError as exc:
+    except PromptError as exc:
         messages.error(request, str(exc))
         return redirect("studio:knowledge", slug=store.slug)
     return redirect("studio:document_draft", slug=store.slug, document_id=draft.document_id, version_id=draft.pk)
@@ -106,16 +117,15 @@ def document_new_draft(request: HttpRequest, store: Store, document_id: int) -> 
 
 
 @owners_only
-def document_draft(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
-    doc = _document(store, document_id)
-    version = _version(doc, version_id)
+@of_a_version
+def document_draft(request: HttpRequest, store: Store, doc: StoreDocument, version: DocumentVersion) -> HttpResponse:
     if version.status != DocumentVersion.Status.DRAFT:
         return redirect(_document_url(store, doc))
     if request.method == "POST":
         title, body, note = (request.POST.get(name, "") for name in ("title", "body", "note"))
         try:
             version = documents.update_draft(version, title, body, note)
-        except documents.PromptError as exc:
+        except PromptError as exc:
             messages.error(request, str(exc))
             version.title, version.body, version.note = title, body, note
         else:
@@ -134,25 +144,25 @@ def document_draft(request: HttpRequest, store: Store, document_id: int, version
 
 @require_POST
 @owners_only
-def document_publish(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
-    doc = _document(store, document_id)
-    version = _version(doc, version_id)
-    try:
-        published = documents.publish(version, user=request.user, expected_published=_expected_published(request))
-    except documents.PromptError as exc:
-        messages.error(request, str(exc))
+@of_a_version
+def document_publish(request: HttpRequest, store: Store, doc: StoreDocument, version: DocumentVersion) -> HttpResponse:
+    published = attempt(
+        request, lambda: documents.publish(version, user=request.user, expected_published=expected_published(request)),
+        lambda p: f"Published v{p.version} of {p.title}; shoppers are quoted it now.",
+    )  # fmt: skip
+    if published is None:
         return redirect("studio:document_draft", slug=store.slug, document_id=doc.pk, version_id=version.pk)
-    messages.success(request, f"Published v{published.version} of {published.title}; shoppers are quoted it now.")
     return redirect(_document_url(store, doc))
 
 
 @require_GET
 @owners_only
-def document_confirm_rollback(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
+@of_a_version
+def document_confirm_rollback(
+    request: HttpRequest, store: Store, doc: StoreDocument, target: DocumentVersion
+) -> HttpResponse:
     """What a rollback would change for shoppers, before the owner confirms it: the prompt's confirm step
     (``studio/rollback.html``); the POST goes to ``studio:document_rollback``."""
-    doc = _document(store, document_id)
-    target = _version(doc, version_id)
     published = documents.published_version(doc)
     if target.status != DocumentVersion.Status.ARCHIVED:
         messages.error(
@@ -169,37 +179,27 @@ def document_confirm_rollback(request: HttpRequest, store: Store, document_id: i
 
 @require_POST
 @owners_only
-def document_rollback(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
-    doc = _document(store, document_id)
-    target = _version(doc, version_id)
-    try:
-        published = documents.rollback(target, user=request.user, expected_published=_expected_published(request))
-    except documents.PromptError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Rolled back: v{published.version} publishes the text of v{target.version}.")
+@of_a_version
+def document_rollback(request: HttpRequest, store: Store, doc: StoreDocument, target: DocumentVersion) -> HttpResponse:
+    attempt(
+        request, lambda: documents.rollback(target, user=request.user, expected_published=expected_published(request)),
+        lambda p: f"Rolled back: v{p.version} publishes the text of v{target.version}.",
+    )  # fmt: skip
     return redirect(_document_url(store, doc))
 
 
 @require_POST
 @owners_only
-def document_discard(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
-    doc = _document(store, document_id)
-    version = _version(doc, version_id)
-    try:
-        documents.discard_draft(version)
-    except documents.PromptError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Draft v{version.version} discarded.")
+@of_a_version
+def document_discard(request: HttpRequest, store: Store, doc: StoreDocument, version: DocumentVersion) -> HttpResponse:
+    attempt(request, lambda: documents.discard_draft(version), lambda _: f"Draft v{version.version} discarded.")
     return redirect(_document_url(store, doc))
 
 
 @require_GET
 @owners_only
-def document_version(request: HttpRequest, store: Store, document_id: int, version_id: int) -> HttpResponse:
-    doc = _document(store, document_id)
-    version = _version(doc, version_id)
+@of_a_version
+def document_version(request: HttpRequest, store: Store, doc: StoreDocument, version: DocumentVersion) -> HttpResponse:
     previous = (
         DocumentVersion.objects.filter(document=doc, version__lt=version.version)
         .exclude(status=DocumentVersion.Status.DRAFT).first()

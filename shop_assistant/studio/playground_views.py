@@ -1,5 +1,5 @@
 """The playground (any question, two versions side by side, streamed by the preview's path), the score of a
-version (started here, run by a Celery task, eager in the embedded default), comparing two versions and the
+version (started here, run on the studio's scoring thread, ``tasks``), comparing two versions and the
 confirmation page before a rollback. Owners of the store only, like every studio page."""
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from catalog.models import Store
+from shop_assistant.prompts.models import PromptVersion
 from shop_assistant.runtime.params import parse_id
 
 from . import budget, scoring, services, tasks
-from .models import PromptVersion
-from .views import _versions, owners_only, sample_questions
+from .forms import sample_questions
+from .views import _versions, owners_only
 
 
 @require_GET
@@ -50,12 +51,8 @@ def score(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     """Score a version now (the published one too, if it has no score yet)."""
     version = get_object_or_404(PromptVersion, store=store, pk=version_id)
     if not version.score_running:
-        tasks.start_scoring(version.pk, force=True)
-    version.refresh_from_db()
-    if version.score_state == scoring.DONE:
-        messages.success(request, f"v{version.version} scored {version.score:g} / 100.")
-    elif version.score_state == scoring.FAILED:
-        messages.error(request, f"Scoring v{version.version} failed: {version.score_report.get('error', '')}")
+        tasks.start_scoring(version.pk, force=True)  # in the background: the page follows it (score.json)
+    messages.info(request, f"Scoring v{version.version}: its score shows here when it is in.")
     return redirect(_back(request, store, version))
 
 

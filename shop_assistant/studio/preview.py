@@ -20,8 +20,7 @@ from catalog.models import Store
 from shop_assistant.runtime import engine_service
 from shop_assistant.chat import pipeline
 from shop_assistant.chat.prompting import PromptTooLongError
-
-from .models import PromptVersion
+from shop_assistant.prompts.models import PromptVersion
 
 Event = dict[str, Any]
 

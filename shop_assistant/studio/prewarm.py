@@ -23,9 +23,8 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from catalog.models import Store
+from shop_assistant.prompts.models import PromptVersion
 from shop_assistant.runtime import engine_service, nodes
-
-from .models import PromptVersion
 
 if TYPE_CHECKING:
     from inference import AsyncLLM
@@ -150,7 +149,7 @@ async def prewarm_published() -> int:
     """A node that starts: pre-warm the published prompts of the stores (the most recently published first, at
     most ``PREWARM_ON_START_MAX_STORES``), so the first shopper after a restart finds them cached. Returns how
     many were warmed."""
-    limit = int(getattr(settings, "PREWARM_ON_START_MAX_STORES", 50))
+    limit = settings.PREWARM_ON_START_MAX_STORES
     warmed = 0
     for version_id in await asyncio.to_thread(_published_ids, limit):
         if await prewarm_version(version_id) is not None:

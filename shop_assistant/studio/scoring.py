@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from catalog.models import Store
 from shop_assistant.evaluation import answers
+from shop_assistant.prompts.models import PromptVersion
 
-from .forms import DEFAULT_SAMPLE_QUESTIONS
-from .models import PromptVersion
+from .forms import sample_questions
 from .preview import preview_events
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def questions_for(store: Store) -> list[answers.Question]:
     the general rules only) and a few more of the evaluation set."""
     every = answers.load_questions()
     known = {q.text.strip().lower(): q.expect for q in every if q.store == store.slug}
-    own = list(store.sample_questions.values_list("text", flat=True)[:MAX_SAMPLES]) or DEFAULT_SAMPLE_QUESTIONS
+    own = sample_questions(store, MAX_SAMPLES)
     result = [answers.Question(store.slug, text, dict(known.get(text.strip().lower(), {}))) for text in own]
     fitting = [q for q in every if q.store == store.slug and q.subset]
     if not fitting:
@@ -87,7 +87,7 @@ def score_version(version_id: int) -> PromptVersion:
             _progress(version_id, score_done=i)
     except Exception as exc:  # the engine went away, the database failed: the owner sees why, publish still works
         logger.exception("scoring v%s of %s failed", version.version, store.slug)
-        _progress(version_id, score_state=FAILED, score_report={"error": str(exc)[:500]}, scored_at=timezone.now())
+        mark_failed(version_id, exc)
         return PromptVersion.objects.get(pk=version_id)
     summary = answers.summarize(outcomes)
     report = {
@@ -114,6 +114,10 @@ def mark_running(version_id: int) -> None:
     """Before the task is queued: a page loaded before a worker picks it up already shows the scoring under way
     (and publishing waits for it)."""
     _progress(version_id, score_state=RUNNING, score_done=0, score_started_at=timezone.now())
+
+
+def mark_failed(version_id: int, error: BaseException) -> None:
+    _progress(version_id, score_state=FAILED, score_report={"error": str(error)[:500]}, scored_at=timezone.now())
 
 
 def score_for_publish(version_id: int, force: bool = False) -> None:

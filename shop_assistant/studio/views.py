@@ -5,8 +5,9 @@ to the login page, everyone else gets a 403."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import wraps
+from typing import TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -21,13 +22,16 @@ from django.views.decorators.http import require_GET, require_POST
 from catalog.models import Store
 from shop_assistant.console.access import refuse
 from shop_assistant.console.roles import Role, can_work_on, stores_for
+from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 from shop_assistant.runtime.params import parse_id
 
 from . import budget, scoring, services, tasks
-from .forms import DEFAULT_SAMPLE_QUESTIONS, DraftForm, SampleQuestionsForm, StoreSettingsForm
-from .models import PromptVersion, SampleQuestion
+from .forms import DraftForm, SampleQuestionsForm, StoreSettingsForm, sample_questions
 from .prewarm import node_status
 from .preview import preview_events
+from .versioning import PromptError
+
+T = TypeVar("T")
 
 
 def forbidden(request: HttpRequest) -> HttpResponse:
@@ -55,10 +59,6 @@ def owners_only(view):
         return view(request, store, *args, **kwargs)
 
     return wrapper
-
-
-def sample_questions(store: Store) -> list[str]:
-    return list(store.sample_questions.values_list("text", flat=True)) or list(DEFAULT_SAMPLE_QUESTIONS)
 
 
 def _versions(store: Store):
@@ -125,7 +125,7 @@ def draft(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
         if form.is_valid():
             try:
                 services.update_draft(version, form.cleaned_data["system_prompt"], "", form.cleaned_data["note"])
-            except services.PromptError as exc:
+            except PromptError as exc:
                 messages.error(request, str(exc))
             else:
                 if "publish" in request.POST:
@@ -182,37 +182,55 @@ def version_detail(request: HttpRequest, store: Store, version_id: int) -> HttpR
     )
 
 
-def _expected_published(request: HttpRequest) -> int | None:
-    raw = request.POST.get("expected_published", "")
-    return int(raw) if raw.isdigit() else None
+def expected_published(request: HttpRequest) -> int | None:
+    """The version the owner saw published when the page was loaded (the forms send it): a publish or rollback
+    is refused when another one has been published since (``versioning``)."""
+    return parse_id(request.POST.get("expected_published", ""))
+
+
+def attempt(request: HttpRequest, change: Callable[[], T], done: Callable[[T], str]) -> T | None:
+    """Make a change to a versioned text; the owner reads the outcome as a message: ``done``'s words, or the
+    refusal's own (None is returned then)."""
+    try:
+        result = change()
+    except PromptError as exc:
+        messages.error(request, str(exc))
+        return None
+    messages.success(request, done(result))
+    return result
 
 
 @require_POST
 @owners_only
 def publish(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     version = get_object_or_404(PromptVersion, store=store, pk=version_id)
-    if version.status == PromptVersion.Status.DRAFT and not _scored_for_publish(request, store, version):
+    if version.status == PromptVersion.Status.DRAFT and _held_back(request, store, version):
         return redirect("studio:draft", slug=store.slug, version_id=version.pk)
-    try:
-        published = services.publish(version, user=request.user, expected_published=_expected_published(request))
-    except services.PromptError as exc:
-        messages.error(request, str(exc))
+    published = attempt(
+        request, lambda: services.publish(version, user=request.user, expected_published=expected_published(request)),
+        lambda p: f"Published v{p.version}; shoppers get it from their next message.",
+    )  # fmt: skip
+    if published is None:
         return redirect("studio:draft", slug=store.slug, version_id=version.pk)
-    messages.success(request, f"Published v{published.version}; shoppers get it from their next message.")
+    _score_in_background(published)
     return redirect("studio:store", slug=store.slug)
 
 
-def _scored_for_publish(request: HttpRequest, store: Store, version: PromptVersion) -> bool:
-    """Score the draft (and an unscored published version) before publishing; False, with a message for the
-    owner, while the score is not in yet or when the draft scores worse and the owner has not confirmed."""
-    if not settings.STUDIO_SCORE_BEFORE_PUBLISH:
-        return True
-    if scoring.needs_score(version) or scoring.needs_score(services.published_prompt(store)):
-        tasks.start_scoring(version.pk)  # eager in the embedded default: scored when this returns
-        version.refresh_from_db()
+def _score_in_background(published: PromptVersion) -> None:
+    """A newly published version is scored after the publish, on the scoring thread: the request returns at once
+    and the prompt page follows the score until it is in."""
+    if settings.STUDIO_SCORE_ON_PUBLISH and scoring.needs_score(published):
+        tasks.start_scoring(published.pk)
+
+
+def _held_back(request: HttpRequest, store: Store, version: PromptVersion) -> bool:
+    """True, with a message for the owner, while the draft's score (asked for on its page) is still coming, or
+    when it scores worse than the published version and the owner has not confirmed. Nothing is scored here."""
+    if not settings.STUDIO_SCORE_ON_PUBLISH:
+        return False
     if version.score_running:
         messages.info(request, f"Scoring v{version.version} before publishing; publish again when its score is in.")
-        return False
+        return True
     published = services.published_prompt(store)
     if scoring.worse_than_published(version, published) and not request.POST.get("publish_worse"):
         messages.warning(
@@ -220,20 +238,20 @@ def _scored_for_publish(request: HttpRequest, store: Store, version: PromptVersi
             f"v{version.version} scores {version.score:g} / 100, worse than the published "
             f"v{published.version} ({published.score:g}). Check the failed checks, or publish anyway.",
         )
-        return False
-    return True
+        return True
+    return False
 
 
 @require_POST
 @owners_only
 def rollback(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     target = get_object_or_404(PromptVersion, store=store, pk=version_id)
-    try:
-        published = services.rollback(target, user=request.user, expected_published=_expected_published(request))
-    except services.PromptError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Rolled back: v{published.version} publishes the text of v{target.version}.")
+    published = attempt(
+        request, lambda: services.rollback(target, user=request.user, expected_published=expected_published(request)),
+        lambda p: f"Rolled back: v{p.version} publishes the text of v{target.version}.",
+    )  # fmt: skip
+    if published is not None:
+        _score_in_background(published)
     return redirect("studio:store", slug=store.slug)
 
 
@@ -241,12 +259,7 @@ def rollback(request: HttpRequest, store: Store, version_id: int) -> HttpRespons
 @owners_only
 def discard(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
     version = get_object_or_404(PromptVersion, store=store, pk=version_id)
-    try:
-        services.discard_draft(version)
-    except services.PromptError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Draft v{version.version} discarded.")
+    attempt(request, lambda: services.discard_draft(version), lambda _: f"Draft v{version.version} discarded.")
     return redirect("studio:store", slug=store.slug)
 
 

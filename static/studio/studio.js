@@ -209,7 +209,7 @@
     });
   }
 
-  // --- a score in progress (a Celery worker scores): follow it, then show the result ----------------------
+  // --- a score in progress (the scoring thread scores): follow it, then show the result ----------------------
   var scoreBox = document.getElementById("score");
   if (scoreBox && scoreBox.dataset.state === "running") {
     var poll = function () {

@@ -245,7 +245,7 @@ def test_admin_imports_are_held_to_the_operators_lists(store, admin_client, sett
 
 
 def test_load_demo_store_is_idempotent_and_quiet_the_second_time(monkeypatch, embedding_model):
-    from shop_assistant.studio.services import published_prompt
+    from shop_assistant.prompts.models import published_prompt
 
     monkeypatch.delenv("DEMO_STAFF_PASSWORD", raising=False)
     out, _ = run_command("load_demo_store")

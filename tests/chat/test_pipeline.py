@@ -35,7 +35,7 @@ from shop_assistant.chat.pipeline import (
     generate,
 )
 from shop_assistant.chat.prompting import Turn, user_turn_content
-from shop_assistant.studio.models import PromptVersion
+from shop_assistant.prompts.models import PromptVersion
 
 FACTS = "Products from the catalog:\n1. Cascade Fleece Jacket - 79.00 USD - in stock [SKU DO-CFJ]"
 CARD = {"sku": "DO-CFJ", "title": "Cascade Fleece Jacket", "price": "79.00", "currency": "USD", "url": "",

@@ -13,7 +13,6 @@ from shop_assistant.chat.prompting import (
     render,
     user_turn_content,
 )
-from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 
 SYSTEM = "You are the shopping assistant of Test Shop.\n\nStore policies:\nReturns within 30 days."
 
@@ -83,21 +82,3 @@ def test_answer_budget_shrinks_to_the_room_left(tokenizer):
     n = len(render(tokenizer, chat_messages(SYSTEM, [], latest)))
     prompt = assemble(tokenizer, SYSTEM, [], latest, max_model_len=n + 40, max_tokens=256)
     assert prompt.max_tokens == 40
-
-
-def test_sliding_window_limiter():
-    now = [0.0]
-    limiter = SlidingWindowLimiter(3, 60.0, clock=lambda: now[0])
-    assert [limiter.allow() for _ in range(4)] == [True, True, True, False]
-    now[0] = 30.0
-    assert not limiter.allow() and limiter.retry_after() == pytest.approx(30.0)
-    now[0] = 60.0  # the first three leave the window together
-    assert limiter.allow()
-
-
-def test_throttle():
-    now = [0.0]
-    throttle = Throttle(1.0, clock=lambda: now[0])
-    assert throttle.allow() and not throttle.allow()
-    now[0] = 1.0
-    assert throttle.allow()

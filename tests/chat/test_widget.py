@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 
 from .conftest import FRAME_TIMEOUT, run_daphne
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
 
 def said(text: str) -> re.Pattern[str]:

@@ -20,7 +20,7 @@ from tests.conftest import screenshot_dir
 from .conftest import FRAME_TIMEOUT
 from .test_widget import browser, page, said  # noqa: F401 - the same Chromium fixtures
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
 SHOTS = screenshot_dir("experience")
 TIMEOUT = FRAME_TIMEOUT * 1000

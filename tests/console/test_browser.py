@@ -26,7 +26,7 @@ from tests.conftest import REPO_ROOT
 
 from .conftest import session_cookie
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.services]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.services, pytest.mark.backend_agnostic]
 SHOTS = REPO_ROOT / "docs" / "console"
 
 

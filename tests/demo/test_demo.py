@@ -61,7 +61,7 @@ def test_a_demo_whose_prompt_restates_the_policies_gets_the_prompt_that_refers_t
     """Issue 40: the demo's prompt had its own "Returns: ... 30 days" line, a second copy of the returns document."""
     from catalog.models import Store
     from shop_assistant.studio import services
-    from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
+    from shop_assistant.prompts.defaults import DEFAULT_SYSTEM_PROMPT
 
     load()
     store = Store.objects.get(slug="demo")

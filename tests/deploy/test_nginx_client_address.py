@@ -23,7 +23,7 @@ from channels.db import database_sync_to_async
 from tests.chat.conftest import FRAME_TIMEOUT, run_daphne
 from tests.deploy.nginx import run_nginx
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
 PER_IP = 3
 

@@ -65,7 +65,7 @@ def publish_unique(slug: str):
     """A published prompt whose first words are new: none of its blocks can be cached anywhere yet."""
     from catalog.models import Store
     from shop_assistant.studio import services
-    from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
+    from shop_assistant.prompts.defaults import DEFAULT_SYSTEM_PROMPT
 
     store = Store.objects.get(slug=slug)
     text = f"Revision {uuid.uuid4().hex}. " + DEFAULT_SYSTEM_PROMPT.format(store=store.name)

@@ -1,17 +1,19 @@
-"""The shared limits (``shop_assistant.runtime.limits.SharedLimits``): in this process's memory, in Redis shared by
-several processes, and back in memory while Redis is down."""
+"""The limits (``shop_assistant.runtime.limits``), all on the ``limits`` library: the shared ones in this process's
+memory, in Redis shared by several processes, and back in memory while Redis is down; the per-connection ones."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import socket
 import time
+import types
 import uuid
 
 import pytest
 
-from shop_assistant.runtime.limits import SharedLimits, SlidingWindowLimiter
+from shop_assistant.runtime.limits import SharedLimits, SlidingWindowLimiter, Throttle
 
 
 def _key() -> str:
@@ -82,10 +84,53 @@ async def test_with_redis_down_the_limits_hold_in_this_process(caplog) -> None:
     assert [r.message for r in caplog.records if "Redis unavailable" in r.message]
 
 
-def test_a_per_connection_limit_of_0_is_off_as_0_is_for_every_other_limit() -> None:
+@pytest.fixture
+def clock(monkeypatch):
+    """The time the per-connection limits read (the ``limits`` library's memory storage and ``retry_after``),
+    set by the test: ``clock[0] = 30.0``."""
+    import limits.storage.memory
+
+    from shop_assistant.runtime import limits as runtime_limits
+
+    now = [1000.0]
+    fake = types.SimpleNamespace(time=lambda: now[0], monotonic=lambda: now[0])
+    monkeypatch.setattr(limits.storage.memory, "time", fake)
+    monkeypatch.setattr(runtime_limits, "time", fake)
+    return now
+
+
+def test_a_per_connection_limit_of_0_is_off_as_0_is_for_every_other_limit(clock) -> None:
     """Before: CHAT_MESSAGES_PER_MINUTE=0 refused every message, then retry_after read the first event of an empty
     window: IndexError, and every shopper's message failed (issue 39, item 12)."""
-    limiter = SlidingWindowLimiter(0, 60.0, clock=lambda: 100.0)
+    limiter = SlidingWindowLimiter(0, 60.0)
     assert all(limiter.allow() for _ in range(500)) and limiter.retry_after() == 0.0
-    limited = SlidingWindowLimiter(1, 60.0, clock=lambda: 100.0)
+    limited = SlidingWindowLimiter(1, 60.0)
     assert limited.allow() and not limited.allow() and limited.retry_after() == 60.0  # the control
+
+
+def test_sliding_window_limiter(clock) -> None:
+    limiter = SlidingWindowLimiter(3, 60.0)
+    assert [limiter.allow() for _ in range(4)] == [True, True, True, False]
+    clock[0] += 30.0
+    assert not limiter.allow() and limiter.retry_after() == pytest.approx(30.0)
+    clock[0] += 30.001  # the first three leave the window together
+    assert limiter.allow() and SlidingWindowLimiter(3, 60.0).allow()  # another connection has its own window
+
+
+def test_throttle(clock) -> None:
+    throttle = Throttle(1.0)
+    assert throttle.allow() and not throttle.allow()
+    clock[0] += 1.001
+    assert throttle.allow()
+
+
+def test_a_closed_connection_leaves_nothing_behind(clock) -> None:
+    from shop_assistant.runtime import limits as runtime_limits
+
+    before = len(runtime_limits._connection_storage.events)
+    limiters = [SlidingWindowLimiter(5, 60.0) for _ in range(100)]
+    assert all(limiter.allow() for limiter in limiters)
+    assert len(runtime_limits._connection_storage.events) == before + 100
+    del limiters
+    gc.collect()
+    assert len(runtime_limits._connection_storage.events) == before

@@ -118,3 +118,27 @@ async def test_a_broadcast_nobody_hears_is_fine_and_one_from_the_event_loop_fail
     assert await asyncio.to_thread(nodes.broadcast, {"type": "x"}) is True  # no node: nothing to warm
     # A publish is sync code; called on an event loop by mistake, it logs and goes on rather than raise.
     assert nodes.broadcast({"type": "x"}) is False
+
+
+def test_a_node_joins_once_the_layer_comes_back(node_settings, monkeypatch, caplog):
+    """A node started while the channel layer is away keeps trying (tenacity, doubling waits) and joins when it is
+    back, rather than giving up or spinning."""
+    from channels.layers import InMemoryChannelLayer
+
+    failures = {"left": 2}
+    real_add = InMemoryChannelLayer.group_add
+
+    async def flaky_add(self, group, channel):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise ConnectionError("layer away")
+        return await real_add(self, group, channel)
+
+    monkeypatch.setattr(InMemoryChannelLayer, "group_add", flaky_add)
+    monkeypatch.setattr(nodes, "JOIN_FIRST_WAIT", 0.05)
+    started = time.monotonic()
+    listener = nodes.start_listener({}, [])
+    assert listener.joined.wait(10) and listener.started.wait(10)
+    assert failures["left"] == 0 and node_settings.NODE_NAME in nodes.board().live_nodes()
+    assert time.monotonic() - started >= 0.05 + 0.1  # it waited 0.05 s, then 0.1 s: doubling, not spinning
+    assert sum("cannot join" in r.getMessage() for r in caplog.records) == 2

@@ -55,13 +55,13 @@ def agent(store):
 
 
 @pytest.fixture(autouse=True)
-def no_scoring_before_publish(settings):
-    """Publishing scores the draft with the live engine first; tests without the engine publish directly (the
-    scoring tests turn it back on with ``scoring_on``)."""
-    settings.STUDIO_SCORE_BEFORE_PUBLISH = False
+def no_scoring_on_publish(settings):
+    """Publishing scores the new version with the live engine, in the background; tests without the engine
+    publish without it (the scoring tests turn it back on with ``scoring_on``)."""
+    settings.STUDIO_SCORE_ON_PUBLISH = False
 
 
 @pytest.fixture
 def scoring_on(settings):
-    settings.STUDIO_SCORE_BEFORE_PUBLISH = True
+    settings.STUDIO_SCORE_ON_PUBLISH = True
     return settings

@@ -1,6 +1,6 @@
 """The studio's insight in real headless Chromium against daphne: an owner opens the analytics of a seeded week,
-asks the playground a question under a draft and the published version, publishes a draft whose score is shown
-next to the published one, and is held back (with a warning) from publishing a draft that scores worse."""
+asks the playground a question under a draft and the published version, publishes a draft whose score follows in
+the background, and is held back (with a warning) from publishing a draft it scored worse."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .seed import seed_week
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
 SCREENSHOTS = screenshot_dir("studio")
-SCORING_TIMEOUT = 600_000  # ms: publishing scores the draft (and the published version) with the live model
+SCORING_TIMEOUT = 600_000  # ms: a score is the live model answering the store's evaluation questions
 
 
 async def log_in(page, base: str, username: str) -> None:
@@ -86,24 +86,28 @@ async def test_owner_reads_analytics_asks_the_playground_and_publishes_a_scored_
     await expect(page.locator('#playground [data-side="left"] .card-item').first).to_be_visible()
     await page.screenshot(path=str(SCREENSHOTS / "playground-cards.png"), full_page=True)
 
-    # Publish: the draft is scored first (and the published version, which had no score), then published.
+    # Publish: published at once, then scored in the background; the prompt page follows the score until it is in.
     await page.goto(f"{base}/studio/demo/")
     await page.get_by_role("link", name="Draft v2").click()
     await page.get_by_role("button", name="Save and publish").click()
-    await expect(page).to_have_url(f"{base}/studio/demo/", timeout=SCORING_TIMEOUT)
+    await expect(page).to_have_url(f"{base}/studio/demo/")
     await expect(page.get_by_role("heading", name=re.compile(r"Published: v2"))).to_be_visible()
-    await expect(page.locator('[data-score-of="v2"]')).to_have_text(re.compile(r"^\d+\.\d$"))
-    await expect(page.locator('[data-score-of="v1"]')).to_have_text(re.compile(r"^\d+\.\d"))
+    await expect(page.locator('[data-score-of="v2"]')).to_have_text(re.compile(r"^\d+\.\d$"), timeout=SCORING_TIMEOUT)
     await expect(page.locator("p.nodes")).to_contain_text("Pre-warmed on 1 of 1 node")
     await page.screenshot(path=str(SCREENSHOTS / "score-history.png"), full_page=True)
 
-    # A draft far longer than the model's context fails every model answer: held back, with the warning.
+    # A draft far longer than the model's context fails every model answer: scored on its page first, it is held
+    # back from publishing, with the warning.
     await page.get_by_role("button", name="New draft from the published version").click()
     await page.get_by_label("System prompt").fill("Always be helpful and polite to every shopper. " * 400)
-    await page.get_by_role("button", name="Save and publish").click()
+    await page.get_by_role("button", name="Save draft").click()
+    await page.get_by_role("button", name="Score this draft now").click()
     await expect(page.get_by_text("This draft scores worse than the published version.")).to_be_visible(
         timeout=SCORING_TIMEOUT
     )
+    await page.get_by_role("button", name="Save and publish").click()
+    await expect(page.get_by_text("This draft scores worse than the published version.")).to_be_visible()
+    await expect(page.get_by_text(re.compile(r"worse than the published v2"))).to_be_visible()
     await expect(page.get_by_role("heading", name="Draft v3")).to_be_visible()
     await page.locator("#score").scroll_into_view_if_needed()
     await page.screenshot(path=str(SCREENSHOTS / "score-worse.png"))

@@ -12,7 +12,7 @@ from django.utils import timezone
 from catalog.models import Store
 from shop_assistant.evaluation import answers
 from shop_assistant.studio import scoring, services
-from shop_assistant.studio.models import PromptVersion
+from shop_assistant.prompts.models import PromptVersion
 
 from .conftest import make_user
 

@@ -15,7 +15,7 @@ from catalog.models import Store
 from shop_assistant.chat.prompting import assemble, user_turn_content
 from shop_assistant.chat.session import ChatSession
 from shop_assistant.studio import services
-from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
+from shop_assistant.prompts.defaults import DEFAULT_SYSTEM_PROMPT
 from shop_assistant.studio.prewarm import aprewarm, prewarm, system_prefix_ids
 
 from .conftest import make_user

@@ -9,7 +9,7 @@ from django.db import connection
 
 from catalog.models import Store
 from shop_assistant.studio import services
-from shop_assistant.studio.models import PromptVersion
+from shop_assistant.prompts.models import PromptVersion
 
 from .conftest import make_user
 
@@ -38,7 +38,7 @@ def test_the_migration_gives_every_store_without_a_published_prompt_the_default(
 
     from django.apps import apps
 
-    migration = importlib.import_module("shop_assistant.studio.migrations.0003_default_prompts")
+    migration = importlib.import_module("shop_assistant.prompts.migrations.0003_default_prompts")
     bare = Store.objects.create(slug="bare", name="Bare Shop")
     PromptVersion.objects.filter(store=bare).delete()  # as a store made before stores got one on creation
     services.create_draft(bare, "A draft is not a published prompt.")

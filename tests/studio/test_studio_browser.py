@@ -107,9 +107,9 @@ async def test_owner_edits_previews_publishes_and_the_next_shopper_gets_it_warm(
     await page.screenshot(path=str(SCREENSHOTS / "draft-and-preview.png"), full_page=True)
     assert page.errors == []
 
-    # Publish: the draft is scored first (studio.scoring); a pirate voice may score lower than the published
-    # prompt, in which case the owner publishes anyway. The store page shows v2 and, a moment later, that its
-    # prefix has been pre-warmed.
+    # Publish: published at once and scored afterwards in the background (studio.tasks); a draft scored before
+    # and lower than the published prompt would be held back, and the owner would publish anyway. The store page
+    # shows v2 and, a moment later, that its prefix has been pre-warmed.
     await page.get_by_role("button", name="Save and publish").click()
     scored = page.get_by_text(re.compile(r"Published v2|scores worse than the published")).first
     await expect(scored).to_be_visible(timeout=600_000)

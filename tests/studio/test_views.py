@@ -10,7 +10,7 @@ from django.test import AsyncClient, Client
 
 from catalog.models import Store
 from shop_assistant.studio import services
-from shop_assistant.studio.models import PromptVersion, SampleQuestion
+from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 from shop_assistant.studio.prewarm import system_prefix_ids
 
 from .conftest import make_user

@@ -20,7 +20,7 @@ from tests.conftest import REPO_ROOT
 
 from .conftest import run_daphne, run_worker, subprocess_env
 
-pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.heavy]
+pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.heavy, pytest.mark.backend_agnostic]
 
 
 def _peak_rss_mib(pid: int) -> float:

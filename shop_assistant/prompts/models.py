@@ -97,3 +97,9 @@ class SampleQuestion(models.Model):
 
     def __str__(self) -> str:
         return self.text
+
+
+def published_prompt(store) -> PromptVersion | None:
+    """The version shoppers' chats start with (a store always has one: the studio gives every new store its
+    default), or None."""
+    return PromptVersion.objects.filter(store=store, status=PromptVersion.Status.PUBLISHED).first()

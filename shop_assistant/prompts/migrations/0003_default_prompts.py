@@ -11,7 +11,7 @@ from django.utils import timezone
 
 
 def publish_default_prompts(apps, schema_editor):
-    from shop_assistant.studio.defaults import DEFAULT_SYSTEM_PROMPT
+    from shop_assistant.prompts.defaults import DEFAULT_SYSTEM_PROMPT
 
     Store = apps.get_model("catalog", "Store")
     PromptVersion = apps.get_model("prompts", "PromptVersion")
