@@ -148,3 +148,28 @@ def test_matchers_are_freed_on_abort_and_survive_preemption(llm: LLM, tokenizer)
         if out.outputs[0].finish_reason == "stop":
             assert validate(json.loads(out.outputs[0].text), SHORT[name][0]) == []
     _assert_no_live_matchers(llm)
+
+
+def test_a_tool_call_schema_picks_one_tool_and_fills_its_arguments(llm: LLM, tokenizer) -> None:
+    """The shape /v1 can give a forced tool call: anyOf one object per tool, its name a const."""
+    tools = {
+        "search_products": {"type": "object", "properties": {"query": {"type": "string", "maxLength": 30},
+                                                             "max_price": {"type": "number", "minimum": 0}},
+                            "required": ["query"], "additionalProperties": False},
+        "order_status": {"type": "object", "properties": {"order_id": {"type": "string", "pattern": "^ORD-[0-9]{6}$"}},
+                         "required": ["order_id"], "additionalProperties": False},
+    }
+    schema = {"anyOf": [
+        {"type": "object", "properties": {"name": {"const": name}, "arguments": args},
+         "required": ["name", "arguments"], "additionalProperties": False}
+        for name, args in tools.items()
+    ]}
+    prompt = _chat(tokenizer, "Find me a tent under 200 dollars. Call a tool.")
+    params = [SamplingParams(temperature=1.0, seed=s, max_tokens=96, structured_outputs=S(json=schema)) for s in range(4)]
+    for out in llm.generate([prompt] * 4, params):
+        c = out.outputs[0]
+        assert c.finish_reason == "stop", c.text
+        call = json.loads(c.text)
+        assert set(call) == {"name", "arguments"} and call["name"] in tools
+        assert validate(call["arguments"], tools[call["name"]]) == [], c.text
+    _assert_no_live_matchers(llm)
