@@ -12,9 +12,10 @@ ConstraintKey = tuple[str, str]
 
 
 def constraint_key(params: StructuredOutputsParams) -> ConstraintKey:
-    """JSON schemas by their canonical JSON text (sorted keys, no spaces), so a dict and its text, or two
-    spellings of one schema, share an entry; choices as the JSON list of their strings (order kept: it is the
-    caller's)."""
+    """JSON schemas by their compact JSON text (no spaces), so a dict and its text, or two spacings of one
+    schema, share an entry. Key order is kept, not sorted: the grammar writes properties in the order the schema
+    declares them (a tool call's ``name`` before its ``arguments``), so two orders are two constraints. Choices
+    as the JSON list of their strings (order kept: it is the caller's)."""
     if params.json is not None:
         schema = params.json
         if isinstance(schema, str):
@@ -24,7 +25,7 @@ def constraint_key(params: StructuredOutputsParams) -> ConstraintKey:
                 raise StructuredOutputError(f"the JSON schema is not valid JSON: {exc}") from exc
         if not isinstance(schema, (dict, bool)):
             raise StructuredOutputError(f"a JSON schema is an object, got {type(schema).__name__}")
-        return "json", json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "json", json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
     if params.json_object:
         return "json_object", ""
     if params.regex is not None:
