@@ -171,7 +171,7 @@ class _StoreIndex:
     # warranty sentence that lists tents does not answer "any discounts on tents?".
     catalog_words: frozenset[str] = frozenset()
     # Every word the products are described with (titles, types, tags, descriptions): a property asked for that
-    # is here but not in the products found is one those products lack (chat/opening.py).
+    # is here but not in the products found is one those products lack (chat/answers/opening.py).
     described_words: frozenset[str] = frozenset()
     # The documents' bodies, in the store's order: what the model's sentences are checked against.
     documents: tuple[str, ...] = ()

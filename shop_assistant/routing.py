@@ -12,7 +12,7 @@ from __future__ import annotations
 from channels.routing import URLRouter
 from django.conf import settings
 
-from shop_assistant.chat import spool
+from shop_assistant.chat.log import spool
 from shop_assistant.runtime import engine_service as engine
 from shop_assistant.chat.routing import websocket_urlpatterns as chat_urlpatterns
 from shop_assistant.console.routing import websocket_urlpatterns as console_urlpatterns

@@ -20,7 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from shop_assistant.chat.decoding import words_of
+from shop_assistant.chat.guard.decoding import words_of
 from . import words as word_rules
 
 QUESTIONS_PATH = Path(__file__).resolve().parent / "questions.json"
@@ -161,7 +161,7 @@ async def ask(question: Question) -> Outcome:
     from shop_assistant.chat.models import Conversation, Message
     from shop_assistant.studio.services import published_prompt
 
-    from shop_assistant.chat.session import ChatSession
+    from shop_assistant.chat.protocol.session import ChatSession
 
     frames: list[dict[str, Any]] = []
     done = asyncio.Event()
@@ -314,9 +314,9 @@ def checker_flags(store: Any, text: str, answer: str, version: Any = None) -> li
     """The model's sentences on screen that the chat's own checker rejects (none, unless something bypassed it).
 
     The opening and the evidence come from planning the question again (the same data gives the same ones)."""
-    from shop_assistant.chat import checker, pipeline
+    from shop_assistant.chat.guard import checker, pipeline
     from shop_assistant.runtime import engine_service
-    from shop_assistant.chat.sentences import SentenceSplitter
+    from shop_assistant.chat.guard.sentences import SentenceSplitter
 
     plan = pipeline.plan(engine_service.get_engine(), store, [], text, version=version)
     if plan.opening is None or plan.evidence is None or not answer.startswith(plan.opening.text):

@@ -1,6 +1,6 @@
 """The evaluation's judgement of the words a shopper reads, from the final on-screen text alone.
 
-Written apart from the chat's sentence checker (``shop_assistant.chat.checker``) and with rules of its own, so
+Written apart from the chat's sentence checker (``shop_assistant.chat.guard.checker``) and with rules of its own, so
 the evaluation measures the checker instead of repeating it: a sentence it lets through that these rules call
 unsupported, disowning or narrating is a failure of the checker.
 """

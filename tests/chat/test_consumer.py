@@ -281,7 +281,7 @@ async def test_long_history_is_trimmed_oldest_first(ws, demo_store, settings, ch
 
 
 async def test_agent_messages_reach_the_shopper_and_the_history(ws, demo_store):
-    from shop_assistant.chat.agents import asend_agent_message
+    from shop_assistant.chat.log.agents import asend_agent_message
 
     client = await ws("/ws/chat/?store=demo")
     ready = client.ready
@@ -333,7 +333,7 @@ async def test_two_connections_to_one_conversation_both_see_agent_messages(ws, d
     one = await ws("/ws/chat/?store=demo")
     ready = one.ready
     two = await ws(f"/ws/chat/?resume={ready['resume_token']}")
-    from shop_assistant.chat.agents import asend_agent_message
+    from shop_assistant.chat.log.agents import asend_agent_message
 
     await asend_agent_message(ready["conversation"], "Both tabs see this", "Sam")
     for client in (one, two):
@@ -374,7 +374,7 @@ def _waiting_for_a_person(conversation_ids: list[str]) -> set[str]:
 async def test_requests_for_a_person_in_other_words_reach_the_inbox(ws, demo_store):
     """Issue 40: "Can a human help me?", "Is there anyone I can chat with?" and "agent please" got a bot answer
     and the inbox listed the chats as "Bot". Each now gets the handoff reply and waits for a person."""
-    from shop_assistant.chat.handoff import reply_for
+    from shop_assistant.chat.log.handoff import reply_for
 
     asked = []
     for text in ("Can a human help me?", "Is there anyone I can chat with?", "agent please",

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from catalog.models import Variant
 
-from .models import CardClick, Conversation, Message
+from ..models import CardClick, Conversation, Message
 
 MAX_COMMENT_CHARS = 2000
 MAX_EMAIL_CHARS = 254  # RFC 5321's limit on a forward path, and EmailField's max_length

@@ -29,12 +29,15 @@ from shop_assistant.runtime import engine_service, nodes
 from shop_assistant.runtime.limits import SlidingWindowLimiter, Throttle
 from shop_assistant.runtime.text import clean_text
 from shop_assistant.studio.models import SampleQuestion
-from . import closing, composition, events, feedback, handoff, keeping, pipeline
-from .conversations import default_store, draft_conversation, recent_messages, resume_conversation
-from .models import Conversation, Message
-from .pipeline import Generated, Plan
-from .prompting import PromptTooLongError, Turn, user_turn_content
-from .writes import MessageRecord, NotSavedError, client_message_id
+from ..log import closing, feedback, handoff, keeping
+from ..answers import composition
+from . import events
+from ..guard import pipeline
+from ..log.conversations import default_store, draft_conversation, recent_messages, resume_conversation
+from ..models import Conversation, Message
+from ..guard.pipeline import Generated, Plan
+from ..answers.prompting import PromptTooLongError, Turn, user_turn_content
+from ..log.writes import MessageRecord, NotSavedError, client_message_id
 
 if TYPE_CHECKING:
     from inference import AsyncLLM

@@ -24,7 +24,8 @@ from catalog.grounding import ProductFacts
 from catalog.models import Store
 from catalog.passages import Match
 
-from . import comparison, handoff
+from . import comparison
+from ..log import handoff
 from .opening import possessive
 from .retrieval import Retrieved
 

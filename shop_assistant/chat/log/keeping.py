@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 
-from . import events, spool
+from ..protocol import events
+from . import spool
 from .tasks import record_message
 from .writes import MessageRecord, NotSavedError, answered, store_message, write_with_retry
 
