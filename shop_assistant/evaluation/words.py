@@ -11,7 +11,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+from catalog.text import split_sentences, stem
+
 _ENDS = ('.', '!', '?', '"', ')', '”', '’', "'")
 _DISOWNS = re.compile(
     r"\b(?:as an? (?:ai|digital|virtual|language|computer)|digital (?:platform|shopping)|language model|"
@@ -41,15 +42,7 @@ _PLAIN = frozenset(
 )
 
 
-def sentences(text: str) -> list[str]:
-    return [part.strip() for part in _SPLIT.split(text.strip()) if part.strip()]
-
-
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
+sentences = split_sentences
 
 
 @dataclass
@@ -69,7 +62,7 @@ def unsupported_sentence(sentence: str, evidence: str) -> bool:
         return True
     if any(name.lower() not in lowered for name in _NAME.findall(sentence)):
         return True
-    terms = [_stem(t) for t in _TERM.findall(sentence.lower()) if t not in _PLAIN]
+    terms = [stem(t, ing=True) for t in _TERM.findall(sentence.lower()) if t not in _PLAIN]
     if not terms:
         return False
     missing = [t for t in terms if t not in lowered]
@@ -92,11 +85,11 @@ def _has(text: str, words: set[str]) -> bool:
 def contradicts(sentence: str, quotes: Iterable[str]) -> bool:
     """The sentence shares words with a quoted sentence and says the opposite: one is negated and the other not,
     or one has a word the other turns around ("unused" against "after wearing")."""
-    words = {_stem(t) for t in _TERM.findall(sentence.lower())} - _PLAIN
+    words = {stem(t, ing=True) for t in _TERM.findall(sentence.lower())} - _PLAIN
     lowered = sentence.lower()
     for quote in quotes:
         for quoted in sentences(quote):
-            theirs = {_stem(t) for t in _TERM.findall(quoted.lower())} - _PLAIN
+            theirs = {stem(t, ing=True) for t in _TERM.findall(quoted.lower())} - _PLAIN
             shared = len(words & theirs)
             if shared >= 3 and bool(_NEGATIVE.search(sentence)) != bool(_NEGATIVE.search(quoted)):
                 return True

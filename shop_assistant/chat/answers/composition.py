@@ -22,6 +22,7 @@ from typing import Any
 from catalog import asked, sales
 from catalog.grounding import ProductFacts
 from catalog.models import Store
+from catalog.text import split_sentences
 from catalog.passages import Match
 
 from . import comparison
@@ -206,7 +207,7 @@ def _tracking_quotes(retrieved: Retrieved) -> list[dict[str, str]]:
     """The store's own sentences about tracking a parcel, if the question found any: they say where to look."""
     quotes = []
     for quote in retrieved.quotes:
-        sentences = [s for s in re.split(r"(?<=[.!?])\s+", quote["text"]) if re.search(r"\btrack", s, re.I)]
+        sentences = [s for s in split_sentences(quote["text"]) if re.search(r"\btrack", s, re.I)]
         if sentences:
             quotes.append({"title": quote["title"], "text": " ".join(sentences)})
     return quotes

@@ -25,6 +25,7 @@ from typing import Any
 
 from catalog.grounding import LETTER_SIZE, LETTER_SIZES, OptionValues, ProductFacts, is_size
 from catalog.passages import Match, content_words
+from catalog.text import split_sentences
 
 # kind -> templates; each names its placeholders (see PLACEHOLDERS).
 DEFAULT_TEMPLATES: dict[str, list[str]] = {
@@ -94,7 +95,6 @@ _QUALIFIER = re.compile(
     r"provided|outside|instead)\b",
     re.IGNORECASE,
 )
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _SALE_WORDS = re.compile(r"\b(?:sale|discounts?|deals?|offers?|cheaper|reduced|markdown|promotion)\b", re.IGNORECASE)
 _PRICE_WORDS = frozenset(
     "under below over above less more than cheaper between up most least dollar usd eur euro buck budget".split()
@@ -182,7 +182,7 @@ def _is(title: str) -> str:
 
 
 def _description_sentences(product: ProductFacts) -> list[str]:
-    sentences = [s.strip() for s in _SENTENCE.split(product.description) if s.strip()]
+    sentences = split_sentences(product.description, starts_upper=True)
     return [s for s in sentences if len(s) <= MAX_DESCRIPTION_SENTENCE and s[-1] in ".!?"]
 
 

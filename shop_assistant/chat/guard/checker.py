@@ -30,6 +30,7 @@ from functools import cached_property
 
 from catalog.grounding import LETTER_SIZE, ProductFacts, price_limits
 from catalog.passages import content_words
+from catalog.text import split_sentences
 
 from .decoding import allowed_figures, amounts
 
@@ -77,7 +78,7 @@ class Evidence:
 
     @cached_property
     def policy_sentences(self) -> tuple[str, ...]:
-        return tuple(s for text in (*self.quotes, *self.documents) for s in _SENTENCE_END.split(text) if s.strip())
+        return tuple(s for text in (*self.quotes, *self.documents) for s in split_sentences(text))
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,6 @@ class Verdict:
 
 SUPPORTED = Verdict(True)
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 _FORM = re.compile(
     r"^\W*[\[\*#>|(]|https?://|www\.|\S+@\S+|\[[a-z_ ]+\]|\bchat ?(?:history|log)\b|^\s*[A-Z][\w' ]{0,25}:\s",
     re.IGNORECASE,
@@ -360,7 +360,7 @@ def _policy(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
 def _repeats(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
     words = content_words(sentence)
     for earlier in shown:
-        for part in _SENTENCE_END.split(earlier):
+        for part in split_sentences(earlier):
             other = content_words(part)
             if words and other and len(words & other) / len(words | other) >= 0.8:
                 return Verdict(False, "repeats what was already said")

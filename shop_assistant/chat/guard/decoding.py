@@ -21,6 +21,7 @@ import regex
 from django.conf import settings
 
 from catalog.models import Store
+from catalog.text import SENTENCE_END
 
 # Chosen by measurement on the evaluation question set (see the commit message and docs/chat-protocol.md).
 DEFAULTS = {
@@ -168,8 +169,6 @@ _ANY_NUMBER = re.compile(_NUMBER)
 _FIGURE_CORE = re.compile(r"[\d$€£]")  # where the part of a figure that is held back begins
 _SKU = re.compile(r"\[SKU [^\]]*\]")
 _LIST_NUMBER = re.compile(r"^\s*\d+\.\s", re.MULTILINE)  # "1. Stormshell ...": a position, not a figure
-# Where a sentence ends: the answer may be cut there without leaving half a sentence on screen.
-_SENTENCE_END = re.compile(r"[.!?…](?:[\"')\]*_]*)(?=\s)|\n")
 # What is left dangling when a cut falls inside a list: its marker ("1.", "-") or the line announcing it ("...:").
 _DANGLING = re.compile(r"(?:^|\n)[ \t]*(?:\d+\.|[-*•])[ \t]*$|(?:^|(?<=[.!?…\n]))[^.!?…\n]*:\s*$")
 
@@ -278,7 +277,7 @@ class FigureFilter:
         return shown
 
     def _refuse(self, start: int, figure: str) -> str:
-        ends = [end.end() for end in _SENTENCE_END.finditer(self._text, 0, start)]
+        ends = [end.end() for end in SENTENCE_END.finditer(self._text, 0, start)]
         cut = ends[-1] if ends else 0
         kept = self._text[:cut].rstrip()
         while (dangling := _DANGLING.search(kept)) is not None:  # "Here is the list:\n\n1." is no sentence
