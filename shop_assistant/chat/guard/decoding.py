@@ -23,15 +23,6 @@ from django.conf import settings
 from catalog.models import Store
 from catalog.text import SENTENCE_END
 
-# Chosen by measurement on the evaluation question set (see the commit message and docs/chat-protocol.md).
-DEFAULTS = {
-    "answer_max_tokens": 120,
-    "temperature": 0.2,
-    "repetition_penalty": 1.15,
-    "frequency_penalty": 0.3,
-    "presence_penalty": 0.0,
-    "candidates": 1,
-}
 # The answer budget next to a policy quote (see pipeline.answer_budget); measured on the evaluation set.
 QUOTED_ANSWER_MAX_TOKENS = 48
 FINISH_REPETITION = "repetition"
@@ -84,16 +75,11 @@ class Decoding:
 
 
 def site_defaults() -> dict[str, Any]:
-    """settings.CHAT's decoding values (an unset one falls back to ``DEFAULTS``)."""
-    chat = getattr(settings, "CHAT", {})
-    values = dict(DEFAULTS)
-    if chat.get("max_tokens") is not None:
-        values["answer_max_tokens"] = chat["max_tokens"]
-    for name in ("answer_max_tokens", "temperature", "repetition_penalty", "frequency_penalty", "presence_penalty",
-                 "candidates"):  # fmt: skip
-        if chat.get(name) is not None:
-            values[name] = chat[name]
-    return values
+    """The site's decoding defaults: settings.CHAT, their one source (chosen by measurement on the evaluation
+    question set; see docs/chat-protocol.md)."""
+    chat = settings.CHAT
+    names = ("temperature", "repetition_penalty", "frequency_penalty", "presence_penalty", "candidates")
+    return {"answer_max_tokens": chat["max_tokens"], **{name: chat[name] for name in names}}
 
 
 def decoding_for(store: Store, seed: int | None = None) -> Decoding:

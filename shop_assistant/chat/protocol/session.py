@@ -54,14 +54,16 @@ CLOSE_GRACE_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class Limits:
-    max_message_chars: int = 2000
-    messages_per_minute: int = 20
+    """A session's limits; the message limits come from settings.CHAT (their one source)."""
+
+    max_message_chars: int
+    messages_per_minute: int
     history_messages: int = 50  # sent with `ready` and replayed into the prompt (then trimmed to fit)
     typing_interval: float = 1.0
 
     @classmethod
     def from_settings(cls) -> Limits:
-        chat = getattr(settings, "CHAT", {})
+        chat = settings.CHAT
         return cls(**{name: chat[name] for name in cls.__dataclass_fields__ if chat.get(name) is not None})
 
     @property
