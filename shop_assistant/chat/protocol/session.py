@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import time
 import uuid
@@ -31,7 +30,8 @@ from shop_assistant.runtime.text import clean_text
 from shop_assistant.studio.models import SampleQuestion
 from ..log import closing, feedback, handoff, keeping
 from ..answers import composition
-from . import events
+from . import events, frames
+from .frames import Frame, ProtocolError
 from ..guard import pipeline
 from ..log.conversations import default_store, draft_conversation, recent_messages, resume_conversation
 from ..models import Conversation, Message
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Frame = dict[str, Any]
 SendFrame = Callable[[Frame], Awaitable[None]]
 GroupSend = Callable[[Frame], Awaitable[None]]
 
@@ -70,17 +69,6 @@ class Limits:
     def max_frame_chars(self) -> int:
         # JSON escaping can grow text up to 6x (\uXXXX); anything beyond that is not a message frame.
         return self.max_message_chars * 6 + 1024
-
-
-class ProtocolError(Exception):
-    def __init__(self, code: str, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.extra = extra
-
-    def frame(self) -> Frame:
-        return {"type": "error", "code": self.code, "message": self.message, **self.extra}
 
 
 def not_saved_frame(text: str, message_id: str | None = None, client_id: uuid.UUID | None = None) -> Frame:
@@ -355,24 +343,17 @@ class ChatSession:
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
-            frame = self._parse(text_data, bytes_data)
-            kind = frame["type"]
-            if kind == "message":
+            frame = frames.parse(frames.decode(text_data, self.limits.max_frame_chars))
+            if isinstance(frame, frames.MessageFrame):
                 await self._on_message(frame)
-            elif kind == "stop":
+            elif isinstance(frame, frames.StopFrame):
                 self._on_stop()
-            elif kind == "typing":
+            elif isinstance(frame, frames.TypingFrame):
                 await self._on_typing()
-            elif kind in ("rate", "csat", "email", "card_click"):
-                await self._on_feedback(kind, frame)
-            elif kind == "end":
+            elif isinstance(frame, frames.EndFrame):
                 await self._on_end()
             else:
-                raise ProtocolError(
-                    "unknown_type",
-                    f"unknown message type {kind!r}; expected message, stop, typing, rate, csat, email, card_click "
-                    "or end",
-                )
+                await self._on_feedback(frame)
         except ProtocolError as error:
             await self.send(error.frame())
         except feedback.FeedbackError as error:
@@ -381,26 +362,10 @@ class ChatSession:
             logger.exception("handling a frame failed")
             await self.send({"type": "error", "code": "internal", "message": "something went wrong; try again"})
 
-    def _parse(self, text_data: str | None, bytes_data: bytes | None) -> Frame:
-        if text_data is None:
-            raise ProtocolError("bad_frame", "send JSON text frames, not binary ones")
-        if len(text_data) > self.limits.max_frame_chars:
-            raise ProtocolError("frame_too_large", "that frame is far larger than any message can be")
+    async def _on_message(self, frame: frames.MessageFrame) -> None:
+        client_id = frame.client_id
         try:
-            frame = json.loads(text_data)
-        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
-            raise ProtocolError("bad_json", "the frame is not valid JSON") from None
-        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-            raise ProtocolError("bad_frame", 'a frame is a JSON object with a string "type"')
-        return frame
-
-    async def _on_message(self, frame: Frame) -> None:
-        try:
-            client_id = keeping.client_id(frame.get("client_id"))
-        except ValueError:
-            raise ProtocolError("bad_frame", '"client_id" is a UUID string (the widget\'s id of the message)') from None
-        try:
-            text = await self._accept(frame)
+            text = await self._accept(frame.text)
         except ProtocolError as error:
             if client_id is not None:  # the widget's outbox learns which message was refused
                 error.extra["client_id"] = str(client_id)
@@ -413,11 +378,8 @@ class ChatSession:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _accept(self, frame: Frame) -> str:
+    async def _accept(self, text: str) -> str:
         """The message's text, checked against the limits; ProtocolError when it is refused."""
-        text = frame.get("text")
-        if not isinstance(text, str):
-            raise ProtocolError("bad_frame", 'a message needs a string "text"')
         text = clean_text(text).strip()  # no NUL, no lone surrogates: what the database and tokenizer take
         if not text:
             raise ProtocolError("empty_message", "the message is empty")
@@ -446,34 +408,22 @@ class ChatSession:
             )
         return text
 
-    async def _on_feedback(self, kind: str, frame: Frame) -> None:
-        """`rate`, `csat`, `email`, `card_click`: shapes checked here, the writes in ``feedback``. Each is
-        acknowledged (`rated`, `csat_saved`, `email_saved`) except card clicks, which the page follows away."""
+    async def _on_feedback(self, frame: frames.InFrame) -> None:
+        """`rate`, `csat`, `email`, `card_click` (shapes checked by their schemas), the writes in ``feedback``. Each
+        is acknowledged (`rated`, `csat_saved`, `email_saved`) except card clicks, which the page follows away."""
         conversation_id = self.conversation.id
         # On the chat's writer threads: a hung database holds these, never the threads that plan answers.
         write = functools.partial(database_sync_to_async, thread_sensitive=False, executor=keeping.WRITERS)
-        if kind == "rate":
-            message_id = feedback.message_uuid(frame.get("message_id"))
-            value = frame.get("value")
-            if isinstance(value, bool) or value not in (1, -1, 0):
-                raise ProtocolError("bad_frame", '"value" is 1 (helpful), -1 (not helpful) or 0 (no rating)')
+        if isinstance(frame, frames.RateFrame):
+            message_id, value = frame.message_id, frame.value
             await write(feedback.rate_answer)(conversation_id, message_id, value)
             await self.send({"type": "rated", "message_id": str(message_id), "value": value})
-        elif kind == "csat":
-            rating, comment = frame.get("rating"), frame.get("comment", "")
-            if isinstance(rating, bool) or not isinstance(rating, int) or not 1 <= rating <= 5:
-                raise ProtocolError("bad_frame", '"rating" is a whole number from 1 to 5')
-            if comment is None:
-                comment = ""
-            if not isinstance(comment, str) or len(comment) > feedback.MAX_COMMENT_CHARS:
-                raise ProtocolError(
-                    "bad_frame", f'"comment" is text of at most {feedback.MAX_COMMENT_CHARS} characters'
-                )
-            comment = clean_text(comment).strip()
+        elif isinstance(frame, frames.CsatFrame):
+            rating, comment = frame.rating, frame.comment
             await write(feedback.rate_conversation)(conversation_id, rating, comment)
             await self.send({"type": "csat_saved", "rating": rating, "comment": comment})
-        elif kind == "email":
-            email = feedback.clean_email(frame.get("email"))
+        elif isinstance(frame, frames.EmailFrame):
+            email = feedback.clean_email(frame.email)
             await write(feedback.save_email)(conversation_id, email)
             self.conversation.shopper_email = email
             self.agents_back = None
@@ -481,11 +431,8 @@ class ChatSession:
                 {"type": "email_saved", "email": email, "message": EMAIL_SAVED_NOTICE.format(email=email)}
             )
         else:
-            message_id = feedback.message_uuid(frame.get("message_id"))
-            sku = frame.get("sku")
-            if not isinstance(sku, str) or not sku or len(sku) > 255:
-                raise ProtocolError("bad_frame", 'a card click needs the card\'s string "sku"')
-            await write(feedback.record_card_click)(conversation_id, message_id, sku)
+            assert isinstance(frame, frames.CardClickFrame), frame
+            await write(feedback.record_card_click)(conversation_id, frame.message_id, frame.sku)
 
     async def _on_end(self) -> None:
         """The shopper ended the chat ("End chat"): resolved exactly as an agent's resolve is (``closing.close``),
