@@ -227,7 +227,7 @@ class Writes:
 
 
 def test_planning_only_reads_a_handoff_is_the_sessions_to_record(db):
-    """The session records the handoff (``session._plan_unless_held``); the plan itself writes nothing."""
+    """The session records the handoff (``answers.service._plan_unless_held``); the plan itself writes nothing."""
     store = Store.objects.create(slug="corner", name="Corner Shop")
     writes = Writes()
     with connection.execute_wrapper(writes):

@@ -33,6 +33,22 @@ class ProtocolError(Exception):
         return {"type": "error", "code": self.code, "message": self.message, **self.extra}
 
 
+def not_saved(text: str, message_id: str | None = None, client_id: uuid.UUID | None = None) -> Frame:
+    """The shopper's message (or its answer) could be saved neither to the database nor to the spool: without
+    this they would see a normal ending and find the exchange missing after a reload."""
+    frame: Frame = {
+        "type": "error",
+        "code": "not_saved",
+        "message": "your message could not be saved; please send it again",
+        "text": text,
+    }
+    if message_id is not None:
+        frame["message_id"] = message_id
+    if client_id is not None:
+        frame["client_id"] = str(client_id)
+    return frame
+
+
 def _refuse(message: str, code: str = "bad_frame") -> PydanticCustomError:
     """A field's wrong value: the error frame's code and message (the code travels as the error's type)."""
     return PydanticCustomError(code, message)
