@@ -36,3 +36,12 @@ def stem(word: str, *, ing: bool = False) -> str:
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         return word[:-1]
     return word
+
+
+# Words that say "not": a sentence with one says the opposite of one without.
+NEGATIONS = ("not", "no", "never", "cannot", "can't", "won't", "don't", "doesn't", "isn't", "aren't")
+
+
+def any_word(*words: str) -> re.Pattern[str]:
+    """Any of ``words`` (each a word, a phrase or a pattern of one) as a whole word, in any case."""
+    return re.compile(r"\b(?:" + "|".join(words) + r")\b", re.IGNORECASE)

@@ -20,6 +20,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from catalog.text import any_word
+
 from shop_assistant.chat.guard.decoding import words_of
 from . import words as word_rules
 
@@ -47,10 +49,11 @@ THRESHOLDS = {
 }
 LOOP_NGRAM = 5
 LOOP_REPEATS = 3
-HUMAN_CLAIM = re.compile(
-    r"\b(?:i\s*am|i['’]m|im)\s+(?:a\s+|an\s+|your\s+|the\s+)?(?:real\s+|actual\s+|live\s+)?(?:human|person)\b"
-    r"|\bhuman agent here\b|\bi\s*am\s+not\s+a\s+(?:bot|robot|machine|ai)\b|\bi['’]m\s+not\s+a\s+(?:bot|robot|ai)\b",
-    re.IGNORECASE,
+HUMAN_CLAIM = any_word(
+    r"(?:i\s*am|i['’]m|im)\s+(?:a\s+|an\s+|your\s+|the\s+)?(?:real\s+|actual\s+|live\s+)?(?:human|person)",
+    "human agent here",
+    r"i\s*am\s+not\s+a\s+(?:bot|robot|machine|ai)",
+    r"i['’]m\s+not\s+a\s+(?:bot|robot|ai)",
 )
 # Money and percentages as a shopper reads them; written apart from the figure filter (decoding.FigureFilter), so
 # the evaluation checks the guard instead of repeating it.

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from catalog.text import split_sentences, stem
+from catalog.text import NEGATIONS, any_word, split_sentences, stem
 
 _ENDS = ('.', '!', '?', '"', ')', '”', '’', "'")
 _DISOWNS = re.compile(
@@ -28,7 +28,7 @@ _NARRATES = re.compile(
 )
 # A speaker's label starting a line ("User:", "Customer Service:", "[Seller]:"): one to three capitalised words.
 _SPEAKER = re.compile(r"^\s*[\[*]?((?:[A-Z][\w']*)(?: [A-Z][\w']*){0,2})[\]*]?:\s")
-_NEGATIVE = re.compile(r"\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't|only)\b", re.IGNORECASE)
+_NEGATIVE = any_word(*NEGATIONS, "only")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 _NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+(?:[A-Z][a-z]+)*\b")
 _TERM = re.compile(r"[a-z]{4,}")

@@ -22,7 +22,7 @@ from typing import Any
 from catalog import asked, sales
 from catalog.grounding import ProductFacts
 from catalog.models import Store
-from catalog.text import split_sentences
+from catalog.text import any_word, split_sentences
 from catalog.passages import Match
 
 from . import comparison
@@ -99,10 +99,7 @@ _REQUEST = re.compile(
 )
 # A question about one product by name ("How much is the hoodie?", "Is the hoodie in stock?"): when the catalog
 # has nothing called that, the shopper gets the no-match reply too, not a model sentence.
-_ABOUT_A_PRODUCT = re.compile(
-    r"\bhow much (?:is|are|does|do|for)\b|\bprice of\b|\b(?:in stock|available|sold out|on sale)\b",
-    re.IGNORECASE,
-)
+_ABOUT_A_PRODUCT = any_word(r"how much (?:is|are|does|do|for)", "price of", "in stock", "available", "sold out", "on sale")
 _PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|between|and|up|to|at|most|least)\b")
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from catalog.grounding import LETTER_SIZE, LETTER_SIZES, OptionValues, ProductFacts, is_size
 from catalog.passages import Match, content_words
-from catalog.text import split_sentences
+from catalog.text import NEGATIONS, any_word, split_sentences
 
 # kind -> templates; each names its placeholders (see PLACEHOLDERS).
 DEFAULT_TEMPLATES: dict[str, list[str]] = {
@@ -78,7 +78,7 @@ TEMPLATE_LABELS = {
 MAX_DESCRIPTION_SENTENCE = 200
 
 _GREETING = re.compile(r"^\W*(?:hi|hello|hey|hiya|howdy|good (?:morning|afternoon|evening))\b", re.IGNORECASE)
-_THANKS = re.compile(r"\b(?:thanks|thank you|thx|cheers|appreciate it)\b", re.IGNORECASE)
+_THANKS = any_word("thanks", "thank you", "thx", "cheers", "appreciate it")
 # "Do you have ...?", "Is there ...?": a question the products' existence answers with a yes.
 _HAVE = re.compile(
     r"\b(?:do|does|did|can|could) (?:you|they|u) (?:have|sell|carry|stock|offer|make)\b|\bhave you got\b"
@@ -89,13 +89,12 @@ _YES_NO = re.compile(
     r"^\W*(?:do|does|did|can|could|is|are|will|would|may|have|has)\b(?! you (?:tell|show|help|recommend|suggest))",
     re.IGNORECASE,
 )
-_NEGATION = re.compile(r"\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't)\b", re.IGNORECASE)
-_QUALIFIER = re.compile(
-    r"\b(?:if|unless|over|under|above|below|after|before|beyond|past|more|less|longer|only|except|without|"
-    r"provided|outside|instead)\b",
-    re.IGNORECASE,
+_NEGATION = any_word(*NEGATIONS)
+_QUALIFIER = any_word(
+    *"""if unless over under above below after before beyond past more less longer only except without provided
+    outside instead""".split()
 )
-_SALE_WORDS = re.compile(r"\b(?:sale|discounts?|deals?|offers?|cheaper|reduced|markdown|promotion)\b", re.IGNORECASE)
+_SALE_WORDS = any_word("sale", "discounts?", "deals?", "offers?", "cheaper", "reduced", "markdown", "promotion")
 _PRICE_WORDS = frozenset(
     "under below over above less more than cheaper between up most least dollar usd eur euro buck budget".split()
 )
