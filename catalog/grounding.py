@@ -14,6 +14,7 @@ from decimal import Decimal
 from . import asked, embeddings, passages, sales
 from .models import Product, Store, Variant
 from .search import MATCH_THRESHOLD, MIN_SEMANTIC, SearchHit, query_vector, search
+from .text import split_sentences
 
 MAX_DESCRIPTION_CHARS = 160
 MAX_QUOTE_SENTENCES = 2  # per document: enough for the answer, short enough to read at a glance
@@ -115,7 +116,7 @@ def _first_line(description: str) -> str:
     text = " ".join(description.split())
     if not text:
         return ""
-    sentence = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+    sentence = (split_sentences(text) or [""])[0]
     if len(sentence) > MAX_DESCRIPTION_CHARS:
         sentence = sentence[: MAX_DESCRIPTION_CHARS - 1].rsplit(" ", 1)[0] + "…"
     return sentence

@@ -47,7 +47,7 @@ class Store(models.Model):
     handoff_reply = models.TextField(blank=True, help_text="Fixed reply when a shopper asks for a person.")
     model_text = models.CharField(max_length=10, choices=ModelText.choices, default=ModelText.CHECKED)
     # kind -> wordings of an answer's first sentence ("We have the {product} for {price}."); a kind left out
-    # uses the defaults of shop_assistant.chat.opening.
+    # uses the defaults of shop_assistant.chat.answers.opening.
     opening_templates = models.JSONField(default=dict, blank=True)
     # {"timezone": "Europe/Berlin", "weekdays": [0, 1, 2, 3, 4], "open": "09:00", "close": "17:00"}
     # (weekdays: Monday is 0); empty: agents are always reachable.
@@ -62,7 +62,7 @@ class Store(models.Model):
     widget_allowed_origins = models.TextField(blank=True)
     # Never sent to a browser: the widget names its store by slug and the websocket checks the page's origin
     # (widget_allowed_origins), so the embed snippet carries no key. It seeds the store's customer-signing key
-    # (shop_assistant.chat.identity.store_secret), which only the store's owners see.
+    # (shop_assistant.chat.protocol.identity.store_secret), which only the store's owners see.
     widget_key = models.CharField(max_length=64, unique=True, default=new_widget_key, editable=False)
     # Conversations older than this many days are deleted by the retention job; null: kept.
     retention_days = models.PositiveIntegerField(null=True, blank=True)

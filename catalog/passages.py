@@ -31,6 +31,7 @@ import numpy as np
 
 from . import embeddings, freshness
 from .models import Product, Store, StoreDocument
+from .text import split_sentences, stem
 
 LEXICAL_WEIGHT = 0.3
 KIND_BONUS = 0.08
@@ -86,18 +87,6 @@ _SYNONYMS = {
 }
 
 
-def _stem(word: str) -> str:
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 5 and word.endswith("ing"):
-        return word[:-3]
-    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that can tell passages apart, stemmed and mapped to a shared synonym."""
     words = set()
@@ -105,7 +94,7 @@ def content_words(text: str) -> set[str]:
         if word in _STOPWORDS:
             continue
         word = _SYNONYMS.get(word, word)
-        stemmed = _stem(word)
+        stemmed = stem(word, ing=True)
         words.add(_SYNONYMS.get(stemmed, stemmed))
     return words
 
@@ -150,7 +139,7 @@ def passages_of(document: StoreDocument) -> list[Passage]:
         pieces = [line.strip() for line in body.splitlines() if line.strip()]
     else:
         lines = [line.strip() for line in body.splitlines() if line.strip()]
-        pieces = [part.strip() for line in lines for part in re.split(r"(?<=[.!?])\s+", line) if part.strip()]
+        pieces = [part for line in lines for part in split_sentences(line)]
     passages = []
     for position, piece in enumerate(pieces):
         question, answer = "", piece
@@ -171,7 +160,7 @@ class _StoreIndex:
     # warranty sentence that lists tents does not answer "any discounts on tents?".
     catalog_words: frozenset[str] = frozenset()
     # Every word the products are described with (titles, types, tags, descriptions): a property asked for that
-    # is here but not in the products found is one those products lack (chat/opening.py).
+    # is here but not in the products found is one those products lack (chat/answers/opening.py).
     described_words: frozenset[str] = frozenset()
     # The documents' bodies, in the store's order: what the model's sentences are checked against.
     documents: tuple[str, ...] = ()

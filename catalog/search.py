@@ -27,6 +27,7 @@ from django.db.models import Prefetch
 
 from . import embeddings, freshness
 from .models import Product, ProductImage, Store, Variant
+from .text import stem
 
 logger = logging.getLogger(__name__)
 
@@ -50,19 +51,8 @@ _STOPWORDS = frozenset(
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 
-def _stem(word: str) -> str:
-    # Just enough to make plurals meet their singulars ("earrings"/"earring", "pillows"/"pillow").
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
 def tokenize(text: str) -> list[str]:
-    return [_stem(token) for token in _TOKEN_RE.findall(text.lower()) if token not in _STOPWORDS]
+    return [stem(token) for token in _TOKEN_RE.findall(text.lower()) if token not in _STOPWORDS]
 
 
 class _BM25:

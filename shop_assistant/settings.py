@@ -282,7 +282,7 @@ PREWARM_ON_START_MAX_STORES = env_int("PREWARM_ON_START_MAX_STORES", 50)
 CHAT = {
     "max_message_chars": env_int("CHAT_MAX_MESSAGE_CHARS", 2000),
     "messages_per_minute": env_int("CHAT_MESSAGES_PER_MINUTE", 20),
-    # Decoding defaults for every store that leaves its own field empty (see shop_assistant/chat/decoding.py
+    # Decoding defaults for every store that leaves its own field empty (see shop_assistant/chat/guard/decoding.py
     # for how they were chosen); CHAT_SEED makes sampling reproducible.
     "max_tokens": env_int("CHAT_MAX_TOKENS", 120),
     "temperature": env_float("CHAT_TEMPERATURE", 0.2),

@@ -22,7 +22,7 @@ from django.conf import settings
 
 def start_web_process() -> None:
     """Start the web process's background threads (once; each start is idempotent)."""
-    from shop_assistant.chat import spool
+    from shop_assistant.chat.log import spool
     from shop_assistant.runtime import engine_service, nodes
     from shop_assistant.studio import prewarm
 

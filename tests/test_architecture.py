@@ -192,10 +192,10 @@ def import_violations(graph: dict[str, set[str]]) -> list[str]:
 
 def test_the_import_rules_catch_a_wrong_edge():
     graph = {
-        "shop_assistant.runtime.limits": {"shop_assistant.chat.session", "inference.engine"},
+        "shop_assistant.runtime.limits": {"shop_assistant.chat.protocol.session", "inference.engine"},
         "catalog.models": {"shop_assistant.studio.models", "inference"},
         "inference.engine": {"benchmarks.driver"},
-        "shop_assistant.chat.session": {"shop_assistant.ops.health", "tools.loadtest", "shop_assistant.studio.services"},
+        "shop_assistant.chat.protocol.session": {"shop_assistant.ops.health", "tools.loadtest", "shop_assistant.studio.services"},
         "shop_assistant.api.auth": {"shop_assistant.urls", "shop_assistant.runtime.params", "catalog.models"},
         "shop_assistant.routing": {"shop_assistant.chat.routing", "shop_assistant.console.routing"},
         "tools.loadcheck": {"shop_assistant.chat.models", "benchmarks.metrics"},
@@ -204,10 +204,10 @@ def test_the_import_rules_catch_a_wrong_edge():
         "catalog.models -> shop_assistant.studio.models",
         "inference.engine -> benchmarks.driver",
         "shop_assistant.api.auth -> shop_assistant.urls",
-        "shop_assistant.chat.session -> shop_assistant.ops.health",
-        "shop_assistant.chat.session -> shop_assistant.studio.services",
-        "shop_assistant.chat.session -> tools.loadtest",
-        "shop_assistant.runtime.limits -> shop_assistant.chat.session",
+        "shop_assistant.chat.protocol.session -> shop_assistant.ops.health",
+        "shop_assistant.chat.protocol.session -> shop_assistant.studio.services",
+        "shop_assistant.chat.protocol.session -> tools.loadtest",
+        "shop_assistant.runtime.limits -> shop_assistant.chat.protocol.session",
     ]
 
 

@@ -14,8 +14,8 @@ from django.urls import path
 
 from shop_assistant.runtime.origins import OriginGate, allowed_origins, origin_allowed
 
-from . import conversations
-from .consumers import ChatConsumer
+from .log import conversations
+from .protocol.consumers import ChatConsumer
 
 __all__ = ["StrictOriginValidator", "allowed_origins", "origin_allowed", "websocket_urlpatterns"]
 

@@ -7,7 +7,7 @@ class ConsoleConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from shop_assistant.chat import closing
+        from shop_assistant.chat.log import closing
 
         from . import services
 

@@ -25,9 +25,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from shop_assistant.chat.models import Conversation
 from shop_assistant.runtime.limits import Throttle
-from shop_assistant.chat.events import group_name
+from shop_assistant.chat.protocol.events import group_name
 
-from shop_assistant.chat.events import agent_display_name, store_group
+from shop_assistant.chat.protocol.events import agent_display_name, store_group
 from .roles import can_work_on, stores_for
 from .services import console_group, user_group
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from shop_assistant.chat.events import agent_display_name
+from shop_assistant.chat.protocol.events import agent_display_name
 from shop_assistant.chat.models import Conversation
 
 # What each placeholder stands for, as the agent is told when it is unknown.

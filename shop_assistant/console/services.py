@@ -13,11 +13,12 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 
-from shop_assistant.chat.agents import send_agent_message
+from shop_assistant.chat.log.agents import send_agent_message
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.chat.events import group_name
+from shop_assistant.chat.protocol.events import group_name
 
-from shop_assistant.chat import closing, events
+from shop_assistant.chat.log import closing
+from shop_assistant.chat.protocol import events
 from . import placeholders
 from .models import Action, CannedReply, Label, Note, Notification, ReadMark, StoreMembership
 

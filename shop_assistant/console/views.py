@@ -16,13 +16,13 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from shop_assistant.chat import identity
+from shop_assistant.chat.protocol import identity
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.runtime.params import parse_day, parse_id
 
 from . import customers, inbox, placeholders, services, transcripts
 from .access import refuse
-from shop_assistant.chat.events import agent_display_name
+from shop_assistant.chat.protocol.events import agent_display_name
 from .models import Action, CannedReply, Label, Note, Notification, TranscriptExport
 from .roles import can_work_on, is_staff_member, stores_for
 from .tasks import export_transcripts

@@ -20,7 +20,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from shop_assistant.chat.decoding import words_of
+from catalog.text import any_word
+
+from shop_assistant.chat.guard.decoding import words_of
 from . import words as word_rules
 
 QUESTIONS_PATH = Path(__file__).resolve().parent / "questions.json"
@@ -47,10 +49,11 @@ THRESHOLDS = {
 }
 LOOP_NGRAM = 5
 LOOP_REPEATS = 3
-HUMAN_CLAIM = re.compile(
-    r"\b(?:i\s*am|i['’]m|im)\s+(?:a\s+|an\s+|your\s+|the\s+)?(?:real\s+|actual\s+|live\s+)?(?:human|person)\b"
-    r"|\bhuman agent here\b|\bi\s*am\s+not\s+a\s+(?:bot|robot|machine|ai)\b|\bi['’]m\s+not\s+a\s+(?:bot|robot|ai)\b",
-    re.IGNORECASE,
+HUMAN_CLAIM = any_word(
+    r"(?:i\s*am|i['’]m|im)\s+(?:a\s+|an\s+|your\s+|the\s+)?(?:real\s+|actual\s+|live\s+)?(?:human|person)",
+    "human agent here",
+    r"i\s*am\s+not\s+a\s+(?:bot|robot|machine|ai)",
+    r"i['’]m\s+not\s+a\s+(?:bot|robot|ai)",
 )
 # Money and percentages as a shopper reads them; written apart from the figure filter (decoding.FigureFilter), so
 # the evaluation checks the guard instead of repeating it.
@@ -161,7 +164,7 @@ async def ask(question: Question) -> Outcome:
     from shop_assistant.chat.models import Conversation, Message
     from shop_assistant.prompts.models import published_prompt
 
-    from shop_assistant.chat.session import ChatSession
+    from shop_assistant.chat.protocol.session import ChatSession
 
     frames: list[dict[str, Any]] = []
     done = asyncio.Event()
@@ -314,9 +317,9 @@ def checker_flags(store: Any, text: str, answer: str, version: Any = None) -> li
     """The model's sentences on screen that the chat's own checker rejects (none, unless something bypassed it).
 
     The opening and the evidence come from planning the question again (the same data gives the same ones)."""
-    from shop_assistant.chat import checker, pipeline
+    from shop_assistant.chat.guard import checker, pipeline
     from shop_assistant.runtime import engine_service
-    from shop_assistant.chat.sentences import SentenceSplitter
+    from shop_assistant.chat.guard.sentences import SentenceSplitter
 
     plan = pipeline.plan(engine_service.get_engine(), store, [], text, version=version)
     if plan.opening is None or plan.evidence is None or not answer.startswith(plan.opening.text):

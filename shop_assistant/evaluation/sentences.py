@@ -16,7 +16,7 @@ from typing import Any
 
 from catalog.grounding import ProductFacts
 
-from shop_assistant.chat.checker import Evidence, check
+from shop_assistant.chat.guard.checker import Evidence, check
 
 LABELLED_PATH = Path(__file__).resolve().parent / "labelled_sentences.json"
 

@@ -1,6 +1,6 @@
 """The evaluation's judgement of the words a shopper reads, from the final on-screen text alone.
 
-Written apart from the chat's sentence checker (``shop_assistant.chat.checker``) and with rules of its own, so
+Written apart from the chat's sentence checker (``shop_assistant.chat.guard.checker``) and with rules of its own, so
 the evaluation measures the checker instead of repeating it: a sentence it lets through that these rules call
 unsupported, disowning or narrating is a failure of the checker.
 """
@@ -11,7 +11,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+from catalog.text import NEGATIONS, any_word, split_sentences, stem
+
 _ENDS = ('.', '!', '?', '"', ')', '”', '’', "'")
 _DISOWNS = re.compile(
     r"\b(?:as an? (?:ai|digital|virtual|language|computer)|digital (?:platform|shopping)|language model|"
@@ -27,7 +28,7 @@ _NARRATES = re.compile(
 )
 # A speaker's label starting a line ("User:", "Customer Service:", "[Seller]:"): one to three capitalised words.
 _SPEAKER = re.compile(r"^\s*[\[*]?((?:[A-Z][\w']*)(?: [A-Z][\w']*){0,2})[\]*]?:\s")
-_NEGATIVE = re.compile(r"\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't|only)\b", re.IGNORECASE)
+_NEGATIVE = any_word(*NEGATIONS, "only")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 _NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+(?:[A-Z][a-z]+)*\b")
 _TERM = re.compile(r"[a-z]{4,}")
@@ -41,15 +42,7 @@ _PLAIN = frozenset(
 )
 
 
-def sentences(text: str) -> list[str]:
-    return [part.strip() for part in _SPLIT.split(text.strip()) if part.strip()]
-
-
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
+sentences = split_sentences
 
 
 @dataclass
@@ -69,7 +62,7 @@ def unsupported_sentence(sentence: str, evidence: str) -> bool:
         return True
     if any(name.lower() not in lowered for name in _NAME.findall(sentence)):
         return True
-    terms = [_stem(t) for t in _TERM.findall(sentence.lower()) if t not in _PLAIN]
+    terms = [stem(t, ing=True) for t in _TERM.findall(sentence.lower()) if t not in _PLAIN]
     if not terms:
         return False
     missing = [t for t in terms if t not in lowered]
@@ -92,11 +85,11 @@ def _has(text: str, words: set[str]) -> bool:
 def contradicts(sentence: str, quotes: Iterable[str]) -> bool:
     """The sentence shares words with a quoted sentence and says the opposite: one is negated and the other not,
     or one has a word the other turns around ("unused" against "after wearing")."""
-    words = {_stem(t) for t in _TERM.findall(sentence.lower())} - _PLAIN
+    words = {stem(t, ing=True) for t in _TERM.findall(sentence.lower())} - _PLAIN
     lowered = sentence.lower()
     for quote in quotes:
         for quoted in sentences(quote):
-            theirs = {_stem(t) for t in _TERM.findall(quoted.lower())} - _PLAIN
+            theirs = {stem(t, ing=True) for t in _TERM.findall(quoted.lower())} - _PLAIN
             shared = len(words & theirs)
             if shared >= 3 and bool(_NEGATIVE.search(sentence)) != bool(_NEGATIVE.search(quoted)):
                 return True

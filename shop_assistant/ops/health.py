@@ -143,7 +143,7 @@ async def check_database() -> Check:
 
 
 def _spool() -> Check:
-    from shop_assistant.chat import spool
+    from shop_assistant.chat.log import spool
 
     try:
         spool.check()

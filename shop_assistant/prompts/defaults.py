@@ -4,7 +4,7 @@ It states no policy of its own: a policy's one copy is the store's knowledge doc
 the chat quotes with the shopper's message, so a published document has nothing in the prompt to disagree with.
 
 Written for the bundled 135M model: short imperative rules. Requests the catalog has nothing for, requests for
-a person and "are you a bot?" never reach the model: they get fixed replies (``shop_assistant.chat.composition``).
+a person and "are you a bot?" never reach the model: they get fixed replies (``shop_assistant.chat.answers.composition``).
 
 Few-shot examples (``FEW_SHOT_EXAMPLES``) were measured on the 32 demo-store questions of the evaluation set and
 are not in the default: with them the model named the asked-for figure in its own text 2 of 10 times (1 of 10

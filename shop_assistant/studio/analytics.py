@@ -23,7 +23,7 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
 from catalog.models import Store
-from shop_assistant.chat.composition import NO_MATCH_FALLBACK
+from shop_assistant.chat.answers.composition import NO_MATCH_FALLBACK
 from shop_assistant.chat.models import CardClick, Conversation, Message
 
 DEFAULT_DAYS = 7

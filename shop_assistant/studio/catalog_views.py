@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from catalog import sync
 from catalog.models import ImportRun, ImportSource, Product, Store, Variant
-from shop_assistant.chat.retrieval import retrieve
+from shop_assistant.chat.answers.retrieval import retrieve
 
 from .catalog_forms import ProductSearchForm, SourceForm, UploadForm
 from .views import owners_only

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from django import forms
 
 from catalog.models import Store
-from shop_assistant.chat.opening import DEFAULT_TEMPLATES, PLACEHOLDERS, TEMPLATE_LABELS, template_errors
+from shop_assistant.chat.answers.opening import DEFAULT_TEMPLATES, PLACEHOLDERS, TEMPLATE_LABELS, template_errors
 from shop_assistant.prompts.models import PromptVersion
 
 MAX_SAMPLE_QUESTIONS = 10

@@ -18,8 +18,8 @@ from channels.db import database_sync_to_async
 
 from catalog.models import Store
 from shop_assistant.runtime import engine_service
-from shop_assistant.chat import pipeline
-from shop_assistant.chat.prompting import PromptTooLongError
+from shop_assistant.chat.guard import pipeline
+from shop_assistant.chat.answers.prompting import PromptTooLongError
 from shop_assistant.prompts.models import PromptVersion
 
 Event = dict[str, Any]

@@ -1,4 +1,4 @@
-"""shop_assistant.chat.checker: each rule on sentences of the kinds the bundled model writes, and the whole checker
+"""shop_assistant.chat.guard.checker: each rule on sentences of the kinds the bundled model writes, and the whole checker
 against the sentences labelled by hand."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from catalog.grounding import ProductFacts
-from shop_assistant.chat.checker import Evidence, check
+from shop_assistant.chat.guard.checker import Evidence, check
 from shop_assistant.evaluation import sentences
 
 BOOTS = ProductFacts(
@@ -138,7 +138,7 @@ def test_the_labelled_sentences():
 
 def test_a_recommendation_that_guesses_the_shoppers_budget_is_not_shown():
     """The store does not know the shopper's budget: "try the Yellow Sofa if it fits your budget" claims it does."""
-    from shop_assistant.chat.checker import Evidence, check
+    from shop_assistant.chat.guard.checker import Evidence, check
 
     evidence = Evidence(
         question="Do you have a sofa?",

@@ -9,9 +9,9 @@ from decimal import Decimal
 import pytest
 
 from catalog.models import Store, Variant
-from shop_assistant.chat import pipeline
-from shop_assistant.chat.comparison import asked_attribute, compare
-from shop_assistant.chat.composition import COMPARE
+from shop_assistant.chat.guard import pipeline
+from shop_assistant.chat.answers.comparison import asked_attribute, compare
+from shop_assistant.chat.answers.composition import COMPARE
 from shop_assistant.demo.store import load_demo_store
 
 
@@ -143,7 +143,7 @@ async def test_over_the_socket_a_resumed_conversation_compares_the_cards_it_show
 
     from django.utils import timezone
 
-    from shop_assistant.chat.conversations import new_conversation
+    from shop_assistant.chat.log.conversations import new_conversation
     from shop_assistant.chat.models import Message
 
     def seed() -> tuple[str, list[dict]]:

@@ -1,10 +1,10 @@
-"""shop_assistant.chat.composition on the demo store: what is fixed text, what is quoted, what the model writes."""
+"""shop_assistant.chat.answers.composition on the demo store: what is fixed text, what is quoted, what the model writes."""
 
 from __future__ import annotations
 
 import pytest
 
-from shop_assistant.chat.composition import (
+from shop_assistant.chat.answers.composition import (
     HANDOFF,
     IDENTITY,
     MODEL,
@@ -18,7 +18,7 @@ from shop_assistant.chat.composition import (
     no_match_reply,
     requested_thing,
 )
-from shop_assistant.chat.retrieval import retrieve
+from shop_assistant.chat.answers.retrieval import retrieve
 
 
 @pytest.mark.parametrize(
@@ -145,7 +145,7 @@ def test_a_kind_of_product_named_keeps_the_cards_to_that_kind(demo_store):
 
 def test_a_question_about_sales_gets_the_marked_down_products_or_a_plain_no(demo_store):
     from catalog.models import Variant
-    from shop_assistant.chat.opening import opening_for
+    from shop_assistant.chat.answers.opening import opening_for
 
     composition = compose(demo_store, "Do you have anything on sale?", retrieve)
     assert composition.kind == MODEL and composition.cards and all(p.on_sale for p in composition.products)

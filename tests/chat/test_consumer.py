@@ -120,6 +120,46 @@ async def test_an_invalid_or_foreign_token_gets_a_new_conversation(ws, demo_stor
         assert other["history"] == [] and other["resume_token"] != ready["resume_token"]
 
 
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def test_the_event_loop_only_moves_frames_checking_runs_in_a_worker_thread(ws, demo_store, settings, monkeypatch):
+    """The sentence checker and the evidence's word index are CPU work: each real call records whether the
+    thread it runs in is running an event loop (the consumer's), and none may."""
+    from functools import cached_property
+
+    from shop_assistant.chat.guard import checker
+
+    calls: list[tuple[str, bool]] = []
+    real_check, real_words = checker.check, checker.Evidence.__dict__["words"].func
+
+    def check(*args, **kwargs):
+        calls.append(("check", _loop_running()))
+        return real_check(*args, **kwargs)
+
+    def words(self):
+        calls.append(("words", _loop_running()))
+        return real_words(self)
+
+    recorded_words = cached_property(words)
+    recorded_words.__set_name__(checker.Evidence, "words")
+    monkeypatch.setattr(checker, "check", check)
+    monkeypatch.setattr(checker.Evidence, "words", recorded_words)
+    settings.CHAT = {**settings.CHAT, "max_tokens": 48}
+    client = await ws("/ws/chat/?store=demo")
+    answer = await client.ask("Hello! What can you help me with?")
+    await client.close()
+
+    assert answer.end["finish_reason"] in ANSWERED
+    assert ("check", False) in calls, calls  # the model's sentences were checked (words: when a rule needed them)
+    assert [call for call in calls if call[1]] == []
+
+
 async def test_stop_aborts_and_frees_blocks_and_the_socket_stays_usable(ws, demo_store, settings, chat_engine):
     settings.CHAT = {**settings.CHAT, "max_tokens": 200}
     client = await ws("/ws/chat/?store=demo")
@@ -281,7 +321,7 @@ async def test_long_history_is_trimmed_oldest_first(ws, demo_store, settings, ch
 
 
 async def test_agent_messages_reach_the_shopper_and_the_history(ws, demo_store):
-    from shop_assistant.chat.agents import asend_agent_message
+    from shop_assistant.chat.log.agents import asend_agent_message
 
     client = await ws("/ws/chat/?store=demo")
     ready = client.ready
@@ -333,7 +373,7 @@ async def test_two_connections_to_one_conversation_both_see_agent_messages(ws, d
     one = await ws("/ws/chat/?store=demo")
     ready = one.ready
     two = await ws(f"/ws/chat/?resume={ready['resume_token']}")
-    from shop_assistant.chat.agents import asend_agent_message
+    from shop_assistant.chat.log.agents import asend_agent_message
 
     await asend_agent_message(ready["conversation"], "Both tabs see this", "Sam")
     for client in (one, two):
@@ -374,7 +414,7 @@ def _waiting_for_a_person(conversation_ids: list[str]) -> set[str]:
 async def test_requests_for_a_person_in_other_words_reach_the_inbox(ws, demo_store):
     """Issue 40: "Can a human help me?", "Is there anyone I can chat with?" and "agent please" got a bot answer
     and the inbox listed the chats as "Bot". Each now gets the handoff reply and waits for a person."""
-    from shop_assistant.chat.handoff import reply_for
+    from shop_assistant.chat.log.handoff import reply_for
 
     asked = []
     for text in ("Can a human help me?", "Is there anyone I can chat with?", "agent please",

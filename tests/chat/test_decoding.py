@@ -1,4 +1,4 @@
-"""shop_assistant.chat.decoding: per-store sampling settings, the loop detector, the human-claim stop strings and the
+"""shop_assistant.chat.guard.decoding: per-store sampling settings, the loop detector, the human-claim stop strings and the
 figure filter."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from catalog.models import Store
-from shop_assistant.chat.decoding import (
+from shop_assistant.chat.guard.decoding import (
     HUMAN_CLAIM_STOPS,
     FigureFilter,
     LoopDetector,

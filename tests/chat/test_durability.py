@@ -13,12 +13,12 @@ import pytest
 from django.db import OperationalError, close_old_connections, connection
 
 from catalog.models import Store
-from shop_assistant.chat import spool
+from shop_assistant.chat.log import spool
 from shop_assistant.runtime import metrics
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.chat.conversations import draft_conversation, recent_messages, resume_conversation
-from shop_assistant.chat.tasks import record_message
-from shop_assistant.chat.writes import MessageRecord
+from shop_assistant.chat.log.conversations import draft_conversation, recent_messages, resume_conversation
+from shop_assistant.chat.log.tasks import record_message
+from shop_assistant.chat.log.writes import MessageRecord
 
 
 @pytest.fixture
@@ -153,7 +153,7 @@ def test_text_no_database_takes_is_cleaned_not_dropped(db, spool_dir, text, stor
 
 
 def test_the_log_task_survives_a_lost_worker_and_a_down_database():
-    from shop_assistant.chat.tasks import log_message
+    from shop_assistant.chat.log.tasks import log_message
 
     assert log_message.acks_late is True
     assert log_message.reject_on_worker_lost is True

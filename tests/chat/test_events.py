@@ -6,7 +6,7 @@ import uuid
 
 from channels.layers import get_channel_layer
 
-from shop_assistant.chat import events
+from shop_assistant.chat.protocol import events
 
 
 async def test_the_feed_mirrors_cards_and_quotes_but_not_the_shoppers_own_frames():

@@ -21,7 +21,7 @@ from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 
 from shop_assistant.chat.models import Message
-from shop_assistant.chat.session import INTERRUPTED_NOTICE
+from shop_assistant.chat.protocol.session import INTERRUPTED_NOTICE
 from tests.console.conftest import session_cookie
 from tests.console.test_server import Socket, StaffHttp
 

@@ -14,12 +14,12 @@ from channels.db import database_sync_to_async
 from django.core import signing
 
 from catalog.models import Store
-from shop_assistant.chat import handoff
-from shop_assistant.chat.conversations import drafts, resume_conversation
+from shop_assistant.chat.log import handoff
+from shop_assistant.chat.log.conversations import drafts, resume_conversation
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.chat.session import INTERRUPTED_NOTICE, ChatSession
-from shop_assistant.chat.tasks import record_message
-from shop_assistant.chat.writes import MessageRecord, write_message
+from shop_assistant.chat.protocol.session import INTERRUPTED_NOTICE, ChatSession
+from shop_assistant.chat.log.tasks import record_message
+from shop_assistant.chat.log.writes import MessageRecord, write_message
 
 
 def forget_process_state() -> None:

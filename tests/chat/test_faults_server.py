@@ -16,10 +16,10 @@ import uuid
 
 import pytest
 
-from shop_assistant.chat import spool
+from shop_assistant.chat.log import spool
 from shop_assistant.chat.models import Message
-from shop_assistant.chat.conversations import new_conversation
-from shop_assistant.chat.writes import MessageRecord
+from shop_assistant.chat.log.conversations import new_conversation
+from shop_assistant.chat.log.writes import MessageRecord
 from tests.conftest import REPO_ROOT
 
 from .conftest import ANSWERED, free_port, hold_write_lock, run_daphne, subprocess_env

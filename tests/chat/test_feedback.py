@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from catalog.models import Store
 from shop_assistant.chat.models import CardClick, Conversation, Message
-from shop_assistant.chat.conversations import new_conversation
-from shop_assistant.chat.writes import MessageRecord, write_message
+from shop_assistant.chat.log.conversations import new_conversation
+from shop_assistant.chat.log.writes import MessageRecord, write_message
 from shop_assistant.console import services
 from shop_assistant.demo.store import SAMPLE_QUESTIONS, load_demo_store
 

@@ -1,4 +1,4 @@
-"""shop_assistant.chat.handoff: recognising a request for a person, the reply, support hours, the record."""
+"""shop_assistant.chat.log.handoff: recognising a request for a person, the reply, support hours, the record."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from catalog.models import Store
-from shop_assistant.chat.handoff import (
+from shop_assistant.chat.log.handoff import (
     DEFAULT_REPLY,
     asks_for_person,
     next_opening,

@@ -11,10 +11,10 @@ from urllib.parse import urlencode
 import pytest
 
 from catalog.models import Store
-from shop_assistant.chat import identity
-from shop_assistant.chat.conversations import draft_conversation, new_conversation
+from shop_assistant.chat.protocol import identity
+from shop_assistant.chat.log.conversations import draft_conversation, new_conversation
 from shop_assistant.chat.models import Conversation
-from shop_assistant.chat.writes import MessageRecord, write_message
+from shop_assistant.chat.log.writes import MessageRecord, write_message
 
 CUSTOMER = json.dumps({"id": "c-42", "name": "Ada Lovelace", "email": "ada@example.com"})
 

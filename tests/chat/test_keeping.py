@@ -13,9 +13,9 @@ import pytest
 from channels.db import database_sync_to_async
 
 from catalog.models import Store
-from shop_assistant.chat import keeping, spool
+from shop_assistant.chat.log import keeping, spool
 from shop_assistant.chat.models import Conversation, Message, hash_token, new_resume_token
-from shop_assistant.chat.writes import MessageRecord, client_message_id, write_message
+from shop_assistant.chat.log.writes import MessageRecord, client_message_id, write_message
 
 from .conftest import ANSWERED, collect_answer, hold_write_lock
 

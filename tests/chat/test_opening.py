@@ -1,4 +1,4 @@
-"""shop_assistant.chat.opening: an answer's first sentences, composed from the store's data."""
+"""shop_assistant.chat.answers.opening: an answer's first sentences, composed from the store's data."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from catalog.grounding import ProductFacts
 from catalog.passages import Match, Passage
-from shop_assistant.chat.opening import (
+from shop_assistant.chat.answers.opening import (
     DEFAULT_TEMPLATES,
     opening_for,
     settles,

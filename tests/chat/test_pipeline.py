@@ -1,4 +1,4 @@
-"""shop_assistant.chat.pipeline: the opening, the model's continuation as the store's setting says, what it may quote.
+"""shop_assistant.chat.guard.pipeline: the opening, the model's continuation as the store's setting says, what it may quote.
 
 The engine here replays scripted text: the real model cannot be made to write a given sentence on demand, and what
 is under test is what the pipeline does with the text, not the model (the consumer tests run the real engine).
@@ -19,12 +19,12 @@ from catalog import passages, search
 from catalog.grounding import ProductFacts
 from catalog.models import Store, StoreDocument, Variant
 from inference.outputs import StreamDelta
-from shop_assistant.chat import pipeline
-from shop_assistant.chat.checker import Evidence
-from shop_assistant.chat.composition import MODEL, Composition
-from shop_assistant.chat.decoding import FINISH_UNSUPPORTED_FIGURE, QUOTED_ANSWER_MAX_TOKENS, Decoding
-from shop_assistant.chat.opening import Opening
-from shop_assistant.chat.pipeline import (
+from shop_assistant.chat.guard import pipeline
+from shop_assistant.chat.guard.checker import Evidence
+from shop_assistant.chat.answers.composition import MODEL, Composition
+from shop_assistant.chat.guard.decoding import FINISH_UNSUPPORTED_FIGURE, QUOTED_ANSWER_MAX_TOKENS, Decoding
+from shop_assistant.chat.answers.opening import Opening
+from shop_assistant.chat.guard.pipeline import (
     FINISH_UNSUPPORTED,
     HANDOFF,
     Generated,
@@ -34,7 +34,7 @@ from shop_assistant.chat.pipeline import (
     figures_for,
     generate,
 )
-from shop_assistant.chat.prompting import Turn, user_turn_content
+from shop_assistant.chat.answers.prompting import Turn, user_turn_content
 from shop_assistant.prompts.models import PromptVersion
 
 FACTS = "Products from the catalog:\n1. Cascade Fleece Jacket - 79.00 USD - in stock [SKU DO-CFJ]"
@@ -227,7 +227,7 @@ class Writes:
 
 
 def test_planning_only_reads_a_handoff_is_the_sessions_to_record(db):
-    """The session records the handoff (``session._plan_unless_held``); the plan itself writes nothing."""
+    """The session records the handoff (``answers.service._plan_unless_held``); the plan itself writes nothing."""
     store = Store.objects.create(slug="corner", name="Corner Shop")
     writes = Writes()
     with connection.execute_wrapper(writes):

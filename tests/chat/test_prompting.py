@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shop_assistant.studio.prewarm import system_prefix_ids
-from shop_assistant.chat.prompting import (
+from shop_assistant.chat.answers.prompting import (
     PromptTooLongError,
     Turn,
     assemble,

@@ -12,10 +12,10 @@ from django.db import connection, connections
 
 from catalog.models import Store
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.chat.conversations import new_conversation, recent_messages
-from shop_assistant.chat.tasks import record_message
-from shop_assistant.chat import writes
-from shop_assistant.chat.writes import MessageRecord, write_message
+from shop_assistant.chat.log.conversations import new_conversation, recent_messages
+from shop_assistant.chat.log.tasks import record_message
+from shop_assistant.chat.log import writes
+from shop_assistant.chat.log.writes import MessageRecord, write_message
 from tests.conftest import REPO_ROOT
 
 from .conftest import free_port, subprocess_env
@@ -51,7 +51,7 @@ def test_an_unreachable_broker_still_gets_the_message_written(transactional_db):
     dead_broker = f"redis://127.0.0.1:{free_port()}/0"
     code = (
         "import uuid;"
-        "from shop_assistant.chat.writes import MessageRecord; from shop_assistant.chat.tasks import record_message;"
+        "from shop_assistant.chat.log.writes import MessageRecord; from shop_assistant.chat.log.tasks import record_message;"
         f"record_message(MessageRecord(uuid.UUID('{conversation.id}'), 'user', 'lost? never'))"
     )
     started = time.monotonic()

@@ -1,10 +1,10 @@
-"""shop_assistant.chat.sentences: streamed text cut into whole sentences, whatever the pieces."""
+"""shop_assistant.chat.guard.sentences: streamed text cut into whole sentences, whatever the pieces."""
 
 from __future__ import annotations
 
 import pytest
 
-from shop_assistant.chat.sentences import SentenceSplitter
+from shop_assistant.chat.guard.sentences import SentenceSplitter
 
 
 def split(pieces: list[str], ended_by_model: bool = True) -> tuple[list[tuple[str, str]], str]:

@@ -12,7 +12,7 @@ import websockets
 from channels.db import database_sync_to_async
 
 from shop_assistant.chat.models import Message
-from shop_assistant.chat.events import group_name
+from shop_assistant.chat.protocol.events import group_name
 
 from .conftest import ANSWERED, FRAME_TIMEOUT, TEST_MAX_TOKENS, Answer, Server, collect_answer, run_daphne, run_worker
 

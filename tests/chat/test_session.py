@@ -65,7 +65,7 @@ async def test_a_message_for_a_person_that_could_not_be_saved_is_reported_at_onc
 async def test_with_only_the_database_read_only_the_message_is_spooled_and_the_answer_ends_normally(
     ws, demo_store, chat_engine, chat_settings, read_only_database, settings, tmp_path
 ):
-    from shop_assistant.chat import spool
+    from shop_assistant.chat.log import spool
 
     settings.CHAT_SPOOL_DIR = tmp_path / "spool"
     settings.CHAT_WRITE_RETRIES = 2

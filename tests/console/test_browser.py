@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from shop_assistant.chat.models import Conversation, Message
-from shop_assistant.chat.events import announce_handoff
+from shop_assistant.chat.protocol.events import announce_handoff
 from tests.chat.conftest import FRAME_TIMEOUT, run_daphne, run_worker
 from tests.chat.test_widget import browser  # noqa: F401  (the real Chromium fixture)
 from tests.conftest import REPO_ROOT
@@ -184,8 +184,8 @@ def _seed_experience(shop: str) -> dict:
     """A conversation of the demo store with an answer that showed cards and a quote, a preset label and a canned
     reply; the store's page (``shop``, another origin than the assistant's) may embed the widget."""
     from catalog.models import Store
-    from shop_assistant.chat import identity
-    from shop_assistant.chat.conversations import new_conversation
+    from shop_assistant.chat.protocol import identity
+    from shop_assistant.chat.log.conversations import new_conversation
     from shop_assistant.console.models import CannedReply, Label
 
     store = Store.objects.get(slug="demo")

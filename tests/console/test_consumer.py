@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.console import services
-from shop_assistant.chat.events import announce_handoff
+from shop_assistant.chat.protocol.events import announce_handoff
 
 from .conftest import ALLOWED, ROLES, Console, build_world, make_conversation, session_cookie
 
@@ -56,7 +56,7 @@ def _demo_agent():
 
 
 async def test_watch_take_over_reply_and_hand_back(chat_engine, chat_settings, demo_store, ws, asgi_app, monkeypatch):
-    from shop_assistant.chat import pipeline as pipeline_module  # where the prompt is assembled
+    from shop_assistant.chat.guard import pipeline as pipeline_module  # where the prompt is assembled
 
     prompts: list[list] = []
     real_assemble = pipeline_module.assemble
@@ -191,7 +191,7 @@ async def test_taking_over_stops_the_answer_being_written(chat_engine, chat_sett
 async def test_notes_labels_and_assignments_reach_every_console_watching_live(asgi_app, ws):
     """Agent A's note, label and assignment appear at once in agent B's open conversation; B's bell rings; the
     shopper's socket hears none of it, and another store's console hears nothing."""
-    from shop_assistant.chat.conversations import new_conversation
+    from shop_assistant.chat.log.conversations import new_conversation
     from shop_assistant.console.models import Label
 
     world = await database_sync_to_async(build_world)()
@@ -239,7 +239,7 @@ async def test_the_live_activity_list_is_the_one_a_reload_shows(asgi_app, ws):
     """Issue 40: replies (and transcript downloads) were logged but never sent live, so a watching agent's
     activity list missed them until a reload. Every action of the conversation now reaches the watchers, in the
     order the page lists them."""
-    from shop_assistant.chat.conversations import new_conversation
+    from shop_assistant.chat.log.conversations import new_conversation
     from shop_assistant.console.models import Action, CannedReply
 
     from .conftest import http_client

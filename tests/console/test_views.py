@@ -487,7 +487,7 @@ def test_a_reply_from_a_canned_reply_is_logged_with_its_shortcut(transactional_d
 
 @pytest.mark.parametrize("role", ROLES)
 def test_only_owners_see_their_stores_signing_key(world, role):
-    from shop_assistant.chat import identity
+    from shop_assistant.chat.protocol import identity
 
     response = http_client(world.users[role]).get("/console/identity/")
     secret_a, secret_b = identity.store_secret(world.store_a), identity.store_secret(world.store_b)

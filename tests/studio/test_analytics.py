@@ -108,7 +108,7 @@ def test_a_handoff_counts_once_it_happened_after_hand_back_reopen_and_a_second_r
     request: a second request after the hand back is waited on from its own time."""
     from django.utils import timezone
 
-    from shop_assistant.chat.handoff import request_handoff
+    from shop_assistant.chat.log.handoff import request_handoff
     from shop_assistant.chat.models import Conversation
     from shop_assistant.console import inbox, services
     from shop_assistant.console.models import StoreMembership

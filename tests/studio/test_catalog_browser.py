@@ -56,7 +56,7 @@ def sample_with_bad_rows(path) -> int:
 
 
 def retrieved_skus(store, question: str) -> list[str]:
-    from shop_assistant.chat.retrieval import retrieve
+    from shop_assistant.chat.answers.retrieval import retrieve
 
     return [card["sku"] for card in retrieve(store, question).cards]
 

@@ -12,8 +12,8 @@ from channels.db import database_sync_to_async
 from django.test import Client
 
 from catalog.models import Store
-from shop_assistant.chat.prompting import assemble, user_turn_content
-from shop_assistant.chat.session import ChatSession
+from shop_assistant.chat.answers.prompting import assemble, user_turn_content
+from shop_assistant.chat.protocol.session import ChatSession
 from shop_assistant.studio import services
 from shop_assistant.prompts.defaults import DEFAULT_SYSTEM_PROMPT
 from shop_assistant.studio.prewarm import aprewarm, prewarm, system_prefix_ids

@@ -211,7 +211,7 @@ def test_store_settings_and_embed_snippet(store, owner):
 
     assert store.model_text == "checked" and store.opening_templates == {}  # left out: the defaults
 
-    from shop_assistant.chat.opening import DEFAULT_TEMPLATES
+    from shop_assistant.chat.answers.opening import DEFAULT_TEMPLATES
 
     own = {**data, "model_text": "off", "opening_product": "In stock for you: the {product} at {price}.",
            "opening_greeting": "\n".join(DEFAULT_TEMPLATES["greeting"])}  # the defaults as they were shown
@@ -326,7 +326,7 @@ async def test_preview_streams_draft_and_published_under_their_salts(transaction
     # The same draft text under the shoppers' salt finds nothing: the preview never mixed into their cache.
     from inference import SamplingParams
 
-    from shop_assistant.chat.prompting import assemble, user_turn_content
+    from shop_assistant.chat.answers.prompting import assemble, user_turn_content
 
     ids = assemble(chat_engine.tokenizer, draft.full_text(), [], user_turn_content("Hello!", ""),
                    max_model_len=1024, max_tokens=8).token_ids

@@ -20,6 +20,6 @@ def http_url(value: object) -> str:
 @register.filter
 def agent_name(user: object) -> str:
     """A staff member as the console names them everywhere (live frames included): the display name."""
-    from shop_assistant.chat.events import agent_display_name
+    from shop_assistant.chat.protocol.events import agent_display_name
 
     return agent_display_name(user) if user is not None else "?"

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from shop_assistant.chat import spool
+from shop_assistant.chat.log import spool
 
 
 class Command(BaseCommand):

@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from catalog.grounding import ProductFacts, card, is_size, product_facts
 from catalog.models import Product, Store, Variant
 from catalog.search import SearchHit
+
+from .opening import capitalised, listing, money
 
 PRICE, WEIGHT, WATERPROOF, SIZE = "price", "weight", "waterproof", "size"
 
@@ -95,18 +96,6 @@ def _name(facts: ProductFacts) -> str:
     return f"the {facts.title}" if not facts.title.lower().startswith("the ") else facts.title
 
 
-def _listing(items: Sequence[str], conjunction: str = "and") -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conjunction} {items[-1]}"
-
-
-def _money(amount: Decimal, currency: str) -> str:
-    return f"{amount.quantize(Decimal('0.01'))} {currency}"
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
 def weight_of(facts: ProductFacts) -> tuple[float, str] | None:
     """(grams, the weight as the catalog writes it), from a sentence of the product's text about its weight."""
     for source in (facts.description, facts.options, " ".join(facts.tags)):
@@ -138,13 +127,13 @@ def _by_price(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascendi
     prices = [shown[i][1] for i in order]
     if len({facts.price for facts in prices}) == 1:
         first = prices[0]
-        return order, f"They cost the same: {_money(first.price, first.currency)} each."
+        return order, f"They cost the same: {money(first.price, first.currency)} each."
     best = prices[0]
     superlative = "least expensive" if ascending else "most expensive"
-    rest = [f"{_name(facts)} ({_money(facts.price, facts.currency)})" for facts in prices[1:]]
+    rest = [f"{_name(facts)} ({money(facts.price, facts.currency)})" for facts in prices[1:]]
     return order, (
-        f"{_capital(_name(best))} is the {superlative} at {_money(best.price, best.currency)}, "
-        f"then {_listing(rest)}."
+        f"{capitalised(_name(best))} is the {superlative} at {money(best.price, best.currency)}, "
+        f"then {listing(rest)}."
     )
 
 
@@ -154,21 +143,21 @@ def _by_weight(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascend
     unknown = [i for i, weight in enumerate(weights) if weight is None]
     word = "lighter" if ascending else "heavier"
     if not known:
-        names = _listing([_name(shown[i][1]) for i in unknown], "or")
+        names = listing([_name(shown[i][1]) for i in unknown], "or")
         return list(range(len(shown))), (
             f"Our catalog doesn't list the weight of {names}, so I can't tell which is {word}. "
             "A member of our team can check: ask for a person."
         )
     known.sort(key=lambda i: weights[i][0], reverse=not ascending)  # type: ignore[index]
-    first = _capital(_name(shown[known[0]][1]))
+    first = capitalised(_name(shown[known[0]][1]))
     if len(known) > 1:
         superlative = "lightest" if ascending else "heaviest"
         rest = [f"{_name(shown[i][1])} ({weights[i][1]})" for i in known[1:]]  # type: ignore[index]
-        sentence = f"{first} is the {superlative} at {weights[known[0]][1]}, then {_listing(rest)}."  # type: ignore[index]
+        sentence = f"{first} is the {superlative} at {weights[known[0]][1]}, then {listing(rest)}."  # type: ignore[index]
     else:
         sentence = f"{first} weighs {weights[known[0]][1]}."  # type: ignore[index]
     if unknown:
-        names = _listing([_name(shown[i][1]) for i in unknown], "or")
+        names = listing([_name(shown[i][1]) for i in unknown], "or")
         sentence += f" Our catalog doesn't list the weight of {names}."
     return known + unknown, sentence
 
@@ -181,12 +170,12 @@ def _by_waterproofing(shown: list[tuple[dict[str, Any], ProductFacts, Variant]])
     for kind, verb in (("waterproof", "waterproof"), ("water-resistant", "water-resistant")):
         names = [_name(shown[i][1]) for i in order if kinds[i] == kind]
         if names:
-            sentences.append(f"{_capital(_listing(names))} {'is' if len(names) == 1 else 'are'} {verb}.")
+            sentences.append(f"{capitalised(listing(names))} {'is' if len(names) == 1 else 'are'} {verb}.")
     silent = [_name(shown[i][1]) for i in order if not kinds[i]]
     if silent and sentences:
-        sentences.append(f"Our catalog doesn't say that {_listing(silent)} {'is' if len(silent) == 1 else 'are'} waterproof.")
+        sentences.append(f"Our catalog doesn't say that {listing(silent)} {'is' if len(silent) == 1 else 'are'} waterproof.")
     elif silent:
-        sentences.append(f"Our catalog doesn't say that {_listing(silent, 'or')} is waterproof.")
+        sentences.append(f"Our catalog doesn't say that {listing(silent, 'or')} is waterproof.")
     return order, " ".join(sentences)
 
 
@@ -211,7 +200,7 @@ def _by_size(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], text: st
         parts = []
         for key, words in ((0, f"In stock in {asked}"), (1, f"Sold out in {asked}"), (2, f"Not sold in {asked}")):
             if groups[key]:
-                parts.append(f"{words}: {_listing(groups[key])}.")
+                parts.append(f"{words}: {listing(groups[key])}.")
         return order, " ".join(parts)
     order = sorted(range(len(shown)), key=lambda i: not sizes[i])
     parts = []

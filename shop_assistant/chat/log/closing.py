@@ -15,8 +15,8 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.dispatch import Signal
 
-from . import events
-from .models import Conversation
+from ..protocol import events
+from ..models import Conversation
 
 # Sent inside the closing transaction, once per conversation resolved: ``conversation`` (closed now) and ``user``
 # (the agent who resolved it; None: the shopper ended the chat).

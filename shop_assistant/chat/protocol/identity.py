@@ -144,7 +144,7 @@ class PageContext:
 def remember(conversation: Any, context: PageContext) -> list[str]:
     """Keep the connection's context on the conversation: on its row when it has one, and on the object, which a
     draft's first message carries into the row it creates (``writes.MessageRecord.payload``)."""
-    from .models import Conversation
+    from ..models import Conversation
 
     changed = context.apply(conversation)
     if changed:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from catalog.models import Store
 
-from .models import Conversation, Message, hash_token, new_resume_token
+from ..models import Conversation, Message, hash_token, new_resume_token
 
 # Separates draft tokens from every other signed value of the site (sessions, password resets).
 DRAFT_TOKEN_SALT = "shop_assistant.chat.draft"

@@ -30,6 +30,7 @@ from functools import cached_property
 
 from catalog.grounding import LETTER_SIZE, ProductFacts, price_limits
 from catalog.passages import content_words
+from catalog.text import NEGATIONS, any_word, split_sentences
 
 from .decoding import allowed_figures, amounts
 
@@ -77,7 +78,7 @@ class Evidence:
 
     @cached_property
     def policy_sentences(self) -> tuple[str, ...]:
-        return tuple(s for text in (*self.quotes, *self.documents) for s in _SENTENCE_END.split(text) if s.strip())
+        return tuple(s for text in (*self.quotes, *self.documents) for s in split_sentences(text))
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,6 @@ class Verdict:
 
 SUPPORTED = Verdict(True)
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 _FORM = re.compile(
     r"^\W*[\[\*#>|(]|https?://|www\.|\S+@\S+|\[[a-z_ ]+\]|\bchat ?(?:history|log)\b|^\s*[A-Z][\w' ]{0,25}:\s",
     re.IGNORECASE,
@@ -156,13 +156,12 @@ _PROMISES = re.compile(
     re.IGNORECASE,
 )
 # Stock and sales are the cards' and the opening's to state, from the rows: the model's word on them is a guess.
-_STOCK = re.compile(r"\b(?:sold|stock(?:ed)?|availab\w+|left in|runs? out|restock\w*|back ?order\w*)\b", re.IGNORECASE)
+_STOCK = any_word("sold", r"stock(?:ed)?", r"availab\w+", "left in", "runs? out", r"restock\w*", r"back ?order\w*")
 # A question to the shopper is about what they need; anything else ("How'd it go?", "What was that?") is not the
 # assistant's to ask.
-_HELPFUL_QUESTION = re.compile(
-    r"\b(?:help|looking|look|need|want|like|prefer|interested|specific|size|colou?r|budget|else|more|which|"
-    r"know|questions?)\b",
-    re.IGNORECASE,
+_HELPFUL_QUESTION = any_word(
+    *"help looking look need want like prefer interested specific size colou?r budget else more which know".split(),
+    "questions?",
 )
 # Talk about the answer instead of answering ("Here is your answer.", "So now we're looking at both options.").
 _META = re.compile(
@@ -188,19 +187,17 @@ _DENIES = re.compile(
     r"\b(?:isn't|aren't|not) (?:something|anything|one|a product) (?:we|that we)\b",
     re.IGNORECASE,
 )
-_NUMBER_WORDS = re.compile(
-    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|"
-    r"thousand|dozen|half|single|double|triple|once|twice)\b",
-    re.IGNORECASE,
+_NUMBER_WORDS = any_word(
+    *"""one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand
+    dozen half single double triple once twice""".split()
 )
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 _CAPITALISED = re.compile(r"\b[A-Z][A-Za-z'’-]*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-_NEGATION = re.compile(r"\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't|nothing|none)\b", re.IGNORECASE)
-_POLICY = re.compile(
-    r"\b(?:returns?|returned|refunds?|exchanges?|ship\w*|deliver\w*|warrant\w*|guarantee\w*|pay\w*|cancel\w*|"
-    r"track\w*|fees?|charges?|free)\b",
-    re.IGNORECASE,
+_NEGATION = any_word(*NEGATIONS, "nothing", "none")
+_POLICY = any_word(
+    "returns?", "returned", "refunds?", "exchanges?", r"ship\w*", r"deliver\w*", r"warrant\w*", r"guarantee\w*",
+    r"pay\w*", r"cancel\w*", r"track\w*", "fees?", "charges?", "free",
 )
 _PRONOUN_SUBJECT = re.compile(r"^\W*(?:it|its|it's|they|they're|this|these|that|those)\b", re.IGNORECASE)
 
@@ -360,7 +357,7 @@ def _policy(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
 def _repeats(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
     words = content_words(sentence)
     for earlier in shown:
-        for part in _SENTENCE_END.split(earlier):
+        for part in split_sentences(earlier):
             other = content_words(part)
             if words and other and len(words & other) / len(words | other) >= 0.8:
                 return Verdict(False, "repeats what was already said")

@@ -3,10 +3,14 @@
 One candidate's sentences are shown as soon as each passes; the first that does not ends it (and the answer).
 With several candidates (``n`` samples of one request, sharing the prompt's KV blocks), nothing is shown until
 each has ended or failed; then the one with the most checked sentences is shown (the first on a tie).
+
+The event loop only moves text: cutting a delta into sentences is a regular expression, but checking them (and
+the evidence's first word index, built on the first check) runs in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,17 +43,22 @@ class Candidate:
 
     def feed(self, text: str) -> list[str]:
         """The pieces of ``text`` that may be shown; a sentence that fails ends the candidate."""
-        return self._judge_all(self.splitter.feed(text))
+        return self.judge(self.splitter.feed(text))
 
     def finish(self, reason: str) -> list[str]:
         """The stream ended: the last sentence is settled (the model's own end makes it whole, a cut does not)."""
+        return self.judge(self.settle(reason))
+
+    def settle(self, reason: str) -> list[Sentence]:
+        """The stream ended: its last sentence, if the model's own end made it whole (a cut's fragment is dropped)."""
         self.finish_reason = reason
         last, fragment = self.splitter.finish(ended_by_model=reason == "stop")
         if fragment:
             self.dropped.append({"text": fragment, "reason": CUT})
-        return self._judge_all([last] if last is not None else [])
+        return [last] if last is not None else []
 
-    def _judge_all(self, sentences: Sequence[Sentence]) -> list[str]:
+    def judge(self, sentences: Sequence[Sentence]) -> list[str]:
+        """The pieces of ``sentences`` that may be shown, each through the checker (CPU work: not on the loop)."""
         pieces = []
         for sentence in sentences:
             if self.failed:
@@ -86,9 +95,9 @@ async def checked(
     candidates = [Candidate(evidence, [opening]) for _ in range(n)]
     async for delta in stream:
         candidate = candidates[delta.index]
-        pieces = [] if candidate.done else candidate.feed(delta.text)
+        pieces = [] if candidate.done else await _judged(candidate, candidate.splitter.feed(delta.text))
         if delta.finish_reason and not candidate.done:
-            pieces += candidate.finish(delta.finish_reason)
+            pieces += await _judged(candidate, candidate.settle(delta.finish_reason))
         if n == 1:
             for piece in pieces:
                 yield piece
@@ -103,3 +112,8 @@ async def checked(
         for piece in best.pieces:
             yield piece
     yield best
+
+
+async def _judged(candidate: Candidate, sentences: list[Sentence]) -> list[str]:
+    """``candidate.judge`` in a worker thread (the checker is CPU work); nothing to judge costs no hop."""
+    return await asyncio.to_thread(candidate.judge, sentences) if sentences else []

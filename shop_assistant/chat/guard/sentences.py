@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# Where a sentence ends: . ! ? or … (closing quotes and brackets included) before whitespace, or a line break.
-_END = re.compile(r"[.!?…]+[\"'’”)\]*_]*(?=\s)|\n")
+from catalog.text import SENTENCE_END
+
 _ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|approx|incl|no|mr|mrs|ms|dr|st)|\b[A-Z](?:\.[A-Z])*)\.$", re.IGNORECASE)
 # "1." or "-" at the start of a line: a list item's marker, not a sentence.
 _MARKER = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*$")
@@ -34,7 +34,7 @@ class SentenceSplitter:
         self._buffer += delta
         sentences = []
         position = 0
-        for end in _END.finditer(self._buffer):
+        for end in SENTENCE_END.finditer(self._buffer):
             candidate = self._buffer[position : end.end()]
             if end.group() != "\n" and _ABBREVIATION.search(candidate.rstrip()):
                 continue

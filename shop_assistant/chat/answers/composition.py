@@ -22,9 +22,11 @@ from typing import Any
 from catalog import asked, sales
 from catalog.grounding import ProductFacts
 from catalog.models import Store
+from catalog.text import any_word, split_sentences
 from catalog.passages import Match
 
-from . import comparison, handoff
+from . import comparison
+from ..log import handoff
 from .opening import possessive
 from .retrieval import Retrieved
 
@@ -97,10 +99,7 @@ _REQUEST = re.compile(
 )
 # A question about one product by name ("How much is the hoodie?", "Is the hoodie in stock?"): when the catalog
 # has nothing called that, the shopper gets the no-match reply too, not a model sentence.
-_ABOUT_A_PRODUCT = re.compile(
-    r"\bhow much (?:is|are|does|do|for)\b|\bprice of\b|\b(?:in stock|available|sold out|on sale)\b",
-    re.IGNORECASE,
-)
+_ABOUT_A_PRODUCT = any_word(r"how much (?:is|are|does|do|for)", "price of", "in stock", "available", "sold out", "on sale")
 _PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|between|and|up|to|at|most|least)\b")
 
 
@@ -205,7 +204,7 @@ def _tracking_quotes(retrieved: Retrieved) -> list[dict[str, str]]:
     """The store's own sentences about tracking a parcel, if the question found any: they say where to look."""
     quotes = []
     for quote in retrieved.quotes:
-        sentences = [s for s in re.split(r"(?<=[.!?])\s+", quote["text"]) if re.search(r"\btrack", s, re.I)]
+        sentences = [s for s in split_sentences(quote["text"]) if re.search(r"\btrack", s, re.I)]
         if sentences:
             quotes.append({"title": quote["title"], "text": " ".join(sentences)})
     return quotes

@@ -12,7 +12,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from shop_assistant.runtime import metrics
 
-from . import events, identity, keeping
+from . import events, identity
+from ..log import keeping
 from .events import group_name
 from .admission import CLOSE_TOO_MANY, ConnectionGuard
 from .session import ChatSession, Frame

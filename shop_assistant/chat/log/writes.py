@@ -27,7 +27,7 @@ from shop_assistant.runtime.retry import retrying
 from shop_assistant.runtime.text import clean_value
 
 from .conversations import drafts
-from .models import Conversation, Message
+from ..models import Conversation, Message
 
 logger = logging.getLogger(__name__)
 

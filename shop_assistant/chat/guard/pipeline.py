@@ -27,7 +27,7 @@ from shop_assistant.prompts.models import PromptVersion, published_prompt
 from . import continuation
 from shop_assistant.runtime import engine_service, metrics
 from .checker import Evidence
-from .composition import HANDOFF, Composition, compose
+from ..answers.composition import HANDOFF, Composition, compose
 from .decoding import (
     FINISH_FIXED,
     FINISH_REPETITION,
@@ -39,9 +39,9 @@ from .decoding import (
     allowed_figures,
     decoding_for,
 )
-from .opening import Opening, opening_for
-from .prompting import Turn, assemble, user_turn_content
-from .retrieval import retrieve
+from ..answers.opening import Opening, opening_for
+from ..answers.prompting import Turn, assemble, user_turn_content
+from ..answers.retrieval import retrieve
 from .sentences import SentenceSplitter
 
 logger = logging.getLogger(__name__)

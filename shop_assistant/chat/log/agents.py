@@ -11,7 +11,7 @@ from channels.layers import get_channel_layer
 from . import keeping
 from .writes import MessageRecord
 from .tasks import record_message
-from .events import group_name
+from ..protocol.events import group_name
 
 
 async def asend_agent_message(conversation_id: uuid.UUID | str, text: str, agent: str) -> uuid.UUID:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +24,8 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 
-from . import events, spool
+from ..protocol import events
+from . import spool
 from .tasks import record_message
 from .writes import MessageRecord, NotSavedError, answered, store_message, write_with_retry
 
@@ -149,12 +149,3 @@ async def record(record: MessageRecord) -> bool:
         logger.exception("chat message %s could not be saved (spool unwritable)", record.id)
         return False
     return True
-
-
-def client_id(value: Any) -> uuid.UUID | None:
-    """The widget's id of a message (a UUID string), None when the frame has none; ValueError when malformed."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > 36:
-        raise ValueError("client_id")
-    return uuid.UUID(value)

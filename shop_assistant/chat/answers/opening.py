@@ -25,6 +25,7 @@ from typing import Any
 
 from catalog.grounding import LETTER_SIZE, LETTER_SIZES, OptionValues, ProductFacts, is_size
 from catalog.passages import Match, content_words
+from catalog.text import NEGATIONS, any_word, split_sentences
 
 # kind -> templates; each names its placeholders (see PLACEHOLDERS).
 DEFAULT_TEMPLATES: dict[str, list[str]] = {
@@ -77,7 +78,7 @@ TEMPLATE_LABELS = {
 MAX_DESCRIPTION_SENTENCE = 200
 
 _GREETING = re.compile(r"^\W*(?:hi|hello|hey|hiya|howdy|good (?:morning|afternoon|evening))\b", re.IGNORECASE)
-_THANKS = re.compile(r"\b(?:thanks|thank you|thx|cheers|appreciate it)\b", re.IGNORECASE)
+_THANKS = any_word("thanks", "thank you", "thx", "cheers", "appreciate it")
 # "Do you have ...?", "Is there ...?": a question the products' existence answers with a yes.
 _HAVE = re.compile(
     r"\b(?:do|does|did|can|could) (?:you|they|u) (?:have|sell|carry|stock|offer|make)\b|\bhave you got\b"
@@ -88,14 +89,12 @@ _YES_NO = re.compile(
     r"^\W*(?:do|does|did|can|could|is|are|will|would|may|have|has)\b(?! you (?:tell|show|help|recommend|suggest))",
     re.IGNORECASE,
 )
-_NEGATION = re.compile(r"\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't)\b", re.IGNORECASE)
-_QUALIFIER = re.compile(
-    r"\b(?:if|unless|over|under|above|below|after|before|beyond|past|more|less|longer|only|except|without|"
-    r"provided|outside|instead)\b",
-    re.IGNORECASE,
+_NEGATION = any_word(*NEGATIONS)
+_QUALIFIER = any_word(
+    *"""if unless over under above below after before beyond past more less longer only except without provided
+    outside instead""".split()
 )
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-_SALE_WORDS = re.compile(r"\b(?:sale|discounts?|deals?|offers?|cheaper|reduced|markdown|promotion)\b", re.IGNORECASE)
+_SALE_WORDS = any_word("sale", "discounts?", "deals?", "offers?", "cheaper", "reduced", "markdown", "promotion")
 _PRICE_WORDS = frozenset(
     "under below over above less more than cheaper between up most least dollar usd eur euro buck budget".split()
 )
@@ -146,15 +145,17 @@ def _pick(templates: Sequence[str], question: str) -> str:
     return templates[int.from_bytes(digest[:4], "big") % len(templates)]
 
 
-def _money(amount: Decimal, currency: str) -> str:
+def money(amount: Decimal, currency: str) -> str:
+    """A catalog price as the store's answers write it: "189.00 USD"."""
     return f"{amount.quantize(Decimal('0.01'))} {currency}"
 
 
-def _listing(items: Sequence[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" and {items[-1]}"
+def listing(items: Sequence[str], conjunction: str = "and") -> str:
+    """"a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conjunction} {items[-1]}"
 
 
-def _capitalised(text: str) -> str:
+def capitalised(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
@@ -182,7 +183,7 @@ def _is(title: str) -> str:
 
 
 def _description_sentences(product: ProductFacts) -> list[str]:
-    sentences = [s.strip() for s in _SENTENCE.split(product.description) if s.strip()]
+    sentences = split_sentences(product.description, starts_upper=True)
     return [s for s in sentences if len(s) <= MAX_DESCRIPTION_SENTENCE and s[-1] in ".!?"]
 
 
@@ -264,15 +265,15 @@ def _named(product: ProductFacts, question: str) -> tuple[list[tuple[int, str]],
 
 
 def _option_phrase(name: str, values: tuple[tuple[str, bool], ...]) -> str:
-    listed = _listing([value if available else f"{value} (sold out)" for value, available in values])
+    listed = listing([value if available else f"{value} (sold out)" for value, available in values])
     if is_size(name):
         return f"{'sizes' if len(values) > 1 else 'size'} {listed}"
     if _COLOUR.search(name) or name.startswith("Option "):
         return listed
     # "Regular and Long length (Long sold out)": not "Long (sold out) length"
     sold_out = [value for value, available in values if not available]
-    plain = f"{_listing([value for value, _ in values])} {name.lower()}"
-    return plain + (f" ({_listing(sold_out)} sold out)" if sold_out else "")
+    plain = f"{listing([value for value, _ in values])} {name.lower()}"
+    return plain + (f" ({listing(sold_out)} sold out)" if sold_out else "")
 
 
 def _comes_in(product: ProductFacts, missing: str | None) -> str:
@@ -304,7 +305,7 @@ def _availability(product: ProductFacts, named: list[tuple[int, str]]) -> list[t
 
 def _stock_of(product: ProductFacts, phrase: str, state: str, alone: bool) -> str:
     said = {"in stock": "is in stock.", "sold out": "is sold out right now.", "not listed": "is not listed."}[state]
-    return f"{_capitalised(phrase)} {said}" if alone else f"The {product.title} in {phrase} {said}"
+    return f"{capitalised(phrase)} {said}" if alone else f"The {product.title} in {phrase} {said}"
 
 
 @dataclass(frozen=True)
@@ -399,10 +400,10 @@ def _lead(
     products: Sequence[ProductFacts], question: str, templates: dict[str, list[str]], lacking: list[str]
 ) -> str:
     """The first sentence: the products with their prices."""
-    listed = _listing([f"the {p.title} ({_money(p.price, p.currency)})" for p in products])
+    listed = listing([f"the {p.title} ({money(p.price, p.currency)})" for p in products])
     if len(products) == 1:
         product = products[0]
-        price, verb = _money(product.price, product.currency), _is(product.title)
+        price, verb = money(product.price, product.currency), _is(product.title)
         if not product.buyable:
             # Not "You could go for the chair" before "the chair is out of stock": the lead says it.
             cost = "costs" if verb == "is" else "cost"
@@ -429,7 +430,7 @@ def products_opening(
     lead = _lead(products, question, templates, lacking)
     if lacking and _named_and_sold(products, question):
         # "Is the Featherlight Down Vest waterproof?" is answered first, not with "the closest we have".
-        product, price = products[0], _money(products[0].price, products[0].currency)
+        product, price = products[0], money(products[0].price, products[0].currency)
         lead = f"The {product.title} ({price}) {_is(product.title)} not described as {' or '.join(lacking)}."
         lacking = []
     said_out = len(products) == 1 and not products[0].buyable
@@ -453,7 +454,7 @@ def products_opening(
         sentences += [s for s in stock if s] or ([] if options.told_stock else [filler])
     for product in products:
         if product.on_sale and (asks_sale or len(products) == 1):
-            was = _money(product.compare_at_price, product.currency)  # type: ignore[arg-type]
+            was = money(product.compare_at_price, product.currency)  # type: ignore[arg-type]
             sentences.append(f"The {product.title} {_is(product.title)} on sale: down from {was}.")
     if asks_sale and not any(p.on_sale for p in products):
         sentences.append("These are at their regular prices right now.")

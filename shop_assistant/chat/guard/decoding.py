@@ -21,16 +21,8 @@ import regex
 from django.conf import settings
 
 from catalog.models import Store
+from catalog.text import SENTENCE_END
 
-# Chosen by measurement on the evaluation question set (see the commit message and docs/chat-protocol.md).
-DEFAULTS = {
-    "answer_max_tokens": 120,
-    "temperature": 0.2,
-    "repetition_penalty": 1.15,
-    "frequency_penalty": 0.3,
-    "presence_penalty": 0.0,
-    "candidates": 1,
-}
 # The answer budget next to a policy quote (see pipeline.answer_budget); measured on the evaluation set.
 QUOTED_ANSWER_MAX_TOKENS = 48
 FINISH_REPETITION = "repetition"
@@ -83,16 +75,11 @@ class Decoding:
 
 
 def site_defaults() -> dict[str, Any]:
-    """settings.CHAT's decoding values (an unset one falls back to ``DEFAULTS``)."""
-    chat = getattr(settings, "CHAT", {})
-    values = dict(DEFAULTS)
-    if chat.get("max_tokens") is not None:
-        values["answer_max_tokens"] = chat["max_tokens"]
-    for name in ("answer_max_tokens", "temperature", "repetition_penalty", "frequency_penalty", "presence_penalty",
-                 "candidates"):  # fmt: skip
-        if chat.get(name) is not None:
-            values[name] = chat[name]
-    return values
+    """The site's decoding defaults: settings.CHAT, their one source (chosen by measurement on the evaluation
+    question set; see docs/chat-protocol.md)."""
+    chat = settings.CHAT
+    names = ("temperature", "repetition_penalty", "frequency_penalty", "presence_penalty", "candidates")
+    return {"answer_max_tokens": chat["max_tokens"], **{name: chat[name] for name in names}}
 
 
 def decoding_for(store: Store, seed: int | None = None) -> Decoding:
@@ -168,8 +155,6 @@ _ANY_NUMBER = re.compile(_NUMBER)
 _FIGURE_CORE = re.compile(r"[\d$€£]")  # where the part of a figure that is held back begins
 _SKU = re.compile(r"\[SKU [^\]]*\]")
 _LIST_NUMBER = re.compile(r"^\s*\d+\.\s", re.MULTILINE)  # "1. Stormshell ...": a position, not a figure
-# Where a sentence ends: the answer may be cut there without leaving half a sentence on screen.
-_SENTENCE_END = re.compile(r"[.!?…](?:[\"')\]*_]*)(?=\s)|\n")
 # What is left dangling when a cut falls inside a list: its marker ("1.", "-") or the line announcing it ("...:").
 _DANGLING = re.compile(r"(?:^|\n)[ \t]*(?:\d+\.|[-*•])[ \t]*$|(?:^|(?<=[.!?…\n]))[^.!?…\n]*:\s*$")
 
@@ -278,7 +263,7 @@ class FigureFilter:
         return shown
 
     def _refuse(self, start: int, figure: str) -> str:
-        ends = [end.end() for end in _SENTENCE_END.finditer(self._text, 0, start)]
+        ends = [end.end() for end in SENTENCE_END.finditer(self._text, 0, start)]
         cut = ends[-1] if ends else 0
         kept = self._text[:cut].rstrip()
         while (dangling := _DANGLING.search(kept)) is not None:  # "Here is the list:\n\n1." is no sentence

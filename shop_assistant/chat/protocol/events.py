@@ -35,7 +35,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from shop_assistant.runtime import metrics
-from .models import Conversation
+from ..models import Conversation
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from catalog.models import Store
 
-from .models import Conversation
+from ..models import Conversation
 
 DEFAULT_REPLY = "I've asked a member of our team to join this chat; they will answer you here."
 AWAY_REPLY = "Our team is away right now: agents are back at {when}. Your request is saved and they will answer here."

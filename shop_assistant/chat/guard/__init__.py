@@ -1,0 +1,1 @@
+"""Guarding the model's output: the answer pipeline, decoding settings and stops, continuation, sentences, the checker."""
