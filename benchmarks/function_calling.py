@@ -168,10 +168,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(llm: Any, data: dict[str, Any], limit: int | None = None, max_tokens: int = 128) -> dict[str, Any]:
+def run(llm: Any, data: dict[str, Any], limit: int | None = None, max_tokens: int = 128,
+        ids: list[str] | None = None) -> dict[str, Any]:
+    """The prompts (the first ``limit``, or those of ``ids``), one at a time."""
     schemas = tool_schemas(data)
+    items = [p for p in data["prompts"] if p["id"] in ids] if ids else data["prompts"][:limit]
     rows = []
-    for item in data["prompts"][:limit]:
+    for item in items:
         got = answer(llm, request_body(data, item, max_tokens))
         verdict = score(item, got["calls"], schemas)
         rows.append({"id": item["id"], "tool": item["tool"], "language": item["language"], "kind": item["kind"],
@@ -197,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--model", help="a model folder or GGUF path, or a name the loader knows (qwen2.5-1.5b); "
                                     "default: the bundled SmolLM2-135M")
     ap.add_argument("--limit", type=int, help="only the first N prompts")
+    ap.add_argument("--ids", type=lambda text: text.split(","), help="only these prompts (comma-separated ids)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--device", help="default: cuda when there is one, else cpu")
     ap.add_argument("--dtype", default="auto")
@@ -214,7 +218,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     llm = LLM(args.model, device=device, dtype=args.dtype, max_num_seqs=1)
     try:
-        result = run(llm, load(args.data), args.limit, args.max_tokens)
+        result = run(llm, load(args.data), args.limit, args.max_tokens, args.ids)
     finally:
         llm.close()
     result = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
