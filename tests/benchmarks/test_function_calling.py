@@ -161,3 +161,8 @@ def test_a_short_cli_run_with_the_bundled_model_reports_its_shape(tmp_path: Path
         assert row["output_tokens"] <= 48 and row["prompt_tokens"] > 0
         assert row["right_arguments"] or row["why"]  # a wrong answer says why
     assert "overall" in proc.stdout and "tokens/s" in proc.stdout
+
+
+def test_the_cli_takes_a_list_of_prompt_ids() -> None:
+    args = fc.build_parser().parse_args(["--ids", "s02,o12,p05", "--model", "qwen2.5-1.5b"])
+    assert args.ids == ["s02", "o12", "p05"] and args.max_tokens == 128 and args.model == "qwen2.5-1.5b"
