@@ -83,10 +83,12 @@ def test_arguments_outside_the_tools_schema_are_wrong() -> None:
 
 def test_no_call_is_scored_as_such_and_the_first_call_counts() -> None:
     none = verdict("p03")
-    assert (none["called"], none["right_tool"], none["right_arguments"], none["why"]) == (False, False, False, "no call")
+    assert (none["called"], none["right_tool"], none["right_arguments"]) == (False, False, False)
+    assert none["why"] == "no call"
     first = verdict("p03", ("lookup_policy", {"topic": "shipping"}), ("search_products", {"query": "x"}))
     assert first["right_arguments"]
-    assert not verdict("p03", ("search_products", {"query": "x"}), ("lookup_policy", {"topic": "shipping"}))["right_tool"]
+    second = verdict("p03", ("search_products", {"query": "x"}), ("lookup_policy", {"topic": "shipping"}))
+    assert not second["right_tool"]
 
 
 def test_the_summary_counts_per_tool_and_language() -> None:
