@@ -3,7 +3,7 @@ and a validator for the subset of JSON Schema they use.
 
 The validator is ours because no JSON Schema package is locked (requirements/); it covers exactly the keywords
 these schemas use (type, properties, required, additionalProperties, enum, const, minimum/maximum, exclusive
-bounds, minLength/maxLength, pattern, items, minItems/maxItems) and refuses a schema with any other keyword, so a
+bounds, minLength/maxLength, pattern, items, minItems/maxItems; description and title are annotations) and refuses a schema with any other keyword, so a
 schema added later cannot be half-checked silently.
 """
 
@@ -80,6 +80,7 @@ SCHEMAS: list[tuple[str, dict[str, Any], str]] = [
 _KNOWN = {
     "type", "properties", "required", "additionalProperties", "enum", "const", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "items", "minItems", "maxItems",
+    "description", "title",  # annotations: they constrain nothing (tools' parameters carry them for the model)
 }
 _TYPES = {
     "object": dict, "array": list, "string": str, "boolean": bool, "number": (int, float), "integer": int,
