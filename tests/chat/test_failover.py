@@ -87,15 +87,29 @@ async def _routed_to(nodes: Nodes, name: str, timeout: float = 60.0) -> None:
         await asyncio.sleep(0.5)
 
 
+@contextlib.asynccontextmanager
+async def _session_on(nodes: Nodes, name: str, timeout: float = 60.0):
+    """A shopper's session on node ``name``. nginx's passive checks may take a node that has just started out of
+    the ring again between one connection and the next (a connection it failed while the node was loading), so
+    the session is opened again until ``name`` answers it, not only until a probe was routed there once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        await _routed_to(nodes, name, timeout=max(1.0, deadline - time.monotonic()))
+        async with _connect(nodes.chat_url(), nodes.front) as s:
+            shopper = Socket(s)
+            ready = await shopper.receive()
+            if ready["node"] == name:
+                yield shopper, ready
+                return
+        assert time.monotonic() < deadline, f"no session on {name} within {timeout} s (last: {ready['node']})"
+        await asyncio.sleep(0.5)
+
+
 async def _one_failover(tmp_path, redis_url: str, nodes: Nodes, console: Socket, staff: StaffHttp) -> float:
     # Long answers on the node that dies, so that it dies mid-answer.
     with run_daphne(tmp_path, nodes.doomed_port, REDIS_URL=redis_url, CHAT_MAX_TOKENS="200",
                     NODE_NAME=nodes.doomed_name) as doomed:
-        await _routed_to(nodes, nodes.doomed_name)
-        async with _connect(nodes.chat_url(), nodes.front) as s:
-            shopper = Socket(s)
-            ready = await shopper.receive()
-            assert ready["node"] == nodes.doomed_name
+        async with _session_on(nodes, nodes.doomed_name) as (shopper, ready):
             conversation, token = ready["conversation"], ready["resume_token"]
             await shopper.send({"type": "message", "text": QUESTION})
             started, _ = await console.receive_until(
