@@ -214,25 +214,15 @@ def test_a_constraint_that_does_not_compile_is_a_400_before_anything_is_sent(cli
 # --- heavy: a model trained on tools chooses the call itself (tool_choice "auto") ------------------------------------
 
 
-def _qwen_folder():
-    """Qwen2.5-Coder-1.5B-Instruct converted to a Hugging Face folder (its template has a tools branch)."""
-    import os
-    from pathlib import Path
-
-    from inference.worker.loader import cache_root
-
-    folder = Path(os.environ.get("QWEN_MODEL_DIR") or cache_root() / "Qwen2.5-Coder-1.5B-Instruct")
-    return folder if (folder / "config.json").exists() else None
-
-
 @pytest.fixture(scope="module")
 def qwen_server(django_db_setup, tmp_path_factory):
     from tests.api.conftest import wait_ready
     from tests.chat.conftest import run_daphne
 
-    folder = _qwen_folder()
-    if folder is None:
-        pytest.skip("Qwen2.5-Coder-1.5B-Instruct is not converted here (set QWEN_MODEL_DIR)")
+    from inference.worker.loader import resolve_model
+
+    # The packages of requirements/models.txt, joined, checked and converted once (the parity test shares the cache).
+    folder = resolve_model("qwen2.5-1.5b")
     with run_daphne(tmp_path_factory.mktemp("qwen"), ENGINE_MODEL=str(folder)) as server:
         wait_ready(server, timeout=600, probe_timeout=120)
         yield server
