@@ -53,8 +53,7 @@ class StructuredOutputs:
 
         if seq_id in self._matchers:
             raise ValueError(f"sequence {seq_id!r} already has a matcher")
-        # No rollback: the engine never takes back a token it appended.
-        self._matchers[seq_id] = xgr.GrammarMatcher(compiled, max_rollback_tokens=0)
+        self._matchers[seq_id] = xgr.GrammarMatcher(compiled)
 
     def is_constrained(self, seq_id: str) -> bool:
         return seq_id in self._matchers
@@ -62,6 +61,8 @@ class StructuredOutputs:
     def bitmasks(self, seq_ids: Sequence[str]) -> list[torch.Tensor | None] | None:
         """Each sequence's allowed-token bitmask for its next token (an int32 row, bit ``t % 32`` of word
         ``t // 32`` set when token ``t`` is allowed), None for an unconstrained one; None if none is constrained."""
+        if not self._matchers:  # the common step: no constrained sequence at all, nothing to look up
+            return None
         rows = [i for i, s in enumerate(seq_ids) if s in self._matchers]
         if not rows:
             return None
