@@ -125,7 +125,10 @@ def test_the_owner_scores_any_version_on_demand(demo_store, chat_engine, chat_se
     client.force_login(owner)
     published = services.published_prompt(demo_store)
     response = client.post(f"/studio/demo/versions/{published.pk}/score", follow=True)
-    assert f"Scoring v{published.version}: its score shows here when it is in." in response.content.decode()
+    page = response.content.decode()
+    assert f"Scoring v{published.version}: its score shows here when it is in." in page
+    # The version page follows the score (studio.js polls score.json and reloads when it is in).
+    assert 'id="score"' in page and "studio/studio.js" in page
     tasks.wait_idle()
     published.refresh_from_db()
     assert published.score_current is not None and published.score_state == scoring.DONE
