@@ -289,7 +289,15 @@ def _of_the_kind_named(store: Store, text: str, hits: list[SearchHit]) -> list[S
     return [hit for hit, means in zip(hits, asked.means(named, vectors, query_vector)) if means]
 
 
-def ground(store: Store, text: str, k: int = 3) -> Grounding:
+def ground(
+    store: Store,
+    text: str,
+    k: int = 3,
+    *,
+    min_price: Decimal | None = None,
+    max_price: Decimal | None = None,
+    in_stock: bool | None = None,
+) -> Grounding:
     """Catalog facts and product cards for one shopper message.
 
     Searches ``store``'s active products (hybrid embedding + keyword search, see ``catalog.search``) and keeps
@@ -300,15 +308,19 @@ def ground(store: Store, text: str, k: int = 3) -> Grounding:
     saying the catalog has no match, when neither a product nor a document applies: the assistant must then
     say so instead of guessing. Cards are one per product hit, from its best-matching variant.
 
+    ``min_price``/``max_price``/``in_stock``: filters a planner read from the message; without a price bound, the
+    bounds are read from ``text`` ("under $50").
+
     Synchronous and uses the database: from async code call it through ``asgiref.sync.sync_to_async``. The
     first call in a process loads the embedding model (seconds); ``catalog.search.warm_up()`` does that early.
     """
     text = text or ""
-    low, high = price_limits(text)
+    low, high = (min_price, max_price) if min_price is not None or max_price is not None else price_limits(text)
     hits: list[SearchHit] = []
     answers: list[passages.Match] = []
     if text.strip():
-        hits = [hit for hit in search(text, k, store=store, min_price=low, max_price=high) if hit.variant is not None]
+        found = search(text, k, store=store, min_price=low, max_price=high, in_stock=in_stock)
+        hits = [hit for hit in found if hit.variant is not None]
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
         hits = _of_the_kind_asked(text, [hit for hit in hits if hit.score >= floor and _means_it(hit)])
         hits = _of_the_kind_named(store, text, hits)

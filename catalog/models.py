@@ -177,8 +177,14 @@ class Variant(models.Model):
 
     @property
     def in_stock(self) -> bool:
-        # "continue" means the store keeps selling when the count reaches zero (backorders).
-        return self.inventory_quantity > 0 or self.inventory_policy == self.InventoryPolicy.CONTINUE
+        """On hand now. A variant at zero that the store keeps selling ("continue") is a backorder, not in stock:
+        "in stock" above it would promise a parcel that cannot ship yet."""
+        return self.inventory_quantity > 0
+
+    @property
+    def backorder(self) -> bool:
+        """Out of stock but still sold (Shopify's inventory policy "continue")."""
+        return not self.in_stock and self.inventory_policy == self.InventoryPolicy.CONTINUE
 
     @property
     def price_text(self) -> str:

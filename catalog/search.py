@@ -51,8 +51,20 @@ _STOPWORDS = frozenset(
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 
+_POSSESSIVE = re.compile(r"['’]s\b")
+# A letter size is also found by its word: "large" picks the L variant.
+_SIZE_NAMES = {"xs": "extra small", "s": "small", "m": "medium", "l": "large", "xl": "extra large"}
+
+
 def tokenize(text: str) -> list[str]:
-    return [stem(token) for token in _TOKEN_RE.findall(text.lower()) if token not in _STOPWORDS]
+    # "women's" is "women", not "women" and a size S
+    return [stem(token) for token in _TOKEN_RE.findall(_POSSESSIVE.sub("", text.lower())) if token not in _STOPWORDS]
+
+
+def _variant_tokens(option_values: list[str]) -> frozenset[str]:
+    words = " ".join(option_values)
+    named = [_SIZE_NAMES[value.lower()] for value in option_values if value.lower() in _SIZE_NAMES]
+    return frozenset(tokenize(" ".join([words, *named])))
 
 
 class _BM25:
@@ -180,7 +192,7 @@ def _build(store: Store | None, stamp: tuple) -> _Index:
         documents.append(_document_tokens(product, variants))
         variant_infos.append(
             [
-                _VariantInfo(v.id, v.price, v.in_stock, v.position, frozenset(tokenize(" ".join(v.option_values))))
+                _VariantInfo(v.id, v.price, v.in_stock, v.position, _variant_tokens(v.option_values))
                 for v in variants
             ]
         )

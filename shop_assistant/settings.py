@@ -279,6 +279,13 @@ NODE_LISTENER = env_bool("NODE_LISTENER", True)
 PREWARM_ON_START_MAX_STORES = env_int("PREWARM_ON_START_MAX_STORES", 50)
 
 # --- Chat limits ---------------------------------------------------------------------------
+# Who turns a shopper's message into tool calls (shop_assistant/chat/answers/understanding.py): "auto" asks the
+# engine's model when it can plan (its chat template has a tools branch) and the patterns did not recognise the
+# message; "model" asks it for every message; "rules" never.
+ANSWER_PLANNER = os.environ.get("ANSWER_PLANNER", "auto").strip().lower()
+if ANSWER_PLANNER not in {"auto", "model", "rules"}:
+    raise MissingSetting(f"ANSWER_PLANNER must be auto, model or rules, not {ANSWER_PLANNER!r}")
+
 CHAT = {
     "max_message_chars": env_int("CHAT_MAX_MESSAGE_CHARS", 2000),
     "messages_per_minute": env_int("CHAT_MESSAGES_PER_MINUTE", 20),

@@ -70,7 +70,7 @@ def test_json_catalog_is_ingested(store):
     assert (black.option1, black.price, black.compare_at_price, black.currency) == (
         "Black", Decimal("18.00"), Decimal("22.50"), "EUR",
     )
-    assert black.in_stock  # policy "continue": sold while the count is zero
+    assert not black.in_stock and black.backorder  # policy "continue": sold while the count is zero, not on hand
     pin = Variant.objects.get(store=store, sku="PIN-1")
     assert (pin.price, pin.currency, pin.product.description) == (Decimal("6.50"), "USD", "A tiny pin.")
     assert StoreDocument.objects.get(store=store, kind="returns").body == "30 days, no questions asked."

@@ -13,12 +13,12 @@ from shop_assistant.chat.answers.composition import (
     ORDER,
     ORDER_REPLY,
     asks_the_catalog,
-    compose,
     greeting,
     no_match_reply,
     requested_thing,
 )
 from shop_assistant.chat.answers.retrieval import retrieve
+from shop_assistant.chat.answers.understanding import compose
 
 
 @pytest.mark.parametrize(

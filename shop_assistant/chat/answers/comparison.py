@@ -73,7 +73,7 @@ def asked_attribute(text: str) -> tuple[str, bool] | None:
     return None
 
 
-def _shown(store: Store, cards: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], ProductFacts, Variant]]:
+def shown_products(store: Store, cards: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], ProductFacts, Variant]]:
     """The cards' variants read again from the catalog (prices and stock as they are now), in the cards' order;
     a product no longer sold is left out."""
     skus = [str(item.get("sku") or "") for item in cards if item.get("sku")]
@@ -214,7 +214,7 @@ def _by_size(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], text: st
     return order, " ".join(parts) + " Tell me your size and I'll check it."
 
 
-def _names_another_kind(store: Store, text: str, shown: list[tuple[dict[str, Any], ProductFacts, Variant]]) -> bool:
+def names_another_kind(store: Store, text: str, shown: list[tuple[dict[str, Any], ProductFacts, Variant]]) -> bool:
     """"Which jackets are waterproof?" after tents were shown asks about jackets, not about those tents."""
     from catalog.grounding import product_types
 
@@ -229,22 +229,32 @@ def _names_another_kind(store: Store, text: str, shown: list[tuple[dict[str, Any
     return False
 
 
-def compare(store: Store, text: str, cards: Sequence[dict[str, Any]]) -> Compared | None:
+def compare(
+    store: Store, text: str, cards: Sequence[dict[str, Any]], asked: tuple[str, bool] | None = None
+) -> Compared | None:
     """The previous answer's ``cards`` ordered to answer ``text``, or None when ``text`` is not such a follow-up
-    (or none of those products is sold any more)."""
-    asked = asked_attribute(text)
+    (or none of those products is sold any more). ``asked``: (attribute, ascending) when a planner read it,
+    else read from ``text``."""
+    planned = asked is not None  # a planner's reading of the message is not second-guessed from its words
+    asked = asked or asked_attribute(text)
     if asked is None or not cards:
         return None
-    shown = _shown(store, cards)
-    if not shown or _names_another_kind(store, text, shown):
+    shown = shown_products(store, cards)
+    if not shown or (not planned and names_another_kind(store, text, shown)):
         return None
     attribute, ascending = asked
-    if attribute == PRICE:
-        order, reply = _by_price(shown, ascending)
-    elif attribute == WEIGHT:
-        order, reply = _by_weight(shown, ascending)
-    elif attribute == WATERPROOF:
-        order, reply = _by_waterproofing(shown)
-    else:
-        order, reply = _by_size(shown, text)
+    order, reply = ordered(shown, attribute, ascending, text)
     return Compared(attribute, reply, [shown[i][0] for i in order], [shown[i][1] for i in order])
+
+
+def ordered(
+    shown: list[tuple[dict[str, Any], ProductFacts, Variant | None]], attribute: str, ascending: bool, text: str = ""
+) -> tuple[list[int], str]:
+    """The indexes of ``shown`` in the order that answers the comparison, and the sentence saying so."""
+    if attribute == PRICE:
+        return _by_price(shown, ascending)
+    if attribute == WEIGHT:
+        return _by_weight(shown, ascending)
+    if attribute == WATERPROOF:
+        return _by_waterproofing(shown)
+    return _by_size(shown, text)

@@ -47,7 +47,7 @@ TRACKING_QUESTION = "How do I track my parcel?"
 ORDER_REPLY = "I can't see orders in this chat, but a person from our team can check yours: ask for a person."
 # "Where is my order?": the most common question a store gets, about an order the assistant has no access to. The
 # documents' nearest sentence (a returns label "in your order email") would answer something else.
-_ORDER_STATUS = re.compile(
+ORDER_STATUS_PATTERN = re.compile(
     r"\bwhere(?:'s|’s| is) my (?:order|parcel|package|delivery|stuff)\b"
     r"|\bmy (?:order|parcel|package|delivery)\b[^.?!]{0,30}\b(?:has(?:n't| not)|did(?:n't| not)|never|still)\b"
     r"[^.?!]{0,20}\b(?:arriv\w*|c[oa]me|shipped|turned up|here)\b"
@@ -78,7 +78,7 @@ _SMALL_TALK = frozenset(
     questions something anything else more tell me about who with still there that that's it it's this is was
     very so much awesome perfect lovely all""".split()
 )
-_IDENTITY = re.compile(
+IDENTITY_PATTERN = re.compile(
     r"\bare you (?:a |an |the )?(?:real |actual )?(?:human|person|bot|robot|machine|ai|computer|real)\b"
     r"|\b(?:am i|is this) (?:talking|speaking|chatting) (?:to|with) (?:a |an )?(?:human|person|bot|robot|machine|ai)\b",
     re.IGNORECASE,
@@ -112,6 +112,9 @@ class Composition:
     reply: str = ""  # the fixed text of every kind but MODEL
     products: list[ProductFacts] = field(default_factory=list)  # the cards' products, for the opening
     answers: list[Match] = field(default_factory=list)  # the store's passages that answer, best first
+    # Sentences composed by tools other than the one the model continues (a total before a policy quote): shown
+    # first, before the opening.
+    lead: list[str] = field(default_factory=list)
 
     @property
     def fixed(self) -> bool:
@@ -200,7 +203,7 @@ def no_match_reply(store: Store, text: str) -> str:
     return f"{opening} {categories} {listing}. Try other words, or ask for a person."
 
 
-def _tracking_quotes(retrieved: Retrieved) -> list[dict[str, str]]:
+def tracking_quotes(retrieved: Retrieved) -> list[dict[str, str]]:
     """The store's own sentences about tracking a parcel, if the question found any: they say where to look."""
     quotes = []
     for quote in retrieved.quotes:
@@ -208,44 +211,3 @@ def _tracking_quotes(retrieved: Retrieved) -> list[dict[str, str]]:
         if sentences:
             quotes.append({"title": quote["title"], "text": " ".join(sentences)})
     return quotes
-
-
-def compose(
-    store: Store, text: str, retrieve: Any, previous: str = "", shown: Sequence[dict[str, Any]] = ()
-) -> Composition:
-    """Decide how to answer ``text``; ``retrieve(store, text)`` is only called when the catalog matters.
-
-    ``previous`` is the shopper's message before this one: a follow-up that finds nothing on its own ("anything
-    under 50 dollars?") is searched again together with it. ``shown``: the cards of the latest answer that had
-    some; "which of those is lighter?" is answered from them (``comparison``), cards again, right one first.
-    Blocking (database, embeddings): a worker thread.
-    """
-    # A request for a person first: "r u a bot? i want a human" asks for one, and the identity reply alone
-    # left the chat with the bot.
-    if handoff.asks_for_person(text):
-        return Composition(HANDOFF, reply=handoff.reply_for(store))
-    if _IDENTITY.search(text):
-        return Composition(IDENTITY, reply=possessive(IDENTITY_REPLY.format(store=store.name), store.name))
-    if _ORDER_STATUS.search(text):
-        # The store's sentence on tracking, asked in words that find it whatever the shopper wrote.
-        return Composition(ORDER, reply=ORDER_REPLY, quotes=_tracking_quotes(retrieve(store, TRACKING_QUESTION)))
-    compared = comparison.compare(store, text, shown) if shown else None
-    if compared is not None:
-        return Composition(COMPARE, reply=compared.reply, cards=compared.cards, products=compared.products)
-    retrieved: Retrieved = retrieve(store, text)
-    if not retrieved.found and previous.strip() and is_follow_up(text):
-        retrieved = retrieve(store, f"{previous.strip()} {text}")
-    if retrieved.found:
-        return Composition(
-            MODEL,
-            facts=retrieved.facts,
-            cards=retrieved.cards,
-            quotes=retrieved.quotes,
-            products=retrieved.products,
-            answers=retrieved.answers,
-        )
-    if asks_about_the_store(text):
-        return Composition(NO_ANSWER, reply=NO_ANSWER_REPLY)
-    if is_small_talk(text) or not asks_the_catalog(text):
-        return Composition(MODEL, facts=retrieved.facts)
-    return Composition(NO_MATCH, reply=no_match_reply(store, text))

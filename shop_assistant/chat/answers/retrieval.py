@@ -26,7 +26,7 @@ class Retrieved:
     answers: list[Match] = field(default_factory=list)  # the passages of the store's documents that answer
 
 
-def _card(raw: dict[str, Any]) -> dict[str, Any]:
+def protocol_card(raw: dict[str, Any]) -> dict[str, Any]:
     """Only the protocol's fields, with JSON-safe values (prices as strings: Decimal, never float rounding)."""
     card = {name: raw.get(name) for name in CARD_FIELDS}
     if card["price"] is not None:
@@ -35,13 +35,14 @@ def _card(raw: dict[str, Any]) -> dict[str, Any]:
     return card
 
 
-def retrieve(store: Store, text: str, k: int = 3) -> Retrieved:
-    grounding = ground(store, text, k=k)
+def retrieve(store: Store, text: str, k: int = 3, **filters: Any) -> Retrieved:
+    """``filters``: ``catalog.grounding.ground``'s min_price, max_price and in_stock."""
+    grounding = ground(store, text, k=k, **filters)
     if not grounding.found:
         return Retrieved(facts=grounding.facts or "")
     return Retrieved(
         facts=grounding.facts,
-        cards=[_card(card) for card in grounding.cards],
+        cards=[protocol_card(card) for card in grounding.cards],
         quotes=[{"title": str(q["title"]), "text": str(q["text"])} for q in grounding.quotes],
         found=True,
         products=list(grounding.products),

@@ -27,7 +27,8 @@ from shop_assistant.prompts.models import PromptVersion, published_prompt
 from . import continuation
 from shop_assistant.runtime import engine_service, metrics
 from .checker import Evidence
-from ..answers.composition import HANDOFF, Composition, compose
+from ..answers.composition import HANDOFF, Composition
+from ..answers.understanding import Understood, understand
 from .decoding import (
     FINISH_FIXED,
     FINISH_REPETITION,
@@ -65,6 +66,7 @@ class Plan:
     opening: Opening | None = None  # None for a fixed reply
     evidence: Evidence | None = None  # what the model's sentences are checked against
     model_text: str = MODEL_TEXT_CHECKED
+    understood: Understood | None = None  # the planner's calls and time (evaluation, logs)
 
     @property
     def generates(self) -> bool:
@@ -178,22 +180,26 @@ def _plan(
         if version is None:
             raise NoPublishedPromptError(store)
     # The store's documents are the only source of a quote: the prompt is never searched (one copy of a policy).
-    composition = compose(store, text, retrieve, previous, shown)
+    understood = understand(store, text, retrieve, previous, shown, engine=engine, prompt=version.full_text())
+    composition = understood.composition
     decoding = decoding_for(store)
     content = user_turn_content(text, composition.facts)
     if composition.fixed:
-        return Plan(composition, content, decoding)
+        return Plan(composition, content, decoding, understood=understood)
     types = product_types(store, limit=3) if not (composition.products or composition.answers) else []
     # The passages' index, built once per catalog change (retrieval has just looked it up).
     index = passages.store_index(store)
     described = index.described_words if composition.products else frozenset()
     opening = opening_for(store, text, composition.products, composition.answers, types, described)
+    if composition.lead:  # the other tools' sentences (a total) before the products or the quote
+        opening = Opening(" ".join([*composition.lead, opening.text]), opening.kind)
     system_prompt = version.full_text()
     evidence = evidence_for(store, text, composition, opening, turns, system_prompt, index.documents)
     figures = figures_for(system_prompt, turns, content, composition)
     mode = store.model_text or MODEL_TEXT_CHECKED
     if mode == MODEL_TEXT_OFF:
-        return Plan(composition, content, decoding, figures=figures, opening=opening, evidence=evidence, model_text=mode)
+        return Plan(composition, content, decoding, figures=figures, opening=opening, evidence=evidence, model_text=mode,
+                    understood=understood)
     with engine.tokenizer_held():
         assembled = assemble(
             engine.tokenizer,
@@ -205,7 +211,8 @@ def _plan(
             answer_prefix=opening.text,
         )
     return Plan(
-        composition, content, decoding, assembled.token_ids, assembled.max_tokens, figures, opening, evidence, mode
+        composition, content, decoding, assembled.token_ids, assembled.max_tokens, figures, opening, evidence, mode,
+        understood,
     )
 
 

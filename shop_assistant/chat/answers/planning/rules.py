@@ -1,0 +1,203 @@
+"""The rule planner: the shopper's message as tool calls, read with patterns. It answers when no model can plan
+(the bundled 135M model) and whenever the model's plan fails validation.
+
+The order is the order of precedence: a request for a person first ("r u a bot? i want a human" asks for one),
+then "are you a bot?", the shopper's own order, totals, capacity, comparisons, and a catalog search for the
+rest, with a budget the shopper stated as its price limit.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from catalog.grounding import price_limits
+
+from ...log import handoff
+from .. import comparison
+from ..composition import IDENTITY_PATTERN, ORDER_STATUS_PATTERN, asks_about_the_store
+from ..tools.registry import Call, Context, call
+
+_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+                 "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a pair of": 1, "pair of": 1}  # fmt: skip
+_COUNT = r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")"
+
+# "what would ... cost together?", "what's the total?", "how much for two ... and one ...", "boots + socks = how much"
+_ASKS_TOTAL = re.compile(
+    r"\b(?:total|together|altogether|in all|what do i pay|how much (?:is|would|will) (?:that|it|this|all|they|those|both)"
+    r"|how much for)\b|=\s*how much|,\s*how much\b|\bhow much\b[^?]*(?:\+|\bplus\b|\band\b|,)|(?:\+|\bplus\b)[^?]*\bhow much\b",
+    re.IGNORECASE,
+)
+_HOW_MUCH_MORE = re.compile(r"\bhow much (?:more|less|cheaper) (?:is|are|does|do) (.+?) (?:than|compared (?:to|with)) (.+?)[?.!]*$", re.I)
+_TOTAL_FILLER = re.compile(
+    r"\b(?:what do i pay|how much(?: is| for| would| will| are| do| does)?(?: that| it| this| they| those| all)?"
+    r"(?: be| cost)?|what(?:'s| is| would| will)?|would|will|costs?|together|altogether|in total|the total|total|"
+    r"in all|i need|i(?:'d| would|'ll| will) take|if i (?:get|buy|take|order)|i want|please|then|so)\b|[=?!]",
+    re.IGNORECASE,
+)
+_ITEM_SPLIT = re.compile(r"\s*(?:,|\+|\bplus\b|\band\b|\bwith\b|&)\s*", re.IGNORECASE)
+_QUANTITY = re.compile(rf"^{_COUNT}\s+(?:(?:packs?|pairs?|sets?|pieces?) of\s+)?(?:(?:the|of the|of)\s+)?(.*)$", re.I)
+
+# "big enough for three people", "family of five", "cook for four", "hold someone who weighs 110 kg"
+_PEOPLE = re.compile(
+    rf"\b(?:for|of|sleeps?|fits?)\s+{_COUNT}\b(?:\s+(?:people|persons|adults|kids|of us|guests))?"
+    rf"|\b{_COUNT}\s+(?:people|persons|adults|of us)\b",
+    re.IGNORECASE,
+)
+_CAPACITY_ASK = re.compile(r"\b(?:big enough|large enough|room for|fits? (?:us|all|\d|[a-z]+ people)|family of|"
+                           r"sleeps?|cooks? for|enough for|hold|holds|support|weighs?)\b", re.IGNORECASE)
+_WEIGHT = re.compile(r"\b(\d{2,3})\s*(?:kg|kilos?|kilograms?)\b", re.IGNORECASE)
+_CAPACITY_FILLER = re.compile(
+    r"\b(?:is|are|the|a|an|big|large|enough|for|people|persons|adults|which|what|fits?|us|we(?:'re| are)|family|of|"
+    r"does|do|will|would|can|could|hold|holds|support|someone|who|weighs?|cook|cooks|sleeps?|room|it|kg|kilos?|"
+    r"kilograms?|\d+|" + "|".join(_NUMBER_WORDS) + r")\b|[?.!,']",
+    re.IGNORECASE,
+)
+# A named comparison: "difference between ...", "X vs Y", "compare X and Y", "X or Y for ..."
+_COMPARE = re.compile(r"\b(?:difference between|differences between|compare|vs\.?|versus)\b", re.IGNORECASE)
+_COMPARE_FILLER = re.compile(
+    r"\b(?:what(?:'s| is| are)?|the|differences?|between|compare|your|for [a-z ]+$|,? ?what's the difference)\b|[?.!]",
+    re.IGNORECASE,
+)
+# Budgets said without "under": "I have 100 dollars", "around 50 bucks", "budget of 80"
+_BUDGET = re.compile(
+    r"\b(?:i have|i've got|got|budget(?: is| of)?|around|about|max(?:imum)?|up to)\s+\$?(\d{1,5}(?:\.\d\d)?)\s*"
+    r"(?:dollars?|bucks|usd|euros?|\$)?|\$?(\d{1,5})\s*(?:dollars?|bucks)\b",
+    re.IGNORECASE,
+)
+# "its battery", "do you have it in L?", "is it warm enough?": about the product just shown
+_POINTS_BACK = re.compile(r"\b(?:it|its|it's|this one|that one)\b", re.IGNORECASE)
+_FOLLOW_UP_WORDS = 12
+_CHEAPEST = re.compile(r"\b(cheap(?:er|est)|least expensive|less expensive)\b|\b(pricier|priciest|most expensive|more expensive)\b", re.I)
+_CHEAPEST_FILLER = re.compile(
+    r"\b(?:which|what(?:'s| is)?|is|are|the|your|you|have|do|one|ones|cheap(?:er|est)|least|less|most|more|"
+    r"expensive|pricier|priciest)\b|[?.!]",
+    re.IGNORECASE,
+)
+_AROUND = re.compile(r"\b(?:around|about|roughly|ish)\b", re.IGNORECASE)
+_ROUGHLY = Decimal("1.3")  # "around 50" still takes a 59 gift, not a 149 one
+_IN_STOCK_ONLY = re.compile(r"\b(?:that|which) (?:is|are) in stock\b|\bin stock (?:only|now)\b|\bonly in stock\b", re.I)
+
+
+def _quantity(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
+
+
+def _items(clause: str) -> list[dict[str, object]]:
+    items = []
+    for part in _ITEM_SPLIT.split(_TOTAL_FILLER.sub(" ", clause)):
+        part = " ".join(part.split()).strip(" .")
+        if not part:
+            continue
+        quantity, phrase = 1, part
+        match = _QUANTITY.match(part)
+        if match and match.group(2).strip():
+            quantity, phrase = _quantity(match.group(1)), match.group(2)
+        phrase = re.sub(r"^(?:of\s+)?(?:the|your)\s+", "", phrase.strip())
+        if phrase:
+            items.append({"product": phrase, "quantity": quantity})
+    return items
+
+
+def _total(context: Context) -> list[Call]:
+    text = context.text
+    more = _HOW_MUCH_MORE.search(text)
+    if more:
+        first, second = more.group(1), more.group(2)
+        head = first.split()[-1]
+        second = re.sub(r"\bone$", head, second.strip())  # "the synthetic one" after "the down bag"
+        items = [{"product": first, "quantity": 1}, {"product": second, "quantity": 1}]
+        return [call("price_total", items=items, operation="difference")]
+    if not _ASKS_TOTAL.search(text):
+        return []
+    # "boots + a pack of socks = how much? and is shipping free then?": the store question is a call of its own
+    clauses = [c for c in re.split(r"(?<=[?])\s+", text) if c.strip()]
+    priced = [c for c in clauses if _ASKS_TOTAL.search(c) or not asks_about_the_store(c)]
+    items = [item for clause in priced for item in _items(clause)]
+    several = len(items) > 1 or any(int(i["quantity"]) > 1 for i in items) or re.search(r"\b(?:both|those|them|all)\b", text, re.I)
+    if not items or not several:
+        return []
+    calls = [call("price_total", items=items[:8])]
+    calls += [call("policy_lookup", question=c) for c in clauses if c not in priced][:1]
+    return calls
+
+
+def _capacity(text: str) -> list[Call]:
+    if not _CAPACITY_ASK.search(text):
+        return []
+    people, weight = _PEOPLE.search(text), _WEIGHT.search(text)
+    if not (people or weight):
+        return []
+    product = " ".join(_CAPACITY_FILLER.sub(" ", text).split())
+    if not product:
+        return []
+    arguments: dict[str, object] = {"product": product}
+    if weight:
+        arguments["weight_kg"] = float(weight.group(1))
+    elif people:
+        arguments["people"] = _quantity(people.group(1) or people.group(2))
+    return [call("check_capacity", **arguments)]
+
+
+def _named_comparison(text: str) -> list[Call]:
+    if not _COMPARE.search(text):
+        return []
+    phrases = [p.strip() for p in re.split(r"\s*(?:\band\b|\bvs\.?|\bversus\b|\bor\b|&|,)\s*", _COMPARE_FILLER.sub(" ", text))]
+    phrases = [" ".join(p.split()) for p in phrases if p.strip()]
+    return [call("compare_products", products=phrases[:4])] if phrases else []
+
+
+def _cheapest_of_a_kind(text: str) -> list[Call]:
+    """"Which backpack is cheaper?", "cheapest sleeping bag you have?": the kind's products by price."""
+    match = _CHEAPEST.search(text)
+    if not match:
+        return []
+    kind = " ".join(_CHEAPEST_FILLER.sub(" ", text).split())
+    if not kind:
+        return []
+    return [call("compare_products", products=[kind], attribute="price", ascending=not match.group(2))]
+
+
+def _budget(text: str) -> Decimal | None:
+    low, high = price_limits(text)
+    if high is not None or low is not None:
+        return None  # "under 60 dollars": the search reads it from the words
+    match = _BUDGET.search(text)
+    if not match:
+        return None
+    amount = Decimal(match.group(1) or match.group(2))
+    return (amount * _ROUGHLY).quantize(Decimal("1")) if _AROUND.search(text) else amount
+
+
+def is_last_resort(calls: list[Call]) -> bool:
+    """The plan is the catch-all catalog search: the patterns did not recognise the message."""
+    return len(calls) == 1 and calls[0].name == "search_products"
+
+
+def plan(context: Context) -> list[Call]:
+    """The calls that answer ``context.text``; never empty (a catalog search is the last resort)."""
+    text = context.text
+    if handoff.asks_for_person(text):
+        return [call("handoff")]
+    if IDENTITY_PATTERN.search(text):
+        return [call("small_talk", kind="identity")]
+    if ORDER_STATUS_PATTERN.search(text):
+        number = re.search(r"#?\b(\d{3,})\b", text)
+        return [call("order_status", order_number=number.group(1) if number else None)]
+    planned = _total(context) or _capacity(text)
+    if planned:
+        return planned
+    if context.shown and comparison.asked_attribute(text):
+        return [call("compare_products")]  # about the cards shown; a search when it is not (the tool decides)
+    planned = _named_comparison(text) or _cheapest_of_a_kind(text)
+    if planned:
+        return planned
+    if context.shown and _POINTS_BACK.search(text) and len(text.split()) <= _FOLLOW_UP_WORDS:
+        return [call("product_details", product="it", question=text)]
+    arguments: dict[str, object] = {"query": text}
+    budget = _budget(text)
+    if budget is not None:
+        arguments["max_price"] = budget
+    if _IN_STOCK_ONLY.search(text):
+        arguments["in_stock"] = True
+    return [call("search_products", **arguments)]

@@ -1,0 +1,152 @@
+"""``check_capacity``: is a product big or strong enough: "is the tent big enough for three?", "does the cookset
+cook for four?", "will the chair hold 110 kg?".
+
+The capacity is read from the product's own title and description ("2-Person", "room for six", "cooks dinner for
+two", "holds up to 120 kg"); the answer says yes or no with the catalog's words, and names the products of the
+same kind that do fit. When the catalog does not say, the answer says that.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field, model_validator
+
+from catalog.grounding import ProductFacts, card, product_facts
+from catalog.search import MATCH_THRESHOLD, search
+
+from ..composition import NO_MATCH, Composition, no_match_reply
+from ..opening import listing
+from .references import Product
+from .registry import Context, register
+
+CAPACITY = "capacity"
+_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+            "ten": 10, "eleven": 11, "twelve": 12}  # fmt: skip
+_COUNT = r"(\d{1,2}|" + "|".join(_NUMBERS) + r")"
+# How the catalog says how many people a product is for, the count in group 1.
+_PEOPLE = (
+    re.compile(rf"\b{_COUNT}[- ](?:person|people|man|p)\b", re.I),
+    re.compile(rf"\b(?:room|space|sleeps|serves|seats|fits|cooks? (?:dinner |meals? )?)\s*(?:for\s+)?(?:up to\s+)?{_COUNT}\b", re.I),
+    re.compile(rf"\bfor {_COUNT}\b(?! (?:days?|nights?|hours?|years?|minutes?|seasons?))", re.I),
+)
+_LOAD = re.compile(r"\b(?:holds?|supports?|carries|load(?: limit)?(?: of)?|capacity(?: of)?)\s+(?:up to\s+)?(\d{2,4})\s*kg\b", re.I)
+
+
+class CapacityArguments(BaseModel):
+    product: str = Field(description="the product or the kind of product asked about ('Ridgeline tent', 'tent')")
+    people: int | None = Field(None, ge=1, le=50, description="how many people it must be for")
+    weight_kg: float | None = Field(None, gt=0, le=1000, description="the weight it must hold, in kg")
+
+    @model_validator(mode="after")
+    def _one_need(self) -> "CapacityArguments":
+        if self.people is None and self.weight_kg is None:
+            raise ValueError("give people or weight_kg")
+        return self
+
+
+@dataclass(frozen=True)
+class Capacity:
+    people: int | None
+    people_words: str  # the catalog's words: "for two"
+    load_kg: int | None
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBERS[word.lower()]
+
+
+def capacity_of(facts: ProductFacts) -> Capacity:
+    """The people and the load the product's own text gives, with the words it uses."""
+    text = f"{facts.title}. {facts.description}"
+    people, words = None, ""
+    for pattern in _PEOPLE:
+        match = pattern.search(text)
+        if match:
+            people, words = _count(match.group(1)), match.group(0)
+            break
+    load = _LOAD.search(text)
+    return Capacity(people, words, int(load.group(1)) if load else None)
+
+
+def _fits(capacity: Capacity, arguments: CapacityArguments) -> bool | None:
+    """True or False when the catalog says, None when it does not."""
+    checks = []
+    if arguments.people is not None:
+        checks.append(None if capacity.people is None else capacity.people >= arguments.people)
+    if arguments.weight_kg is not None:
+        checks.append(None if capacity.load_kg is None else capacity.load_kg >= arguments.weight_kg)
+    if None in checks:
+        return None
+    return all(checks)
+
+
+def _need(arguments: CapacityArguments) -> str:
+    parts = []
+    if arguments.people is not None:
+        parts.append(f"{arguments.people} {'person' if arguments.people == 1 else 'people'}")
+    if arguments.weight_kg is not None:
+        parts.append(f"{arguments.weight_kg:g} kg")
+    return " and ".join(parts)
+
+
+def _says(facts: ProductFacts, capacity: Capacity) -> str:
+    said = []
+    if capacity.people is not None:
+        said.append(f"is made for {capacity.people} ({capacity.people_words.strip()!r} in its description)")
+    if capacity.load_kg is not None:
+        said.append(f"holds up to {capacity.load_kg} kg")
+    return f"the {facts.title} " + " and ".join(said)
+
+
+def _candidates(context: Context, phrase: str) -> list[Product]:
+    hits = [h for h in search(phrase, 6, store=context.store) if h.variant is not None and h.score >= MATCH_THRESHOLD]
+    if not hits:
+        return []
+    kind = hits[0].product.product_type
+    return [Product(card(h), product_facts(h)) for h in hits if h.product.product_type == kind]
+
+
+def _named(phrase: str, candidates: list[Product]) -> Product | None:
+    """The one candidate the phrase names by a word of its title that the others lack ("Ridgeline")."""
+    words = set(re.findall(r"[a-z0-9]+", phrase.lower()))
+    own = [set(re.findall(r"[a-z0-9]+", p.facts.title.lower())) for p in candidates]
+    named = [p for i, p in enumerate(candidates) if words & (own[i] - set().union(*(o for j, o in enumerate(own) if j != i)))]
+    return named[0] if len(named) == 1 else None
+
+
+@register(
+    "check_capacity",
+    "Whether a product (or which product of a kind) is big or strong enough: for a number of people or a weight.",
+    CapacityArguments,
+    examples=(
+        ("Is the Ridgeline tent big enough for three?", {"product": "Ridgeline tent", "people": 3}),
+        ("Will the chair hold 100 kg?", {"product": "chair", "weight_kg": 100}),
+    ),
+)
+def check_capacity(context: Context, arguments: CapacityArguments) -> Composition:
+    candidates = _candidates(context, arguments.product)
+    if not candidates:
+        return Composition(NO_MATCH, reply=no_match_reply(context.store, context.text))
+    named = _named(arguments.product, candidates) if len(candidates) > 1 else candidates[0]
+    fitting = [p for p in candidates if _fits(capacity_of(p.facts), arguments)]
+    need = _need(arguments)
+    sentences = []
+    if named is not None:
+        capacity, verdict = capacity_of(named.facts), _fits(capacity_of(named.facts), arguments)
+        if verdict is None:
+            sentences.append(f"Our catalog doesn't say whether the {named.facts.title} is right for {need}.")
+        else:
+            sentences.append(f"{'Yes' if verdict else 'No'}: {_says(named.facts, capacity)}.")
+        fitting = [p for p in fitting if p is not named]
+        if verdict and fitting:
+            fitting = []
+    if fitting:
+        names = listing([_says(p.facts, capacity_of(p.facts)) for p in fitting])
+        sentences.append(f"For {need}: {names}.")
+    elif named is None:
+        sentences.append(f"None of our {candidates[0].facts.product_type.lower() or 'products'} says it is made for {need}.")
+    shown = ([named] if named is not None else []) + fitting
+    shown = shown or candidates[:2]
+    return Composition(CAPACITY, reply=" ".join(sentences), cards=[p.card for p in shown], products=[p.facts for p in shown])

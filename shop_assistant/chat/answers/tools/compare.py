@@ -1,0 +1,113 @@
+"""``compare_products``: how products differ, from their catalog rows: "which of those is lighter?" about the cards
+shown (``comparison``), or "what's the difference between your two sleeping bags?" about products named.
+
+Every figure in the reply is a catalog price or a phrase of the product's own text; a product the catalog says
+nothing about on a point is not compared on it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from catalog.grounding import card, product_facts
+from catalog.search import MATCH_THRESHOLD, search
+
+from .. import comparison
+from ..composition import COMPARE, NO_MATCH, Composition, no_match_reply
+from ..opening import money
+from .capacity import capacity_of
+from .references import Product, resolve, shown
+from .search import SearchArguments, search_products
+from .total import difference_sentence
+from .registry import Context, register
+
+
+class CompareArguments(BaseModel):
+    products: list[str] = Field(
+        default_factory=list, max_length=4,
+        description="the products to compare as the shopper names them; empty for the products just shown",
+    )
+    attribute: Literal["price", "weight", "waterproof", "size", "all"] = Field(
+        "all", description="what to compare on; 'all' for every difference the catalog shows"
+    )
+    ascending: bool = Field(True, description="for price or weight: true puts the cheapest or lightest first")
+
+
+def _kind_of(context: Context, phrase: str) -> list[Product]:
+    """Every product of the kind a plural phrase names ("your two sleeping bags"), best first."""
+    hits = [h for h in search(phrase, 5, store=context.store) if h.variant is not None and h.score >= MATCH_THRESHOLD]
+    if not hits:
+        return []
+    kind = hits[0].product.product_type
+    return [Product(card(h), product_facts(h)) for h in hits if h.product.product_type == kind][:3]
+
+
+def _products(context: Context, phrases: list[str]) -> list[Product]:
+    if len(phrases) == 1:
+        return _kind_of(context, phrases[0])
+    found: list[Product] = []
+    for phrase in phrases:
+        for product in resolve(context.store, phrase, context.shown):
+            if product.card["sku"] not in {p.card["sku"] for p in found}:
+                found.append(product)
+    return found
+
+
+def _first_sentence(description: str) -> str:
+    sentence = re.split(r"(?<=[.!?])\s+", description.strip(), maxsplit=1)[0]
+    return sentence if sentence.endswith((".", "!", "?")) else sentence + "."
+
+
+def _differences(products: list[Product]) -> str:
+    sentences = []
+    for product in products:
+        facts = product.facts
+        points = [money(facts.price, facts.currency)]
+        weight = comparison.weight_of(facts)
+        if weight:
+            points.append(f"{weight[1]}")
+        capacity = capacity_of(facts)
+        if capacity.people:
+            points.append(f"for {capacity.people}")
+        proof = comparison.waterproofing(facts)
+        if proof:
+            points.append(proof)
+        sentences.append(f"The {facts.title} ({', '.join(points)}): {_first_sentence(facts.description)}")
+    if len(products) == 2:
+        sentences.append(difference_sentence(products[0], products[1]))
+    return " ".join(sentences)
+
+
+@register(
+    "compare_products",
+    "Compare products: the ones just shown ('which of those is lighter?', products empty) or products named "
+    "('difference between the down and the synthetic sleeping bag').",
+    CompareArguments,
+    examples=(
+        ("Which one is cheaper?", {"products": [], "attribute": "price"}),
+        ("Compare the Ridgeline and the Basecamp tents", {"products": ["Ridgeline tent", "Basecamp tent"], "attribute": "all"}),
+    ),
+)
+def compare_products(context: Context, arguments: CompareArguments) -> Composition:
+    if not arguments.products and context.shown:
+        asked = (arguments.attribute, arguments.ascending) if arguments.attribute != "all" else None
+        compared = comparison.compare(context.store, context.text, context.shown, asked)
+        if compared is not None:
+            return Composition(COMPARE, reply=compared.reply, cards=compared.cards, products=compared.products)
+        if asked is None:  # "which jackets are waterproof?" after tents: not about those cards, a search
+            return search_products(context, SearchArguments(query=context.text))
+        products = shown(context.store, context.shown)
+    else:
+        products = _products(context, arguments.products)
+    if not products:
+        return Composition(NO_MATCH, reply=no_match_reply(context.store, context.text))
+    if arguments.attribute != "all" and len(products) > 1:
+        order, reply = comparison.ordered([(p.card, p.facts, None) for p in products], arguments.attribute,
+                                          arguments.ascending, context.text)
+        products = [products[i] for i in order]
+    else:
+        reply = _differences(products)
+    return Composition(COMPARE, reply=reply, cards=[p.card for p in products], products=[p.facts for p in products])

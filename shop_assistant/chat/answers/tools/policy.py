@@ -1,0 +1,28 @@
+"""``policy_lookup``: the store documents' sentences that answer a question about shipping, returns, warranty,
+payment or the store itself, quoted word for word. Products found by the same words are left out: the question
+is about the store."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from ..composition import MODEL, NO_ANSWER, NO_ANSWER_REPLY, Composition
+from .registry import Context, register
+
+
+class PolicyArguments(BaseModel):
+    question: str = Field(min_length=1, max_length=200, description="the question about the store, in English")
+
+
+@register(
+    "policy_lookup",
+    "Answer a question about the store's policies (shipping, returns, exchanges, warranty, payment, cancelling an "
+    "order, contact) from its own documents.",
+    PolicyArguments,
+    examples=(("¿Cuál es la política de devoluciones?", {"question": "What is your return policy?"}),),
+)
+def policy_lookup(context: Context, arguments: PolicyArguments) -> Composition:
+    retrieved = context.retrieve(context.store, arguments.question)
+    if not retrieved.answers:
+        return Composition(NO_ANSWER, reply=NO_ANSWER_REPLY)
+    return Composition(MODEL, facts=retrieved.facts, quotes=retrieved.quotes, answers=retrieved.answers)

@@ -1,0 +1,83 @@
+"""Which catalog products a shopper's phrase means: "the Ridgeline tent", "two of the regular down bags", "it",
+"both", "the cheaper one".
+
+A phrase that points back ("it", "those", "the cheaper one") means the cards of the latest answer; any other is
+looked up in the catalog (``catalog.search``), and the variant is the one whose option values the phrase names
+("regular", "navy"), else an available one. Every price and stock level comes from the rows read here.
+Blocking (database, embeddings): a worker thread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from catalog.grounding import ProductFacts, card, product_facts
+from catalog.models import Store
+from catalog.search import MATCH_THRESHOLD, search
+
+from ..comparison import shown_products
+
+# Words that point at what was shown rather than name a product.
+_ALL_SHOWN = re.compile(r"^(?:both|all|them|those|these|they|both of them|all of them|all three|the two|the three)$")
+_ONE_SHOWN = re.compile(r"^(?:it|this|that|this one|that one|the one|one)$")
+_CHEAPER = re.compile(r"\b(?:cheap(?:er|est)|less expensive|least expensive)\b")
+_PRICIER = re.compile(r"\b(?:pricier|priciest|more expensive|most expensive)\b")
+_ORDINALS = {"first": 0, "second": 1, "third": 2, "last": -1}
+_LEADING = re.compile(r"^(?:the|a|an|one|your|my|of|some|pack of|packs of|pair of|pairs of)\s+")
+
+
+@dataclass(frozen=True)
+class Product:
+    """One product as the catalog has it now: its card (the variant's sku, price, stock) and its facts."""
+
+    card: dict[str, Any]
+    facts: ProductFacts
+
+
+def _cleaned(phrase: str) -> str:
+    phrase = re.sub(r"[^\w\s'-]", " ", phrase.lower()).strip()
+    previous = None
+    while previous != phrase:
+        previous, phrase = phrase, _LEADING.sub("", phrase).strip()
+    return phrase
+
+
+def shown(store: Store, cards: Sequence[dict[str, Any]]) -> list[Product]:
+    """The latest answer's cards, read again from the catalog (``comparison.shown_products``)."""
+    return [Product(item, facts) for item, facts, _ in shown_products(store, cards)]
+
+
+def _from_shown(phrase: str, products: list[Product]) -> list[Product] | None:
+    """The shown products a pointing phrase means, or None when the phrase names something instead."""
+    if not products:
+        return None
+    if _ALL_SHOWN.match(phrase):
+        return products
+    if _ONE_SHOWN.match(phrase):
+        return products[:1]
+    if re.fullmatch(r"(?:the )?(?:cheap(?:er|est)|less expensive|least expensive)(?: one)?", phrase):
+        return [min(products, key=lambda p: p.facts.price)]
+    if re.fullmatch(r"(?:the )?(?:pricier|priciest|more expensive|most expensive)(?: one)?", phrase):
+        return [max(products, key=lambda p: p.facts.price)]
+    ordinal = re.fullmatch(r"(?:the )?(first|second|third|last)(?: one)?", phrase)
+    if ordinal and abs(_ORDINALS[ordinal.group(1)]) < len(products) + (ordinal.group(1) == "last"):
+        return [products[_ORDINALS[ordinal.group(1)]]]
+    return None
+
+
+def resolve(store: Store, phrase: str, cards: Sequence[dict[str, Any]] = ()) -> list[Product]:
+    """The products ``phrase`` means: several for "both" or "those", one for a name, none when the catalog has
+    nothing called that."""
+    cleaned = _cleaned(phrase)
+    if not cleaned:
+        return []
+    pointed = _from_shown(cleaned, shown(store, cards)) if cards else None
+    if pointed is not None:
+        return pointed
+    hits = [hit for hit in search(cleaned, 3, store=store) if hit.variant is not None and hit.score >= MATCH_THRESHOLD]
+    if not hits:
+        return []
+    return [Product(card(hits[0]), product_facts(hits[0]))]

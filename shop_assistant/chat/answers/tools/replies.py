@@ -1,0 +1,72 @@
+"""The fixed replies as tools: a person asked for (``handoff``), the shopper's own order (``order_status``), and
+talk that asks nothing of the catalog (``small_talk``: greetings, thanks, "are you a bot?")."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ...log import handoff
+from ..composition import (
+    HANDOFF,
+    IDENTITY,
+    IDENTITY_REPLY,
+    MODEL,
+    ORDER,
+    ORDER_REPLY,
+    TRACKING_QUESTION,
+    Composition,
+    tracking_quotes,
+)
+from ..opening import possessive
+from .registry import Context, register
+
+
+class HandoffArguments(BaseModel):
+    reason: str | None = Field(None, max_length=200, description="what the shopper needs a person for, if said")
+
+
+class OrderArguments(BaseModel):
+    order_number: str | None = Field(None, max_length=40, description="the order number, if the shopper gave one")
+
+
+class SmallTalkArguments(BaseModel):
+    kind: Literal["greeting", "thanks", "identity", "other"] = Field(
+        "other", description="identity: the shopper asks whether they talk to a bot or a person"
+    )
+
+
+@register(
+    "handoff",
+    "The shopper asks for a human: a person, an agent, support staff, in any words or language.",
+    HandoffArguments,
+    examples=(("Quiero hablar con una persona", {"reason": None}),),
+)
+def request_person(context: Context, arguments: HandoffArguments) -> Composition:
+    return Composition(HANDOFF, reply=handoff.reply_for(context.store))
+
+
+@register(
+    "order_status",
+    "A question about the shopper's own order: where it is, its status, a parcel that has not arrived.",
+    OrderArguments,
+    examples=(("Where is my order #1001?", {"order_number": "1001"}),),
+)
+def order_status(context: Context, arguments: OrderArguments) -> Composition:
+    # The store's sentence on tracking, asked in words that find it whatever the shopper wrote.
+    quotes = tracking_quotes(context.retrieve(context.store, TRACKING_QUESTION))
+    return Composition(ORDER, reply=ORDER_REPLY, quotes=quotes)
+
+
+@register(
+    "small_talk",
+    "Greetings, thanks, or asking what the assistant is; nothing to look up.",
+    SmallTalkArguments,
+    examples=(("hi there!", {"kind": "greeting"}), ("are you a real person?", {"kind": "identity"})),
+)
+def small_talk(context: Context, arguments: SmallTalkArguments) -> Composition:
+    store = context.store
+    if arguments.kind == "identity":
+        return Composition(IDENTITY, reply=possessive(IDENTITY_REPLY.format(store=store.name), store.name))
+    return Composition(MODEL, facts=context.retrieve(store, "").facts)

@@ -1,0 +1,29 @@
+"""``products_on_sale``: what the catalog marks down now (``catalog.sales``), as cards the model continues."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from catalog import sales
+from catalog.grounding import card, product_facts
+
+from ..composition import MODEL, NO_MATCH, Composition
+from ..retrieval import protocol_card
+from .registry import Context, register
+
+
+class SaleArguments(BaseModel):
+    pass
+
+
+@register("products_on_sale", "List the products that are on sale (marked down) right now.", SaleArguments,
+          examples=(("What's on sale?", {}),))
+def products_on_sale(context: Context, arguments: SaleArguments) -> Composition:
+    hits = [hit for hit in sales.on_sale(context.store, 3) if hit.variant is not None]
+    if not hits:
+        return Composition(NO_MATCH, reply="Nothing is on sale right now.")
+    products = [product_facts(hit) for hit in hits]
+    facts = "Products on sale:\n" + "\n".join(
+        f"{i}. {p.title}: {p.price} {p.currency}, was {p.compare_at_price}" for i, p in enumerate(products, 1)
+    )
+    return Composition(MODEL, facts=facts, cards=[protocol_card(card(hit)) for hit in hits], products=products)

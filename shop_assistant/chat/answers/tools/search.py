@@ -1,0 +1,72 @@
+"""``search_products``: the catalog's products (and the store documents' answering passages) for the shopper's
+words, with the filters the planner read: a price range, in stock only.
+
+The composition is the one the model continues: cards from catalog rows, the opening names them with their
+prices (``opening``). When nothing matches, the reply depends on what the message was: a question about the
+store that no document answers, small talk, or a request for something the store does not sell.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from pydantic import BaseModel, Field
+
+from ..composition import (
+    MODEL,
+    NO_ANSWER,
+    NO_ANSWER_REPLY,
+    NO_MATCH,
+    Composition,
+    asks_about_the_store,
+    asks_the_catalog,
+    is_follow_up,
+    is_small_talk,
+    no_match_reply,
+)
+from .registry import Context, register
+
+
+class SearchArguments(BaseModel):
+    query: str = Field(min_length=1, max_length=200, description="what to look for, in English catalog words")
+    min_price: Decimal | None = Field(None, ge=0, description="lowest price, in the store's currency")
+    max_price: Decimal | None = Field(None, ge=0, description="highest price (a budget), in the store's currency")
+    in_stock: bool | None = Field(None, description="true: only products available now")
+
+
+def composition_of(retrieved) -> Composition:  # noqa: ANN001  (retrieval.Retrieved)
+    return Composition(
+        MODEL,
+        facts=retrieved.facts,
+        cards=retrieved.cards,
+        quotes=retrieved.quotes,
+        products=retrieved.products,
+        answers=retrieved.answers,
+    )
+
+
+@register(
+    "search_products",
+    "Find products in the catalog (and store information) for the shopper's words, with an optional price range "
+    "and in-stock filter. Use for 'do you have...', recommendations, gifts and what to buy for an activity.",
+    SearchArguments,
+    examples=(
+        ("do u hav a hedlamp", {"query": "headlamp"}),
+        ("I have 100 dollars, what can I get for a day hike?", {"query": "day hike", "max_price": 100}),
+        ("¿Tienen chaquetas impermeables?", {"query": "waterproof jacket"}),
+    ),
+)
+def search_products(context: Context, arguments: SearchArguments) -> Composition:
+    filters = {"min_price": arguments.min_price, "max_price": arguments.max_price, "in_stock": arguments.in_stock}
+    retrieved = context.retrieve(context.store, arguments.query, **{k: v for k, v in filters.items() if v is not None})
+    text = context.text
+    if not retrieved.found and context.previous.strip() and is_follow_up(text):
+        # "anything under 50 dollars?" names nothing of its own: searched again with the message before it
+        retrieved = context.retrieve(context.store, f"{context.previous.strip()} {arguments.query}")
+    if retrieved.found:
+        return composition_of(retrieved)
+    if asks_about_the_store(text):
+        return Composition(NO_ANSWER, reply=NO_ANSWER_REPLY)
+    if is_small_talk(text) or not asks_the_catalog(text) and arguments.query == text:
+        return Composition(MODEL, facts=retrieved.facts)
+    return Composition(NO_MATCH, reply=no_match_reply(context.store, arguments.query))

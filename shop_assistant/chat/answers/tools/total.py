@@ -1,0 +1,95 @@
+"""``price_total``: what several products cost together, or how much more one costs than another.
+
+Quantities times the variants' prices, summed in Decimal; the sentence shows every term, so the shopper can check
+the sum. A product the catalog has nothing for is said to be left out, never guessed.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..composition import NO_MATCH, Composition, no_match_reply
+from ..opening import listing, money
+from .references import Product, resolve
+from .registry import Context, register
+
+TOTAL = "total"
+
+
+class Item(BaseModel):
+    product: str = Field(description="the product as the shopper names it, or 'it' / 'both' for the ones shown")
+    quantity: int = Field(1, ge=1, le=99)
+
+
+class TotalArguments(BaseModel):
+    items: list[Item] = Field(min_length=1, max_length=8)
+    operation: Literal["sum", "difference"] = "sum"
+
+
+def _term(quantity: int, product: Product) -> str:
+    facts = product.facts
+    name = f"{facts.title} ({facts.variant})" if facts.variant else facts.title
+    price = money(facts.price, facts.currency)
+    return f"{name} {price}" if quantity == 1 else f"{quantity} × {name} at {price}"
+
+
+def _stock_notes(products: list[Product]) -> list[str]:
+    out = [p.facts for p in products if not p.facts.in_stock]
+    return [f"The {facts.title} is out of stock right now." for facts in out]
+
+
+def _sum(lines: list[tuple[int, Product]], missing: list[str]) -> str:
+    currency = lines[0][1].facts.currency
+    total = sum((quantity * p.facts.price for quantity, p in lines), Decimal("0"))
+    terms = " + ".join(_term(quantity, p) for quantity, p in lines)
+    sentence = f"{terms} = {money(total, currency)} in total." if len(lines) > 1 or lines[0][0] > 1 else (
+        f"The {lines[0][1].facts.title} costs {money(total, currency)}."
+    )
+    if missing:
+        sentence += f" I couldn't find {listing([repr(m) for m in missing], 'or')} in our catalog, so the total leaves it out."
+    return sentence
+
+
+def difference_sentence(first: Product, second: Product) -> str:
+    a, b = first.facts, second.facts
+    if a.price == b.price:
+        return f"The {a.title} and the {b.title} cost the same: {money(a.price, a.currency)}."
+    high, low = (a, b) if a.price > b.price else (b, a)
+    return (
+        f"The {high.title} ({money(high.price, high.currency)}) costs {money(high.price - low.price, high.currency)} "
+        f"more than the {low.title} ({money(low.price, low.currency)})."
+    )
+
+
+@register(
+    "price_total",
+    "Add up what products cost together (quantities times prices), or the price difference between two products.",
+    TotalArguments,
+    examples=(
+        ("What would the tent plus two sleeping bags cost?",
+         {"items": [{"product": "tent", "quantity": 1}, {"product": "sleeping bag", "quantity": 2}], "operation": "sum"}),
+        ("How much more is the down vest than the fleece?",
+         {"items": [{"product": "down vest", "quantity": 1}, {"product": "fleece jacket", "quantity": 1}],
+          "operation": "difference"}),
+    ),
+)
+def price_total(context: Context, arguments: TotalArguments) -> Composition:
+    lines: list[tuple[int, Product]] = []
+    missing: list[str] = []
+    for item in arguments.items:
+        found = resolve(context.store, item.product, context.shown)
+        if not found:
+            missing.append(item.product)
+        lines += [(item.quantity, product) for product in found]
+    if not lines:
+        return Composition(NO_MATCH, reply=no_match_reply(context.store, context.text))
+    products = [p for _, p in lines]
+    if arguments.operation == "difference" and len(lines) == 2:
+        reply = difference_sentence(lines[0][1], lines[1][1])
+    else:
+        reply = _sum(lines, missing)
+    reply = " ".join([reply, *_stock_notes(products)])
+    return Composition(TOTAL, reply=reply, cards=[p.card for p in products], products=[p.facts for p in products])
