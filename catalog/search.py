@@ -120,6 +120,9 @@ class _Index:
     has_vector: np.ndarray
     bm25: _BM25
     variants: list[list[_VariantInfo]] = field(default_factory=list)
+    # The catalog's words as written (lower case, letters only) -> occurrences: ``catalog.terms`` corrects the
+    # shopper's typos towards them, from the rows this index was built from (rebuilt with it).
+    vocabulary: dict[str, int] = field(default_factory=dict)
     built_at: float = field(default_factory=time.monotonic)
 
     def current(self, stamp: tuple) -> bool:
@@ -165,6 +168,25 @@ def _document_tokens(product: Product, variants: list[Variant]) -> list[str]:
     )
 
 
+_WORD_RE = re.compile(r"[^\W\d_]+")
+
+
+def _catalog_words(product: Product, variants: list[Variant]) -> list[str]:
+    # Weighted as _document_tokens weights the fields: a title word is the likelier meaning of a typo.
+    def words(text: str) -> list[str]:
+        return _WORD_RE.findall(text.lower())
+
+    options = " ".join(value for v in variants for value in v.option_values)
+    return (
+        words(product.title) * 3
+        + words(product.product_type) * 2
+        + words(product.tags) * 2
+        + words(product.vendor)
+        + words(options)
+        + words(product.description)
+    )
+
+
 def _build(store: Store | None, stamp: tuple) -> _Index:
     products = list(
         Product.objects.filter(status=Product.Status.ACTIVE, **_scope(store))
@@ -182,7 +204,7 @@ def _build(store: Store | None, stamp: tuple) -> _Index:
     )
     matrix = np.zeros((len(products), embeddings.DIMENSIONS), dtype=np.float32)
     has_vector = np.zeros(len(products), dtype=bool)
-    documents, variant_infos = [], []
+    documents, variant_infos, vocabulary = [], [], Counter()
     for row, product in enumerate(products):
         vector = embeddings.from_bytes(product.embedding)
         if vector is not None:
@@ -190,6 +212,7 @@ def _build(store: Store | None, stamp: tuple) -> _Index:
             has_vector[row] = True
         variants = list(product.variants.all())
         documents.append(_document_tokens(product, variants))
+        vocabulary.update(_catalog_words(product, variants))
         variant_infos.append(
             [
                 _VariantInfo(v.id, v.price, v.in_stock, v.position, _variant_tokens(v.option_values))
@@ -208,6 +231,7 @@ def _build(store: Store | None, stamp: tuple) -> _Index:
         has_vector=has_vector,
         bm25=_BM25(documents),
         variants=variant_infos,
+        vocabulary=dict(vocabulary),
     )
 
 
