@@ -157,6 +157,34 @@ def ensure_stores(slugs: set[str]) -> None:
         embed_products(store)
 
 
+class FrameListener:
+    """The ``send`` a ``ChatSession`` is opened with: it keeps the frames of the answer being waited for and when
+    its first text came. One answer at a time (``say``), as the widget sends a message only after the last `end`."""
+
+    def __init__(self) -> None:
+        self.frames: list[dict[str, Any]] = []
+        self.first_text_ms: float | None = None  # from sending the message to the first text on screen
+        self._done = asyncio.Event()
+        self._sent_at: float | None = None
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        self.frames.append(frame)
+        if frame["type"] == "token" and self.first_text_ms is None and self._sent_at is not None:
+            self.first_text_ms = round((time.perf_counter() - self._sent_at) * 1000, 1)
+        if frame["type"] in {"end", "error"}:
+            self._done.set()
+
+    async def say(self, session: Any, text: str, timeout: float = 600) -> list[dict[str, Any]]:
+        """Send the shopper's ``text`` and wait until its answer ended and was recorded; its frames."""
+        self.frames, self.first_text_ms = [], None
+        self._done.clear()
+        self._sent_at = time.perf_counter()
+        await session.receive(json.dumps({"type": "message", "text": text}))
+        await asyncio.wait_for(self._done.wait(), timeout=timeout)
+        await session.wait_idle()  # the answer is recorded (and a handoff saved) before anyone looks
+        return self.frames
+
+
 async def ask(question: Question) -> Outcome:
     """One question in a fresh session; the outcome holds what the shopper would have seen."""
     from channels.db import database_sync_to_async
@@ -166,30 +194,16 @@ async def ask(question: Question) -> Outcome:
 
     from shop_assistant.chat.protocol.session import ChatSession
 
-    frames: list[dict[str, Any]] = []
-    done = asyncio.Event()
-    sent_at: list[float] = []
-    first_text: list[float] = []
-
-    async def send(frame: dict[str, Any]) -> None:
-        frames.append(frame)
-        if frame["type"] == "token" and not first_text and sent_at:
-            first_text.append(time.perf_counter() - sent_at[0])
-        if frame["type"] in {"end", "error"}:
-            done.set()
-
+    listener = FrameListener()
     outcome = Outcome(store=question.store, question=question.text)
     started = time.perf_counter()
-    session = await ChatSession.open(store_slug=question.store, resume_token=None, send=send)
+    session = await ChatSession.open(store_slug=question.store, resume_token=None, send=listener.send)
     if session is None:
         outcome.error = f"no store {question.store!r}"
         return outcome
-    sent_at.append(time.perf_counter())
-    await session.receive(json.dumps({"type": "message", "text": question.text}))
-    await asyncio.wait_for(done.wait(), timeout=600)
-    await session.wait_idle()  # the answer is recorded (and a handoff saved) before we look
+    frames = await listener.say(session, question.text)
     outcome.seconds = round(time.perf_counter() - started, 2)
-    outcome.first_token_ms = round(first_text[0] * 1000, 1) if first_text else None
+    outcome.first_token_ms = listener.first_text_ms
     allowed = read_frames(outcome, frames)
 
     def given_to_model() -> list[str]:
@@ -348,14 +362,22 @@ def _judge(question: Question, outcome: Outcome, conversation: Any) -> None:
         fact = expect["fact"].lower()
         outcome.fact_on_screen = fact in text.lower() or any(fact in source.lower() for source in outcome.sources)
     if expect.get("no_match"):
-        says_so = outcome.reply == "no_match" or bool(_NO_MATCH_WORDS.search(text))
-        outcome.no_match_handled = not outcome.cards and says_so
+        outcome.no_match_handled = handles_no_match(outcome.reply, text, outcome.cards)
     if expect.get("handoff"):
         if conversation is None:  # nothing recorded (a studio score): the answer must be the handoff reply
             outcome.handoff_recorded = outcome.reply == "handoff"
         else:
-            recorded = conversation.handoff_requested_at is not None
-            outcome.handoff_recorded = conversation.status == "handoff" and recorded
+            outcome.handoff_recorded = handoff_recorded(conversation)
+
+
+def handles_no_match(reply: str, text: str, cards: list[Any]) -> bool:
+    """A request the catalog has nothing for: no cards, and the fixed no-match reply or words saying so."""
+    return not cards and (reply == "no_match" or bool(_NO_MATCH_WORDS.search(text)))
+
+
+def handoff_recorded(conversation: Any) -> bool:
+    """The conversation (as read from the database) waits for a person: the request was recorded."""
+    return conversation.status == "handoff" and conversation.handoff_requested_at is not None
 
 
 def _rate(values: list[bool | None]) -> float | None:
