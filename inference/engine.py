@@ -330,9 +330,35 @@ class LLMEngine:
             reason, stop_reason = "stop", stop_string
         if reason is None and seq.status == SequenceStatus.FINISHED_LENGTH:  # the scheduler's length limits
             reason = "length"
+        if reason is None:
+            jumped = self._jump_forward(c)
+            if jumped is not None:  # the forced tokens complete the grammar ("") or end on a stop string
+                reason, stop_reason = "stop", jumped or None
         if reason is not None:
             c.stop_reason = stop_reason
             self._finish_completion(request, c, reason)
+
+    def _jump_forward(self, c: _Completion) -> str | None:
+        """Append the tokens the sequence's grammar forces (``StructuredOutputs.forced_tokens``): the next step
+        prefills them with the last sampled one and samples after them, one model step for the whole span.
+        Within max_tokens and max_model_len, leaving room for the token sampled after them. Returns "" when they
+        complete the grammar, the stop string when they end on one, None when the sequence goes on."""
+        seq, p = c.seq, c.seq.sampling_params
+        if not self.config.structured_jump_forward or p.logprobs is not None:
+            return None
+        room = self.config.max_model_len - seq.num_tokens - 1
+        if p.max_tokens is not None:
+            room = min(room, p.max_tokens - seq.num_output_tokens - 1)
+        forced = self.structured.forced_tokens(seq.request_id, room)
+        if not forced:
+            return None
+        for token in forced:
+            seq.append_token(token)
+        c.new_token_ids.extend(forced)
+        stop_string = c.detok.update(forced, stop_terminated=False)
+        if stop_string is not None:
+            return stop_string
+        return "" if self.structured.is_complete(seq.request_id) else None
 
     def _fail_request(self, request: _Request, exc: Exception) -> None:
         """An exception raised by this request's own work in a step (its sampler setup or row, its detokenizer

@@ -41,6 +41,10 @@ class EngineConfig:
     # decode cascade over a shared prefix (batch dependent; the cascade saved ~10% of a busy step's attention).
     batch_invariant: bool = True
     enforce_eager: bool = False  # True: no CUDA graphs
+    # Structured output: the tokens a grammar forces (JSON keys, punctuation, a const) are appended without a
+    # model step and prefilled with the next one (jump-forward decoding, as SGLang's); not for requests that
+    # ask for logprobs (a forced token has none).
+    structured_jump_forward: bool = True
     # Ranks the model is split over (vLLM's tensor parallelism: Megatron-style column/row-parallel layers,
     # vocabulary-parallel embedding and LM head; worker/parallel.py). Ranks 1.. are worker processes on this
     # machine; on CUDA rank r uses GPU r (NCCL), on CPU all ranks share the CPU (gloo).

@@ -86,5 +86,27 @@ class StructuredOutputs:
             raise RuntimeError(f"the grammar of {seq_id!r} refused token {token_id}")
         return matcher.is_terminated()
 
+    def forced_tokens(self, seq_id: str, limit: int) -> list[int]:
+        """Jump-forward: up to ``limit`` tokens the grammar forces next, already accepted by the sequence's
+        matcher (the caller appends them to the sequence, keeping the invariant); [] for an unconstrained,
+        complete or unforced one. The tokens are xgrammar's greedy longest-match split of the forced text,
+        which may differ from how the model would have split it (the text is the same)."""
+        matcher = self._matchers.get(seq_id)
+        if matcher is None or limit <= 0 or matcher.is_terminated():
+            return []
+        accepted: list[int] = []
+        for token in matcher.find_jump_forward_tokens()[:limit]:
+            if not matcher.accept_token(token):
+                break
+            accepted.append(token)
+            if matcher.is_terminated():
+                break
+        return accepted
+
+    def is_complete(self, seq_id: str) -> bool:
+        """The sequence's grammar has terminated (nothing more may follow)."""
+        matcher = self._matchers.get(seq_id)
+        return matcher is not None and matcher.is_terminated()
+
     def free(self, seq_id: str) -> None:
         self._matchers.pop(seq_id, None)

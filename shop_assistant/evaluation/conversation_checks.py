@@ -5,8 +5,8 @@ recorded) and the store's catalog (``CatalogView``), so it is the same for every
 
 Invariants:
 - each expectation key of the set has exactly one rule (``RULES``); a key without one is an error, never skipped;
-- a rule answers True or False, or None when it cannot be measured honestly here (``language``: no maintained
-  language detector is installed); None counts neither for nor against a turn;
+- a rule answers True or False, or None when it cannot be measured honestly here; None counts neither for nor
+  against a turn;
 - a wrong fact is only reported when the catalog contradicts it: a product the text names under a nickname is not
   recognised, which can hide a wrong fact but never invent one.
 """
@@ -282,10 +282,12 @@ def _handoff(record: TurnRecord, value: bool, ctx: Context) -> bool:
 
 
 def language_of(text: str) -> str | None:
-    """The language ``text`` is written in, or None: not measured. No maintained language detector is installed
-    (a list of words per language written here would be a guess, not a measurement); with one added to the
-    requirements, this returns its answer."""
-    return None
+    """The language ``text`` is written in (``catalog.language``: py3langid over en/es/fr/de), or None for an
+    empty answer. The same detector the chat picks the answer's language with: the evaluation checks that the
+    answer came out in the question's language, not the detector."""
+    from catalog import language
+
+    return language.detect(text) if text.strip() else None
 
 
 def _language(record: TurnRecord, value: str, ctx: Context) -> bool | None:

@@ -28,7 +28,7 @@ from .conversation_checks import Context, TurnRecord, score, wrong_facts
 
 CONVERSATIONS_PATH = Path(__file__).resolve().parent / "conversations.json"
 SPLITS = ("dev", "test")
-PLANNERS = ("rules", "model")
+PLANNERS = ("rules", "model", "auto")
 DEFAULT_PLANNER = "rules"
 # Greedy and seeded, as the answer evaluation's CI run: a run is repeatable, and a difference is the planner's.
 GREEDY = {"temperature": 0.0, "seed": 0}

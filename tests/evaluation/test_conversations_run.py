@@ -178,10 +178,13 @@ def test_no_match_and_handoff():
     assert judged({"handoff": True}, "I can help with that myself.") == {"handoff": False}
 
 
-def test_language_is_not_measured_and_counts_neither_way():
-    record = TurnRecord("¿Tienen chaquetas?", {"language": "es"}, text="We have rain jackets.")
+def test_an_answer_in_english_to_a_spanish_question_fails_the_language_check():
+    record = TurnRecord("¿Tienen chaquetas?", {"language": "es"}, text="We have two rain jackets for you in stock.")
     record.checks = score(record, Context(CATALOG))
-    assert record.checks == {"language": None} and record.right
+    assert record.checks == {"language": False} and not record.right
+    spanish = TurnRecord("¿Tienen chaquetas?", {"language": "es"}, text="Sí, tenemos dos chaquetas impermeables.")
+    spanish.checks = score(spanish, Context(CATALOG))
+    assert spanish.checks == {"language": True} and spanish.right
 
 
 def test_every_key_of_the_set_has_a_rule_and_an_unknown_key_is_an_error():

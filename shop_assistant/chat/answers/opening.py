@@ -330,6 +330,18 @@ def _options_answer(products: Sequence[ProductFacts], question: str) -> _Options
     return _OptionsAnswer(sentences, settled, told_stock)
 
 
+def options_sentences(product: ProductFacts, question: str) -> list[str]:
+    """What the catalog says about the sizes or colours ``question`` asks of ``product`` (empty: it asks none)."""
+    return _options_answer([product], question).sentences
+
+
+def stock_sentence(product: ProductFacts, question: str) -> str | None:
+    """Whether ``product`` is in stock, when ``question`` asks."""
+    if not _STOCK_WORDS.search(question):
+        return None
+    return _stock_sentence(product) or ("In stock now." if product.in_stock else None)
+
+
 def _all_described(products: Sequence[ProductFacts], question: str) -> bool:
     """Every word the shopper asked for ("waterproof", "two") is in some product's own data."""
     described = set().union(*(content_words(p.text()) for p in products))

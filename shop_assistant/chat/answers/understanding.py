@@ -5,24 +5,29 @@ Two planners, chosen by the setting ``ANSWER_PLANNER``:
 - ``rules`` (``planning.rules``): patterns; instant, English, the structures it knows (totals, capacity, ...);
 - ``model`` (``planning.model``): the engine's model, constrained to the tools' schemas; any language and
   wording, seconds on a CPU.
-"auto" (the default) takes the rules' plan when they recognised the message (anything but their last-resort
-catalog search) and asks the model otherwise, when the served model can plan. A model plan that fails validation
-falls back to the rules' plan: facts never depend on the model, only the choice of tool does.
+"auto" (the default) asks the model, when the served model can plan, only where the rules fall short: a message
+not in English, or one the rules did not recognise (their last-resort catalog search) whose search found nothing.
+Everything else is answered at the rules' speed. A model plan that fails validation falls back to the rules' plan:
+facts never depend on the model, only the choice of tool does.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
+from catalog import language
 from catalog.models import Store
 
 from . import tools
-from .composition import Composition
+from .composition import NO_MATCH, Composition, is_small_talk
 from .planning import model, rules
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,17 @@ class Understood:
     model_error: str = ""  # why the model's plan was not used
 
 
-def _asks_model(engine: Any, calls: list[tools.Call]) -> bool:
+def _planner_mode(engine: Any) -> str:
     mode = getattr(settings, "ANSWER_PLANNER", "auto")
-    if engine is None or mode == "rules" or not model.can_plan(engine):
-        return False
-    return mode == "model" or rules.is_last_resort(calls)
+    return "rules" if engine is None or not model.can_plan(engine) else mode
+
+
+def _rules_fall_short(context: tools.Context, calls: list[tools.Call], composition: Composition) -> bool:
+    if context.language != "en":
+        return True
+    found = composition.cards or composition.answers or composition.quotes
+    nothing = composition.kind == NO_MATCH or not (found or is_small_talk(context.text))
+    return rules.is_last_resort(calls) and nothing
 
 
 def understand(
@@ -59,15 +70,18 @@ def understand(
     is the catalog lookup. ``engine`` and ``prompt`` (the store's prompt): for the model planner. Blocking
     (database, embeddings, the engine): a worker thread.
     """
-    context = tools.Context(store, text, retrieve, previous, shown)
-    calls, planner, seconds, error = rules.plan(context), "rules", 0.0, ""
-    if _asks_model(engine, calls):
-        titles = [str(card.get("title") or "") for card in shown]
-        planned = model.plan(engine, store, prompt, text, previous, titles)
-        seconds, error = planned.seconds, planned.error
-        if planned.calls:
-            calls, planner = planned.calls, "model"
-    return Understood(tools.execute(context, calls), calls, planner, seconds, error)
+    context = tools.Context(store, text, retrieve, previous, shown, language.detect(text))
+    mode = _planner_mode(engine)
+    calls = rules.plan(context)
+    composition = None if mode == "model" else tools.execute(context, calls)
+    if mode == "rules" or (composition is not None and not _rules_fall_short(context, calls, composition)):
+        return Understood(composition or tools.execute(context, calls), calls, "rules")
+    titles = [str(card.get("title") or "") for card in shown]
+    planned = model.plan(engine, store, prompt, text, previous, titles)
+    logger.info("model plan in %.1f s for %r: %s %s", planned.seconds, text, planned.raw, planned.error)
+    if not planned.calls:
+        return Understood(composition or tools.execute(context, calls), calls, "rules", planned.seconds, planned.error)
+    return Understood(tools.execute(context, planned.calls), planned.calls, "model", planned.seconds)
 
 
 def compose(

@@ -66,15 +66,68 @@ def test_regex_choice_grammar_and_json_object(llm: LLM, tokenizer) -> None:
     _assert_no_live_matchers(llm)
 
 
-def test_greedy_constrained_equals_free_greedy_when_the_free_text_already_fits(llm: LLM, tokenizer) -> None:
+@pytest.fixture
+def no_jump_forward(llm: LLM):
+    """The engine decoding every token with the model (forced spans too), as with jump-forward off."""
+    config = llm.llm_engine.config
+    config.structured_jump_forward = False
+    yield llm
+    config.structured_jump_forward = True
+
+
+def test_greedy_constrained_equals_free_greedy_when_the_free_text_already_fits(no_jump_forward: LLM, tokenizer) -> None:
     """The mask must not disturb the allowed tokens' logits: a constraint the free greedy answer satisfies gives
-    exactly the free greedy tokens, end token included."""
+    exactly the free greedy tokens, end token included (every token decoded: jump-forward splits a forced span
+    its own way)."""
+    llm = no_jump_forward
     prompt = _chat(tokenizer, "What is the capital of France? Answer with one word.")
     free = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=24))[0].outputs[0]
     assert free.finish_reason == "stop" and free.text
     for so in (S(choice=("Berlin", free.text, "Madrid")), S(regex=re.escape(free.text))):
         c = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=24, structured_outputs=so))[0].outputs[0]
         assert (c.token_ids, c.text, c.finish_reason) == (free.token_ids, free.text, "stop")
+
+
+def _model_steps(llm: LLM, prompts: list[str], params: list[SamplingParams]) -> tuple[list, int]:
+    runner = llm.llm_engine.runner
+    execute, steps = runner.execute, [0]
+
+    def counted(*args, **kwargs):
+        steps[0] += 1
+        return execute(*args, **kwargs)
+
+    runner.execute = counted
+    try:
+        return llm.generate(prompts, params), steps[0]
+    finally:
+        runner.execute = execute
+
+
+def test_jump_forward_skips_the_model_steps_of_forced_spans_and_the_output_still_validates(llm: LLM, tokenizer) -> None:
+    """A schema's keys and punctuation come without a model step each: fewer steps for the same valid JSON, and
+    a const string is written whole after its first token."""
+    schema, ask = SHORT["cart_line"]
+    prompt = _json_prompt(tokenizer, ask)
+    params = SamplingParams(temperature=0, max_tokens=160, structured_outputs=S(json=schema))
+    (jumped,), jumped_steps = _model_steps(llm, [prompt], [params])
+    llm.llm_engine.config.structured_jump_forward = False
+    try:
+        (stepped,), stepped_steps = _model_steps(llm, [prompt], [params])
+    finally:
+        llm.llm_engine.config.structured_jump_forward = True
+    for out in (jumped, stepped):
+        c = out.outputs[0]
+        assert c.finish_reason == "stop" and validate(json.loads(c.text), schema) == [], c.text
+    # Not always the same values: the forced span's tokens are split as xgrammar splits them, and the model
+    # goes on from those tokens.
+    assert jumped_steps < stepped_steps * 0.8, (jumped_steps, stepped_steps)
+    const = {"type": "object", "properties": {"tool": {"const": "search_products"}, "n": {"type": "integer"}},
+             "required": ["tool", "n"], "additionalProperties": False}
+    (out,), steps = _model_steps(llm, [prompt], [SamplingParams(temperature=0, max_tokens=64, structured_outputs=S(json=const))])
+    value = json.loads(out.outputs[0].text)
+    assert value["tool"] == "search_products" and isinstance(value["n"], int)
+    assert steps < len(out.outputs[0].token_ids), (steps, len(out.outputs[0].token_ids))
+    _assert_no_live_matchers(llm)
 
 
 def test_a_free_request_in_a_mixed_batch_is_unchanged(llm: LLM, tokenizer) -> None:

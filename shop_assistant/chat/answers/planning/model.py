@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from catalog.grounding import product_types
+from catalog.grounding import price_limits, product_types
 from catalog.models import Store
 from inference.chat_template import TOOL_CALL_OPEN, encode_chat, has_tools_branch
 from inference.core.sampling_params import SamplingParams, StructuredOutputsParams
@@ -112,6 +114,43 @@ async def _complete(engine: Any, token_ids: list[int], priority: int) -> str:
     return text
 
 
+# Words that ask for what is available now, in the languages the chat answers in.
+_STOCK_WORDS = re.compile(
+    r"\b(?:in stock|available|availability|left|sold out|en stock|disponibles?|agotad[oa]s?|verfügbar|lieferbar|"
+    r"auf lager|vorrätig)\b",
+    re.IGNORECASE,
+)
+
+
+def _figures(text: str) -> set[Decimal]:
+    return {Decimal(n.replace(",", ".")) for n in re.findall(r"\d+(?:[.,]\d+)?", text)}
+
+
+def grounded(calls: list[Call], text: str) -> list[Call]:
+    """The model's filters kept only where the message states them: a price bound whose figure the shopper
+    wrote (the rules' reading of the bounds wins when they found one: "less than 100" is no minimum), "in stock"
+    only when the message asks about stock. A small model fills optional fields it was not asked for."""
+    out = []
+    for planned in calls:
+        if planned.name != "search_products":
+            out.append(planned)
+            continue
+        arguments = planned.arguments.model_copy()
+        low, high = price_limits(text)
+        if low is not None or high is not None:
+            arguments.min_price, arguments.max_price = low, high
+        else:
+            figures = _figures(text)
+            if arguments.min_price is not None and (arguments.min_price not in figures or arguments.min_price == arguments.max_price or not arguments.min_price):
+                arguments.min_price = None
+            if arguments.max_price is not None and not (figures and arguments.max_price <= max(figures) * Decimal("1.3")):
+                arguments.max_price = None
+        if arguments.in_stock is not None and not _STOCK_WORDS.search(text):
+            arguments.in_stock = None
+        out.append(Call(planned.name, arguments))
+    return out
+
+
 def parse(raw: str) -> list[Call]:
     """The model's text as a validated call (``PlanError`` otherwise)."""
     try:
@@ -133,7 +172,7 @@ def plan(
     try:
         token_ids = prompt_ids(engine, store, prompt, text, previous, shown_titles or [])
         raw = async_to_sync(_complete)(engine, token_ids, priority)
-        calls = parse(raw)
+        calls = grounded(parse(raw), text)
     except PlanError as exc:
         logger.info("the model's plan for %r failed validation: %s", text, exc)
         return Planned(None, raw, time.perf_counter() - started, str(exc))

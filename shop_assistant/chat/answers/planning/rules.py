@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+from catalog import terms
 from catalog.grounding import price_limits
 
 from ...log import handoff
@@ -194,7 +195,8 @@ def plan(context: Context) -> list[Call]:
         return planned
     if context.shown and _POINTS_BACK.search(text) and len(text.split()) <= _FOLLOW_UP_WORDS:
         return [call("product_details", product="it", question=text)]
-    arguments: dict[str, object] = {"query": text}
+    # "do u hav a hedlamp": the catalog's own word for a typo of it (English only: other languages' words collide)
+    arguments: dict[str, object] = {"query": terms.correct(context.store, text, lang=context.language)}
     budget = _budget(text)
     if budget is not None:
         arguments["max_price"] = budget

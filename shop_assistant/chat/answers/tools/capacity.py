@@ -50,6 +50,7 @@ class CapacityArguments(BaseModel):
 class Capacity:
     people: int | None
     people_words: str  # the catalog's words: "for two"
+    people_word: str  # the count as the catalog writes it: "two", "2"
     load_kg: int | None
 
 
@@ -60,14 +61,14 @@ def _count(word: str) -> int:
 def capacity_of(facts: ProductFacts) -> Capacity:
     """The people and the load the product's own text gives, with the words it uses."""
     text = f"{facts.title}. {facts.description}"
-    people, words = None, ""
+    people, words, word = None, "", ""
     for pattern in _PEOPLE:
         match = pattern.search(text)
         if match:
-            people, words = _count(match.group(1)), match.group(0)
+            people, words, word = _count(match.group(1)), match.group(0), match.group(1).lower()
             break
     load = _LOAD.search(text)
-    return Capacity(people, words, int(load.group(1)) if load else None)
+    return Capacity(people, words, word, int(load.group(1)) if load else None)
 
 
 def _fits(capacity: Capacity, arguments: CapacityArguments) -> bool | None:
@@ -94,7 +95,7 @@ def _need(arguments: CapacityArguments) -> str:
 def _says(facts: ProductFacts, capacity: Capacity) -> str:
     said = []
     if capacity.people is not None:
-        said.append(f"is made for {capacity.people} ({capacity.people_words.strip()!r} in its description)")
+        said.append(f"is made for {capacity.people_word} {'person' if capacity.people == 1 else 'people'}")
     if capacity.load_kg is not None:
         said.append(f"holds up to {capacity.load_kg} kg")
     return f"the {facts.title} " + " and ".join(said)
@@ -121,8 +122,8 @@ def _named(phrase: str, candidates: list[Product]) -> Product | None:
     "Whether a product (or which product of a kind) is big or strong enough: for a number of people or a weight.",
     CapacityArguments,
     examples=(
-        ("Is the Ridgeline tent big enough for three?", {"product": "Ridgeline tent", "people": 3}),
-        ("Will the chair hold 100 kg?", {"product": "chair", "weight_kg": 100}),
+        ("Does the hammock take two people?", {"product": "hammock", "people": 2}),
+        ("Can the stool hold 95 kg?", {"product": "stool", "weight_kg": 95}),
     ),
 )
 def check_capacity(context: Context, arguments: CapacityArguments) -> Composition:

@@ -88,7 +88,7 @@ def _differences(products: list[Product]) -> str:
     CompareArguments,
     examples=(
         ("Which one is cheaper?", {"products": [], "attribute": "price"}),
-        ("Compare the Ridgeline and the Basecamp tents", {"products": ["Ridgeline tent", "Basecamp tent"], "attribute": "all"}),
+        ("Fleece or down vest, what's the difference?", {"products": ["fleece jacket", "down vest"], "attribute": "all"}),
     ),
 )
 def compare_products(context: Context, arguments: CompareArguments) -> Composition:

@@ -2,22 +2,76 @@
 "does the Summit backpack have a rain cover?".
 
 The product is named or pointed at ("it": the latest answer's first card). Its catalog row is read again with
-the question's words, so the card is the variant the question names ("in L"), and the opening answers from the
-product's own sentences (``opening``).
+the question's words, so the card is the variant the question names ("in L"). The answer is the catalog's own:
+the sizes or colours asked about from the variants, the stock, else the sentence of the product's description
+closest in meaning to the question (the search's sentence embeddings), with "Yes." in front when that sentence
+has every word the yes/no question asks about (``opening.settles``).
 """
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 from pydantic import BaseModel, Field
 
-from ..composition import MODEL, NO_MATCH, Composition, no_match_reply
-from .references import resolve
+from catalog.grounding import ProductFacts
+from catalog.search import query_vector
+from catalog.text import split_sentences
+
+from ..composition import NO_MATCH, Composition, no_match_reply
+from ..opening import options_sentences, settles, stock_sentence
+from .references import Product, resolve
 from .registry import Context, register
+
+DETAILS = "details"
 
 
 class DetailsArguments(BaseModel):
     product: str = Field(min_length=1, max_length=120, description="the product's name, or 'it' for the one just shown")
     question: str = Field("", max_length=200, description="what the shopper wants to know about it, in English")
+
+
+def closest_sentence(facts: ProductFacts, question: str) -> str | None:
+    """The sentence of the product's description that answers ``question`` best, by meaning."""
+    sentences = split_sentences(facts.description, starts_upper=True)
+    if not sentences:
+        return None
+    asked = query_vector(question)
+    scores = [float(np.dot(query_vector(sentence), asked)) for sentence in sentences]
+    return sentences[int(np.argmax(scores))]
+
+
+_TEMPERATURE = re.compile(r"(-?\d+(?:[.,]\d+)?)\s*(?:°\s*C|degrees?(?: c(?:elsius)?)?|ºC)", re.IGNORECASE)
+_DOWN_TO = re.compile(r"\b(?:to|down to|rated (?:to|for)|comfort(?:able)? (?:to|at))\s*(-?\d+(?:[.,]\d+)?)\s*°\s*C", re.I)
+
+
+def _warm_enough(question: str, sentence: str) -> str | None:
+    """"Yes."/"No." for "warm enough for -5 degrees?" against a rating the sentence gives ("comfortable to -7 °C")."""
+    asked, rated = _TEMPERATURE.search(question), _DOWN_TO.search(sentence)
+    if asked is None or rated is None:
+        return None
+    return "Yes." if float(rated.group(1).replace(",", ".")) <= float(asked.group(1).replace(",", ".")) else "No."
+
+
+def _answer(facts: ProductFacts, question: str) -> str:
+    said = options_sentences(facts, question)
+    stock = stock_sentence(facts, question)
+    if said or stock:
+        return " ".join([*said, *([stock] if stock and stock not in said else [])])
+    sentence = closest_sentence(facts, question)
+    if sentence is None:
+        return f"Our catalog doesn't say more about the {facts.title}. A member of our team can help: ask for a person."
+    verdict = _warm_enough(question, sentence) or settles(question, sentence)
+    return f"{verdict + ' ' if verdict else ''}The {facts.title}: {sentence}"
+
+
+def _reread(context: Context, product: Product, question: str) -> Product:
+    """The same product read with the question's words: the variant it names ("in L")."""
+    retrieved = context.retrieve(context.store, f"{product.facts.title} {question}", k=1)
+    if retrieved.products and retrieved.products[0].title == product.facts.title:
+        return Product(retrieved.cards[0], retrieved.products[0])
+    return product
 
 
 @register(
@@ -27,17 +81,16 @@ class DetailsArguments(BaseModel):
     DetailsArguments,
     examples=(
         ("How long does its battery last?", {"product": "it", "question": "how long does the battery last"}),
-        ("Do you have the fleece in large?", {"product": "fleece jacket", "question": "in size L"}),
+        ("Does the stove come with a case?", {"product": "stove", "question": "does it come with a case"}),
     ),
 )
 def product_details(context: Context, arguments: DetailsArguments) -> Composition:
     found = resolve(context.store, arguments.product, context.shown)
     if not found:
         return Composition(NO_MATCH, reply=no_match_reply(context.store, context.text))
-    product = found[0]
-    # The same product read with the question's words: the variant it names, the facts line for the prompt.
-    retrieved = context.retrieve(context.store, f"{product.facts.title} {arguments.question or context.text}", k=1)
-    if retrieved.products and retrieved.products[0].title == product.facts.title:
-        return Composition(MODEL, facts=retrieved.facts, cards=retrieved.cards[:1], products=retrieved.products[:1])
-    facts = f"Product from the catalog:\n1. {product.facts.text()}"
-    return Composition(MODEL, facts=facts, cards=[product.card], products=[product.facts])
+    question = arguments.question or context.text
+    product = _reread(context, found[0], question)
+    # The shopper's own words decide what is asked of the options ("in L"); the planner's may be a translation.
+    asked = question if question == context.text or context.language != "en" else f"{context.text} {question}"
+    reply = _answer(product.facts, asked)
+    return Composition(DETAILS, reply=reply, cards=[product.card], products=[product.facts])

@@ -19,7 +19,10 @@ class PolicyArguments(BaseModel):
     "Answer a question about the store's policies (shipping, returns, exchanges, warranty, payment, cancelling an "
     "order, contact) from its own documents.",
     PolicyArguments,
-    examples=(("¿Cuál es la política de devoluciones?", {"question": "What is your return policy?"}),),
+    examples=(
+        ("¿Hacen envíos a Chile?", {"question": "Do you ship to Chile?"}),
+        ("Can I exchange a gift?", {"question": "Can I exchange a gift?"}),
+    ),
 )
 def policy_lookup(context: Context, arguments: PolicyArguments) -> Composition:
     retrieved = context.retrieve(context.store, arguments.question)

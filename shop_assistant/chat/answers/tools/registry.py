@@ -32,6 +32,7 @@ class Context:
     retrieve: Callable[..., Any]
     previous: str = ""
     shown: Sequence[dict[str, Any]] = ()
+    language: str = "en"  # the message's (``catalog.language.detect``)
 
 
 @dataclass(frozen=True)

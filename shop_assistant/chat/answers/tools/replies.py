@@ -41,7 +41,7 @@ class SmallTalkArguments(BaseModel):
     "handoff",
     "The shopper asks for a human: a person, an agent, support staff, in any words or language.",
     HandoffArguments,
-    examples=(("Quiero hablar con una persona", {"reason": None}),),
+    examples=(("Je voudrais parler à quelqu'un", {"reason": None}),),
 )
 def request_person(context: Context, arguments: HandoffArguments) -> Composition:
     return Composition(HANDOFF, reply=handoff.reply_for(context.store))
@@ -51,7 +51,7 @@ def request_person(context: Context, arguments: HandoffArguments) -> Composition
     "order_status",
     "A question about the shopper's own order: where it is, its status, a parcel that has not arrived.",
     OrderArguments,
-    examples=(("Where is my order #1001?", {"order_number": "1001"}),),
+    examples=(("has my order 5521 shipped yet?", {"order_number": "5521"}),),
 )
 def order_status(context: Context, arguments: OrderArguments) -> Composition:
     # The store's sentence on tracking, asked in words that find it whatever the shopper wrote.

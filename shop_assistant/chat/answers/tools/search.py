@@ -51,9 +51,10 @@ def composition_of(retrieved) -> Composition:  # noqa: ANN001  (retrieval.Retrie
     "and in-stock filter. Use for 'do you have...', recommendations, gifts and what to buy for an activity.",
     SearchArguments,
     examples=(
-        ("do u hav a hedlamp", {"query": "headlamp"}),
-        ("I have 100 dollars, what can I get for a day hike?", {"query": "day hike", "max_price": 100}),
-        ("¿Tienen chaquetas impermeables?", {"query": "waterproof jacket"}),
+        ("do u hav a slepping pad", {"query": "sleeping pad"}),
+        ("I've got 80 bucks, anything for camping?", {"query": "camping", "max_price": 80}),
+        ("¿Tienen mochilas para niños?", {"query": "kids backpack"}),
+        ("Habt ihr Handschuhe?", {"query": "gloves"}),
     ),
 )
 def search_products(context: Context, arguments: SearchArguments) -> Composition:

@@ -69,10 +69,10 @@ def difference_sentence(first: Product, second: Product) -> str:
     "Add up what products cost together (quantities times prices), or the price difference between two products.",
     TotalArguments,
     examples=(
-        ("What would the tent plus two sleeping bags cost?",
-         {"items": [{"product": "tent", "quantity": 1}, {"product": "sleeping bag", "quantity": 2}], "operation": "sum"}),
-        ("How much more is the down vest than the fleece?",
-         {"items": [{"product": "down vest", "quantity": 1}, {"product": "fleece jacket", "quantity": 1}],
+        ("The stove and three mugs, what does that come to?",
+         {"items": [{"product": "stove", "quantity": 1}, {"product": "mug", "quantity": 3}], "operation": "sum"}),
+        ("How much more is the big pack than the small one?",
+         {"items": [{"product": "big pack", "quantity": 1}, {"product": "small pack", "quantity": 1}],
           "operation": "difference"}),
     ),
 )
