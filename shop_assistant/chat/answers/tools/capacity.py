@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from catalog.grounding import ProductFacts, card, product_facts
 from catalog.search import MATCH_THRESHOLD, search
@@ -35,6 +35,7 @@ _LOAD = re.compile(r"\b(?:holds?|supports?|carries|load(?: limit)?(?: of)?|capac
 
 
 class CapacityArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     product: str = Field(description="the product or the kind of product asked about ('Ridgeline tent', 'tent')")
     people: int | None = Field(None, ge=1, le=50, description="how many people it must be for")
     weight_kg: float | None = Field(None, gt=0, le=1000, description="the weight it must hold, in kg")
@@ -51,6 +52,7 @@ class Capacity:
     people: int | None
     people_words: str  # the catalog's words: "for two"
     load_kg: int | None
+    people_in: str = "description"  # where those words are: "name" (the title) or "description"
 
 
 def _count(word: str) -> int:
@@ -60,14 +62,15 @@ def _count(word: str) -> int:
 def capacity_of(facts: ProductFacts) -> Capacity:
     """The people and the load the product's own text gives, with the words it uses."""
     text = f"{facts.title}. {facts.description}"
-    people, words = None, ""
+    people, words, where = None, "", "description"
     for pattern in _PEOPLE:
         match = pattern.search(text)
         if match:
             people, words = _count(match.group(1)), match.group(0)
+            where = "name" if match.start() < len(facts.title) else "description"
             break
     load = _LOAD.search(text)
-    return Capacity(people, words, int(load.group(1)) if load else None)
+    return Capacity(people, words, int(load.group(1)) if load else None, where)
 
 
 def _fits(capacity: Capacity, arguments: CapacityArguments) -> bool | None:
@@ -94,7 +97,7 @@ def _need(arguments: CapacityArguments) -> str:
 def _says(facts: ProductFacts, capacity: Capacity) -> str:
     said = []
     if capacity.people is not None:
-        said.append(f"is made for {capacity.people} ({capacity.people_words.strip()!r} in its description)")
+        said.append(f"is made for {capacity.people} ({capacity.people_words.strip()!r} in its {capacity.people_in})")
     if capacity.load_kg is not None:
         said.append(f"holds up to {capacity.load_kg} kg")
     return f"the {facts.title} " + " and ".join(said)

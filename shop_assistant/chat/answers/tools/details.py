@@ -8,7 +8,7 @@ product's own sentences (``opening``).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..composition import MODEL, NO_MATCH, Composition, no_match_reply
 from .references import resolve
@@ -16,6 +16,7 @@ from .registry import Context, register
 
 
 class DetailsArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     product: str = Field(min_length=1, max_length=120, description="the product's name, or 'it' for the one just shown")
     question: str = Field("", max_length=200, description="what the shopper wants to know about it, in English")
 
@@ -36,8 +37,14 @@ def product_details(context: Context, arguments: DetailsArguments) -> Compositio
         return Composition(NO_MATCH, reply=no_match_reply(context.store, context.text))
     product = found[0]
     # The same product read with the question's words: the variant it names, the facts line for the prompt.
-    retrieved = context.retrieve(context.store, f"{product.facts.title} {arguments.question or context.text}", k=1)
+    asked = f"{product.facts.title} {arguments.question or context.text}"
+    retrieved = context.retrieve(context.store, asked, k=1)
     if retrieved.products and retrieved.products[0].title == product.facts.title:
         return Composition(MODEL, facts=retrieved.facts, cards=retrieved.cards[:1], products=retrieved.products[:1])
+    # The grounding's filters may drop the product ("in size L, charcoal"); the variant the words name still
+    # comes from the catalog search, never the default variant shown as if it were the one asked about.
+    named = resolve(context.store, asked)
+    if named and named[0].facts.title == product.facts.title:
+        product = named[0]
     facts = f"Product from the catalog:\n1. {product.facts.text()}"
     return Composition(MODEL, facts=facts, cards=[product.card], products=[product.facts])
