@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from catalog.grounding import ProductFacts, card, product_facts
 from catalog.search import MATCH_THRESHOLD, search
@@ -35,6 +35,7 @@ _LOAD = re.compile(r"\b(?:holds?|supports?|carries|load(?: limit)?(?: of)?|capac
 
 
 class CapacityArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     product: str = Field(description="the product or the kind of product asked about ('Ridgeline tent', 'tent')")
     people: int | None = Field(None, ge=1, le=50, description="how many people it must be for")
     weight_kg: float | None = Field(None, gt=0, le=1000, description="the weight it must hold, in kg")
@@ -52,6 +53,7 @@ class Capacity:
     people_words: str  # the catalog's words: "for two"
     people_word: str  # the count as the catalog writes it: "two", "2"
     load_kg: int | None
+    people_in: str = "description"  # where those words are: "name" (the title) or "description"
 
 
 def _count(word: str) -> int:
@@ -61,14 +63,15 @@ def _count(word: str) -> int:
 def capacity_of(facts: ProductFacts) -> Capacity:
     """The people and the load the product's own text gives, with the words it uses."""
     text = f"{facts.title}. {facts.description}"
-    people, words, word = None, "", ""
+    people, words, word, where = None, "", "", "description"
     for pattern in _PEOPLE:
         match = pattern.search(text)
         if match:
             people, words, word = _count(match.group(1)), match.group(0), match.group(1).lower()
+            where = "name" if match.start() < len(facts.title) else "description"
             break
     load = _LOAD.search(text)
-    return Capacity(people, words, word, int(load.group(1)) if load else None)
+    return Capacity(people, words, word, int(load.group(1)) if load else None, where)
 
 
 def _fits(capacity: Capacity, arguments: CapacityArguments) -> bool | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.grounding import card, product_facts
 from catalog.search import MATCH_THRESHOLD, search
@@ -26,6 +26,7 @@ from .registry import Context, register
 
 
 class CompareArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     products: list[str] = Field(
         default_factory=list, max_length=4,
         description="the products to compare as the shopper names them; empty for the products just shown",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.grounding import ProductFacts
 from catalog.search import query_vector
@@ -28,6 +28,7 @@ DETAILS = "details"
 
 
 class DetailsArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     product: str = Field(min_length=1, max_length=120, description="the product's name, or 'it' for the one just shown")
     question: str = Field("", max_length=200, description="what the shopper wants to know about it, in English")
 
@@ -68,10 +69,14 @@ def _answer(facts: ProductFacts, question: str) -> str:
 
 def _reread(context: Context, product: Product, question: str) -> Product:
     """The same product read with the question's words: the variant it names ("in L")."""
-    retrieved = context.retrieve(context.store, f"{product.facts.title} {question}", k=1)
+    asked = f"{product.facts.title} {question}"
+    retrieved = context.retrieve(context.store, asked, k=1)
     if retrieved.products and retrieved.products[0].title == product.facts.title:
         return Product(retrieved.cards[0], retrieved.products[0])
-    return product
+    # The grounding's filters may drop the product ("in size L, charcoal"); the variant the words name still
+    # comes from the catalog search, never the default variant shown as if it were the one asked about.
+    named = resolve(context.store, asked)
+    return named[0] if named and named[0].facts.title == product.facts.title else product
 
 
 @register(

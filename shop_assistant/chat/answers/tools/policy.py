@@ -4,13 +4,14 @@ is about the store."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..composition import MODEL, NO_ANSWER, NO_ANSWER_REPLY, Composition
 from .registry import Context, register
 
 
 class PolicyArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     question: str = Field(min_length=1, max_length=200, description="the question about the store, in English")
 
 

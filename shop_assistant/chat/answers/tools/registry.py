@@ -2,7 +2,8 @@
 
 Invariants:
 - a tool's arguments are a pydantic model: ``specs()`` and ``plan_schema()`` are derived from those models, so the
-  schema a model planner is constrained to and the validation of its plan are one definition;
+  schema a model planner is constrained to and the validation of its plan are one definition (the models forbid
+  unknown keys, as the grammar does: a misspelt "qty" is an error, never a default quantity of 1);
 - an executor reads the store's data and returns a ``Composition``; it never writes and never sees model text;
 - ``execute`` merges the results of several calls in the plan's order ("the total, and is shipping free?").
 """
@@ -69,6 +70,8 @@ def register(
     def decorate(run: Callable[[Context, Any], Composition]) -> Callable[[Context, Any], Composition]:
         if name in REGISTRY:
             raise ValueError(f"tool {name!r} registered twice")
+        if arguments.model_config.get("extra") != "forbid":
+            raise ValueError(f"tool {name!r}: its arguments must forbid unknown keys (extra='forbid')")
         REGISTRY[name] = Tool(name, description, arguments, run, tuple(examples))
         return run
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ...log import handoff
 from ..composition import (
@@ -24,14 +24,17 @@ from .registry import Context, register
 
 
 class HandoffArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     reason: str | None = Field(None, max_length=200, description="what the shopper needs a person for, if said")
 
 
 class OrderArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     order_number: str | None = Field(None, max_length=40, description="the order number, if the shopper gave one")
 
 
 class SmallTalkArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     kind: Literal["greeting", "thanks", "identity", "other"] = Field(
         "other", description="identity: the shopper asks whether they talk to a bot or a person"
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from catalog import sales
 from catalog.grounding import card, product_facts
@@ -13,7 +13,7 @@ from .registry import Context, register
 
 
 class SaleArguments(BaseModel):
-    pass
+    model_config = ConfigDict(extra="forbid")
 
 
 @register("products_on_sale", "List the products that are on sale (marked down) right now.", SaleArguments,

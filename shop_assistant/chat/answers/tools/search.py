@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..composition import (
     MODEL,
@@ -28,6 +28,7 @@ from .registry import Context, register
 
 
 class SearchArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=200, description="what to look for, in English catalog words")
     min_price: Decimal | None = Field(None, ge=0, description="lowest price, in the store's currency")
     max_price: Decimal | None = Field(None, ge=0, description="highest price (a budget), in the store's currency")

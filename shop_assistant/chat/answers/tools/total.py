@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..composition import NO_MATCH, Composition, no_match_reply
 from ..opening import listing, money
@@ -20,11 +20,13 @@ TOTAL = "total"
 
 
 class Item(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     product: str = Field(description="the product as the shopper names it, or 'it' / 'both' for the ones shown")
     quantity: int = Field(1, ge=1, le=99)
 
 
 class TotalArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     items: list[Item] = Field(min_length=1, max_length=8)
     operation: Literal["sum", "difference"] = "sum"
 

@@ -1,0 +1,124 @@
+"""The rule planner: the shopper's message as tool calls, read with patterns. No catalog is read here (the tools
+do that): only which tool and which arguments."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from catalog.models import Store
+from shop_assistant.chat.answers.planning.rules import is_last_resort, plan
+from shop_assistant.chat.answers.retrieval import retrieve
+from shop_assistant.chat.answers.tools import Context
+
+STORE = Store(name="Demo Outfitters", slug="demo", currency="USD")  # never saved: the planner reads words only
+CARDS = [{"sku": "DO-RT2-SAGE", "title": "Ridgeline 2-Person Tent (Sage)"}, {"sku": "DO-BC6", "title": "Basecamp 6 Family Tent"}]
+
+
+def planned(text: str, shown: list[dict[str, Any]] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    calls = plan(Context(STORE, text, retrieve, "", shown or []))
+    return [(c.name, c.arguments.model_dump(exclude_none=True)) for c in calls]
+
+
+def items(*pairs: tuple[str, int]) -> list[dict[str, Any]]:
+    return [{"product": product, "quantity": quantity} for product, quantity in pairs]
+
+
+# (message, cards shown?, [(tool, the arguments that matter), ...]): the conversation set's structural kinds.
+TABLE = [
+    # totals
+    ("What would the Ridgeline tent plus two of the regular down bags cost together?", False,
+     [("price_total", {"items": items(("Ridgeline tent", 1), ("regular down bags", 2)), "operation": "sum"})]),
+    ("How much for two packs of the merino socks and one beanie?", False,
+     [("price_total", {"items": items(("merino socks", 2), ("beanie", 1))})]),
+    ("I need 2 headlamps, what's the total?", False, [("price_total", {"items": items(("headlamps", 2))})]),
+    ("If I get the micro stove, the cookset and the titanium mug, how much is that?", False,
+     [("price_total", {"items": items(("micro stove", 1), ("cookset", 1), ("titanium mug", 1))})]),
+    ("3 titanium mugs and a water filter please, what do I pay?", False,
+     [("price_total", {"items": items(("titanium mugs", 3), ("water filter", 1))})]),
+    ("boots + a pack of socks = how much? and is shipping free then?", False,
+     [("price_total", {"items": items(("boots", 1), ("socks", 1))}),
+      ("policy_lookup", {"question": "and is shipping free then?"})]),
+    # differences
+    ("How much more is the down bag than the synthetic one?", False,
+     [("price_total", {"items": items(("the down bag", 1), ("the synthetic bag", 1)), "operation": "difference"})]),
+    # capacity
+    ("Is the Ridgeline tent big enough for three people?", False, [("check_capacity", {"product": "Ridgeline tent", "people": 3})]),
+    ("We're a family of five, which tent fits us?", False, [("check_capacity", {"product": "tent", "people": 5})]),
+    ("Does the cookset cook for four people?", False, [("check_capacity", {"product": "cookset", "people": 4})]),
+    ("Will the camp chair hold someone who weighs 110 kg?", False, [("check_capacity", {"product": "camp chair", "weight_kg": 110.0})]),
+    # comparisons named, and the cheapest of a kind
+    ("What's the difference between your two sleeping bags?", False, [("compare_products", {"products": ["two sleeping bags"], "attribute": "all"})]),
+    ("Compare the Ridgeline and the Basecamp tents", False, [("compare_products", {"products": ["Ridgeline", "Basecamp tents"]})]),
+    ("Which backpack is cheaper?", False, [("compare_products", {"products": ["backpack"], "attribute": "price", "ascending": True})]),
+    ("cheapest sleeping bag you have?", False, [("compare_products", {"products": ["sleeping bag"], "attribute": "price", "ascending": True})]),
+    ("most expensive tent?", False, [("compare_products", {"products": ["tent"], "attribute": "price", "ascending": False})]),
+    # follow-ups about the cards shown
+    ("Which one is cheaper?", True, [("compare_products", {"products": []})]),
+    ("What would both cost together?", True, [("price_total", {"items": items(("both", 1))})]),
+    ("I'd take two of those, how much?", True, [("price_total", {"items": items(("those", 2))})]),
+    ("How long does its battery last?", True, [("product_details", {"product": "it", "question": "How long does its battery last?"})]),
+    ("does it have a rain cover?", True, [("product_details", {"product": "it"})]),
+    ("do you have it in L?", True, [("product_details", {"product": "it"})]),
+    # budgets: a limit said without "under" is the search's max_price; "around" allows 30% more
+    ("I have 100 dollars. What can I get for a day hike?", False, [("search_products", {"max_price": Decimal("100")})]),
+    ("a gift for my dad who loves hiking, around 50 bucks", False, [("search_products", {"max_price": Decimal("65")})]),
+    ("my budget is 80, what daypack?", False, [("search_products", {"max_price": Decimal("80")})]),
+    ("Any hiking boots under 150?", False, [("search_products", {})]),  # "under": the search reads it from the words
+    ("Ultralight cooking gear under 60 dollars that is in stock?", False, [("search_products", {"in_stock": True})]),
+    # fixed replies, in their order of precedence
+    ("can I talk to a real person", False, [("handoff", {})]),
+    ("r u a bot? i want a human", False, [("handoff", {})]),
+    ("Quiero hablar con una persona, por favor", False, [("handoff", {})]),
+    ("Are you a human or a bot?", False, [("small_talk", {"kind": "identity"})]),
+    ("Where is my order #1001?", False, [("order_status", {"order_number": "1001"})]),
+    ("my package never arrived, order 1002, email jo@example.com", False, [("order_status", {"order_number": "1002"})]),
+]
+
+
+@pytest.mark.parametrize(("text", "shown", "expected"), TABLE, ids=[row[0][:50] for row in TABLE])
+def test_the_rule_planner_reads_the_structure_of_the_message(text, shown, expected):
+    calls = planned(text, CARDS if shown else None)
+    assert [name for name, _ in calls] == [name for name, _ in expected]
+    for (_, arguments), (_, wanted) in zip(calls, expected):
+        assert {key: arguments.get(key) for key in wanted} == wanted, arguments
+    if calls[0][0] == "search_products":
+        assert calls[0][1]["query"] == text  # the search reads the whole message
+        if "max_price" not in expected[0][1]:
+            assert "max_price" not in calls[0][1]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Do you sell headlamps?", "do u hav a hedlamp", "Tell me about the Alpine down bag", "Is the micro stove in stock?",
+     "Show me your tents", "¿Tienen chaquetas impermeables?", "Do you sell kayaks?", "How much is shipping?"],
+)
+def test_plain_product_questions_stay_the_last_resort_search(text):
+    calls = plan(Context(STORE, text, retrieve))
+    assert is_last_resort(calls)
+    assert calls[0].arguments.query == text and calls[0].arguments.max_price is None
+
+
+@pytest.mark.parametrize(
+    ("text", "without_cards"),
+    [
+        ("How long does its battery last?", "search_products"),  # nothing shown: "its" points nowhere
+        ("Which one is cheaper?", "search_products"),
+        ("does it have a rain cover?", "search_products"),
+    ],
+)
+def test_pronoun_follow_ups_need_cards_shown(text, without_cards):
+    assert [name for name, _ in planned(text)] == [without_cards]
+    assert planned(text, CARDS)[0][0] != without_cards
+
+
+def test_a_long_message_with_it_is_not_a_follow_up_about_the_card():
+    text = "I am planning a long trip through the mountains next summer and it will rain a lot, what jacket do you have?"
+    assert planned(text, CARDS)[0][0] == "search_products"
+
+
+def test_is_last_resort_only_for_one_search():
+    assert not is_last_resort(plan(Context(STORE, "boots + socks = how much? and is shipping free then?", retrieve)))
+    assert not is_last_resort(plan(Context(STORE, "Which backpack is cheaper?", retrieve)))

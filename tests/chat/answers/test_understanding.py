@@ -1,0 +1,137 @@
+"""understand(): the rule planner, or the engine's model when ANSWER_PLANNER and the served model allow; a model
+plan that fails validation falls back to the rules. The engine here is a small stand-in that records what it is
+asked and answers with a fixed text: the subject is the choice of planner, not the model."""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+
+import pytest
+
+from shop_assistant.chat.answers.composition import MODEL
+from shop_assistant.chat.answers.planning import model
+from shop_assistant.chat.answers.retrieval import retrieve
+from shop_assistant.chat.answers.tools.total import TOTAL
+from shop_assistant.chat.answers.understanding import compose, understand
+from tests.chat.answers.conftest import cards_of
+
+pytestmark = pytest.mark.django_db
+
+LAST_RESORT = "Do you sell headlamps?"  # the rules' catch-all search
+TYPO = "do u hav a hedlamp"  # also the catch-all search: the model may read it better
+RECOGNISED = "I need 2 headlamps, what's the total?"  # the rules' price_total
+
+
+class RecordingEngine:
+    """The engine's interface as the model planner uses it; ``used`` lists every use."""
+
+    def __init__(self, tokenizer, reply: str = "") -> None:
+        self.tokenizer = tokenizer
+        self.reply = reply
+        self.used: list[str] = []
+        self.requests: list[tuple[list[int], object]] = []
+
+    @contextlib.contextmanager
+    def tokenizer_held(self):
+        self.used.append("tokenizer")
+        yield self.tokenizer
+
+    async def stream(self, request_id, token_ids, params, priority=0):
+        self.used.append("stream")
+        self.requests.append((token_ids, params))
+        for start in range(0, len(self.reply), 7):  # in pieces, as a stream comes
+            yield SimpleNamespace(text=self.reply[start : start + 7])
+
+
+@pytest.fixture
+def planner(settings):
+    def choose(mode: str) -> None:
+        settings.ANSWER_PLANNER = mode
+
+    return choose
+
+
+def test_rules_mode_never_asks_a_model_that_could_plan(shop, tools_tokenizer, planner):
+    planner("rules")
+    engine = RecordingEngine(tools_tokenizer, '{"name": "handoff", "arguments": {}}')
+    assert model.can_plan(engine)
+    for text in (LAST_RESORT, RECOGNISED):
+        understood = understand(shop, text, retrieve, engine=engine)
+        assert understood.planner == "rules" and understood.plan_seconds == 0.0
+    assert engine.used == []
+    assert understood.composition.kind == TOTAL
+
+
+def test_auto_with_a_model_that_cannot_plan_answers_with_the_rules(shop, bundled_tokenizer, planner):
+    planner("auto")
+    engine = RecordingEngine(bundled_tokenizer, '{"name": "handoff", "arguments": {}}')  # the bundled 135M's
+    understood = understand(shop, LAST_RESORT, retrieve, engine=engine)
+    assert understood.planner == "rules" and engine.used == []
+    assert [c.name for c in understood.calls] == ["search_products"]
+    assert understood.composition.kind == MODEL
+    assert [c["sku"] for c in understood.composition.cards] == ["DO-B400"]
+
+
+def test_auto_keeps_the_rules_plan_when_they_recognised_the_message(shop, tools_tokenizer, planner):
+    planner("auto")
+    engine = RecordingEngine(tools_tokenizer, '{"name": "handoff", "arguments": {}}')
+    understood = understand(shop, RECOGNISED, retrieve, engine=engine)
+    assert understood.planner == "rules" and engine.used == []
+    assert understood.composition.reply == "2 × Beam 400 Rechargeable Headlamp at 44.95 USD = 89.90 USD in total."
+
+
+def test_auto_asks_a_model_that_can_plan_when_the_rules_fall_back_to_search(shop, tools_tokenizer, planner):
+    planner("auto")
+    engine = RecordingEngine(tools_tokenizer, '{"name": "search_products", "arguments": {"query": "headlamp", "max_price": 50}}')
+    shown = cards_of(shop, "Ridgeline 2-Person Tent")
+    understood = understand(shop, TYPO, retrieve, previous="Show me your tents", shown=shown, engine=engine)
+    assert understood.planner == "model" and understood.model_error == "" and understood.plan_seconds > 0
+    [call] = understood.calls
+    assert call.name == "search_products" and call.arguments.query == "headlamp" and call.arguments.max_price == 50
+    assert [c["sku"] for c in understood.composition.cards] == ["DO-B400"]
+    # What the engine was asked: the prompt opening a call, greedy, constrained to one call of the tools' schemas.
+    [(token_ids, params)] = engine.requests
+    prompt = tools_tokenizer.decode(token_ids)
+    assert prompt.endswith("<tool_call>\n")
+    assert "On screen: Ridgeline 2-Person Tent\nPrevious message: Show me your tents\nMessage: do u hav a hedlamp" in prompt
+    assert params.temperature == 0.0 and params.max_tokens == model.MAX_PLAN_TOKENS
+    assert params.structured_outputs.json == model.call_schema()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ['{"name": "check_capacity", "arguments": {"product": "headlamp"}}', '{"name": "search_products", "argu'],
+    ids=["fails validation", "cut short"],
+)
+def test_a_model_plan_that_fails_falls_back_to_the_rules(shop, tools_tokenizer, planner, reply):
+    planner("auto")
+    engine = RecordingEngine(tools_tokenizer, reply)
+    understood = understand(shop, LAST_RESORT, retrieve, engine=engine)
+    assert "stream" in engine.used
+    assert understood.planner == "rules" and understood.model_error
+    assert [c.name for c in understood.calls] == ["search_products"]
+    assert understood.composition == compose(shop, LAST_RESORT, retrieve)
+
+
+def test_model_mode_asks_the_model_even_for_what_the_rules_recognise(shop, tools_tokenizer, planner):
+    planner("model")
+    engine = RecordingEngine(tools_tokenizer, '{"name": "price_total", "arguments": {"items": [{"product": "headlamp", "quantity": 3}]}}')
+    understood = understand(shop, RECOGNISED, retrieve, engine=engine)
+    assert understood.planner == "model"
+    assert understood.composition.reply == "3 × Beam 400 Rechargeable Headlamp at 44.95 USD = 134.85 USD in total."
+    # without an engine, or with one that cannot plan, the rules answer whatever the setting
+    assert understand(shop, RECOGNISED, retrieve).planner == "rules"
+
+
+def test_model_mode_with_a_model_that_cannot_plan_answers_with_the_rules(shop, bundled_tokenizer, planner):
+    planner("model")
+    engine = RecordingEngine(bundled_tokenizer, '{"name": "handoff", "arguments": {}}')
+    understood = understand(shop, RECOGNISED, retrieve, engine=engine)
+    assert understood.planner == "rules" and engine.used == []
+    assert understood.composition.kind == TOTAL
+
+
+def test_compose_is_the_rule_planners_answer(shop, planner):
+    planner("model")
+    assert compose(shop, RECOGNISED, retrieve) == understand(shop, RECOGNISED, retrieve).composition

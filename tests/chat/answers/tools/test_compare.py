@@ -1,0 +1,98 @@
+"""``compare_products`` on the demo store: the cards shown ordered on what is asked, products named compared on
+the catalog's fields and first sentences, a kind's products by price; every figure a catalog figure."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+import pytest
+
+from catalog.models import Variant
+from shop_assistant.chat.answers.composition import COMPARE, MODEL, NO_MATCH
+from shop_assistant.chat.answers.retrieval import retrieve
+from shop_assistant.chat.answers.tools import Context, execute
+from shop_assistant.chat.answers.tools.registry import call
+from tests.chat.answers.conftest import cards_of
+
+pytestmark = pytest.mark.django_db
+
+
+def compare(shop, text: str = "", shown=(), **arguments):
+    return execute(Context(shop, text, retrieve, "", shown), [call("compare_products", **arguments)])
+
+
+def figures(text: str) -> set[Decimal]:
+    return {Decimal(number) for number in re.findall(r"\d+\.\d\d", text)}
+
+
+def catalog_figures(composition) -> set[Decimal]:
+    """The cards' prices and the differences between them: what a comparison may state."""
+    prices = {Variant.objects.get(sku=c["sku"]).price for c in composition.cards}
+    return prices | {abs(a - b) for a in prices for b in prices}
+
+
+def test_your_two_sleeping_bags_are_compared_on_their_own_words(shop):
+    composition = compare(shop, "What's the difference between your two sleeping bags?", products=["two sleeping bags"])
+    assert composition.kind == COMPARE and composition.fixed
+    assert {c["sku"] for c in composition.cards} == {"DO-ADB-REG", "DO-BSB"}
+    assert "comfortable to -7 °C" in composition.reply and "synthetic fill" in composition.reply
+    assert composition.reply.endswith(
+        "The Alpine Down Sleeping Bag (319.00 USD) costs 230.00 USD more than the Breeze Synthetic Sleeping Bag (89.00 USD)."
+    )
+    assert figures(composition.reply) <= catalog_figures(composition)
+
+
+def test_two_tents_named_are_compared_on_price_weight_and_people(shop):
+    composition = compare(shop, "Compare the Ridgeline and the Basecamp tents", products=["Ridgeline", "Basecamp tents"])
+    assert [c["sku"] for c in composition.cards] == ["DO-RT2-SAGE", "DO-BC6"]
+    assert composition.reply.startswith(
+        "The Ridgeline 2-Person Tent (249.00 USD, 1.6 kg, for 2): A freestanding three-season tent for two that packs "
+        "down to the size of a loaf of bread. The Basecamp 6 Family Tent (429.00 USD, for 6): Room for six"
+    )
+    assert composition.reply.endswith("The Basecamp 6 Family Tent (429.00 USD) costs 180.00 USD more than the Ridgeline 2-Person Tent (249.00 USD).")
+    assert figures(composition.reply) <= catalog_figures(composition)
+
+
+def test_the_waterproofing_is_a_point_of_comparison(shop):
+    composition = compare(shop, "Boots vs trail runners?", products=["hiking boots", "trail running shoes"])
+    assert [c["sku"][:6] for c in composition.cards] == ["DO-TB-", "DO-STR"]
+    boots = composition.reply.split("): ")[0]
+    assert boots.startswith("The Trailblazer Waterproof Hiking Boots (159.00 USD, ") and "waterproof" in boots
+
+
+@pytest.mark.parametrize(
+    ("kind", "ascending", "first", "sentence"),
+    [
+        ("backpack", True, "DO-DT22", "The Daytripper 22L Daypack is the least expensive at 69.00 USD, then the Summit 40L Backpack (149.00 USD)."),
+        ("sleeping bag", True, "DO-BSB", "The Breeze Synthetic Sleeping Bag is the least expensive at 89.00 USD"),
+        ("sleeping bag", False, "DO-ADB-REG", "The Alpine Down Sleeping Bag is the most expensive at 319.00 USD"),
+    ],
+)
+def test_a_kinds_products_by_price(shop, kind, ascending, first, sentence):
+    composition = compare(shop, f"cheapest {kind}?", products=[kind], attribute="price", ascending=ascending)
+    assert composition.cards[0]["sku"] == first
+    assert composition.reply.startswith(sentence)
+    assert figures(composition.reply) <= catalog_figures(composition)
+
+
+def test_the_cards_shown_are_ordered_on_what_is_asked(shop):
+    shown = cards_of(shop, "Ridgeline 2-Person Tent", "Basecamp 6 Family Tent")
+    cheaper = compare(shop, "Which one is cheaper?", shown)  # the attribute read from the words
+    assert cheaper.reply == "The Ridgeline 2-Person Tent is the least expensive at 249.00 USD, then the Basecamp 6 Family Tent (429.00 USD)."
+    pricier = compare(shop, "and the other way round?", shown, attribute="price", ascending=False)  # from the planner
+    assert [c["sku"] for c in pricier.cards] == ["DO-BC6", "DO-RT2-SAGE"]
+    assert pricier.reply.startswith("The Basecamp 6 Family Tent is the most expensive at 429.00 USD")
+
+
+def test_a_question_not_about_the_cards_shown_is_a_search(shop):
+    shown = cards_of(shop, "Ridgeline 2-Person Tent", "Basecamp 6 Family Tent")
+    composition = compare(shop, "which jackets are waterproof?", shown)
+    assert composition.kind == MODEL
+    assert composition.cards and all("Tent" not in c["title"] for c in composition.cards)
+    assert any("Stormshell" in c["title"] for c in composition.cards)
+
+
+def test_nothing_to_compare_is_a_no_match(shop):
+    composition = compare(shop, "kayaks vs canoes?", products=["kayak", "canoe"])
+    assert composition.kind == NO_MATCH and composition.cards == []

@@ -1,0 +1,56 @@
+"""``product_details`` on the demo store: the product named or pointed at ("it": the first card shown), read
+again with the question's words so the card is the variant asked about; the model continues from its facts."""
+
+from __future__ import annotations
+
+import pytest
+
+from shop_assistant.chat.answers.composition import MODEL, NO_MATCH
+from shop_assistant.chat.answers.retrieval import retrieve
+from shop_assistant.chat.answers.tools import Context, execute
+from shop_assistant.chat.answers.tools.registry import call
+from tests.chat.answers.conftest import cards_of
+
+pytestmark = pytest.mark.django_db
+
+
+def details(shop, text: str, shown=(), **arguments):
+    return execute(Context(shop, text, retrieve, "", shown), [call("product_details", **arguments)])
+
+
+def test_its_battery_after_the_headlamps_card(shop):
+    shown = cards_of(shop, "Beam 400 Rechargeable Headlamp")
+    composition = details(shop, "How long does its battery last?", shown, product="it", question="how long does the battery last")
+    assert composition.kind == MODEL and not composition.fixed
+    assert [c["sku"] for c in composition.cards] == ["DO-B400"]
+    assert composition.products[0].title == "Beam 400 Rechargeable Headlamp"
+    assert "Runs 40 hours on its lowest setting" in composition.products[0].description  # what the opening answers from
+    assert "Beam 400 Rechargeable Headlamp - 44.95 USD - in stock" in composition.facts
+
+
+def test_it_is_the_first_card_of_several(shop):
+    shown = cards_of(shop, "Summit 40L Backpack", "Daytripper 22L Daypack")
+    composition = details(shop, "does it have a rain cover?", shown, product="it", question="rain cover")
+    assert [p.title for p in composition.products] == ["Summit 40L Backpack"]
+    assert "built-in rain cover" in composition.products[0].description
+
+
+def test_the_variant_the_question_names_is_the_card(shop):
+    shown = cards_of(shop, "Women's Stormshell Rain Jacket")
+    assert shown[0]["sku"] == "DO-SSW-S"
+    composition = details(shop, "do you have it in L?", shown, product="it", question="do you have it in L?")
+    assert [c["sku"] for c in composition.cards] == ["DO-SSW-L"] and composition.cards[0]["in_stock"] is True
+    fleece = details(shop, "Do you have the fleece in large, charcoal?", product="fleece jacket", question="in size L, charcoal")
+    assert [c["sku"] for c in fleece.cards] == ["DO-CF-L-CHR"] and fleece.cards[0]["in_stock"] is False
+
+
+def test_one_product_only_even_when_the_question_finds_others(shop):
+    composition = details(shop, "is the Ridgeline tent waterproof like the rain jackets?", product="Ridgeline tent",
+                          question="is it waterproof like the rain jackets")  # fmt: skip
+    assert [p.title for p in composition.products] == ["Ridgeline 2-Person Tent"] and len(composition.cards) == 1
+
+
+def test_a_product_the_catalog_does_not_have_or_it_without_cards_is_a_no_match(shop):
+    assert details(shop, "is the kayak stable?", product="kayak").kind == NO_MATCH
+    nothing_shown = details(shop, "how heavy is it?", product="it", question="how heavy")
+    assert nothing_shown.kind == NO_MATCH and nothing_shown.cards == []
