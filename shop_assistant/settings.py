@@ -174,6 +174,11 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
+# The languages the chat answers in (catalog.language detects them in the shopper's message; the answer is composed
+# under translation.override, shop_assistant/chat/guard/pipeline.py). No LocaleMiddleware: the site's pages stay in
+# LANGUAGE_CODE, only the chat's answers are translated.
+LANGUAGES = [("en", "English"), ("es", "Spanish"), ("fr", "French"), ("de", "German")]
+LOCALE_PATHS = [BASE_DIR / "shop_assistant" / "locale"]
 USE_TZ = True
 
 STATIC_URL = "static/"

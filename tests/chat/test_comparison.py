@@ -167,3 +167,22 @@ async def test_over_the_socket_a_resumed_conversation_compares_the_cards_it_show
     assert answer.text.startswith("The Daytripper 22L Daypack is the least expensive at 69.00 USD")
     stored = await database_sync_to_async(Message.objects.get)(pk=answer.start["message_id"])
     assert [card["sku"] for card in stored.products] == [card["sku"] for card in answer.products]
+
+
+@pytest.mark.parametrize(
+    ("language", "start"),
+    [
+        ("en", "The Daytripper 22L Daypack is the least expensive at 69.00 USD, then the Summit 40L Backpack"),
+        ("es", "Daytripper 22L Daypack es la opción más económica, a 69.00 USD; después, Summit 40L Backpack"),
+        ("fr", "Daytripper 22L Daypack est l’option la moins chère, à 69.00 USD, puis Summit 40L Backpack"),
+        ("de", "Daytripper 22L Daypack ist am günstigsten mit 69.00 USD, danach Summit 40L Backpack"),
+    ],
+)
+def test_the_comparison_is_said_in_the_shoppers_language_with_the_catalogs_prices(shop, language, start):
+    from django.utils import translation
+
+    shown = cards_of(shop, "Summit 40L Backpack", "Daytripper 22L Daypack")
+    with translation.override(language):
+        compared = compare(shop, "", shown, ("price", True))  # as a planner reads "¿cuál es más barato?"
+    assert compared.reply.startswith(start)
+    assert figures(compared.reply) == {Decimal("69.00"), Decimal("149.00")}

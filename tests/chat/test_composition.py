@@ -233,3 +233,39 @@ def test_a_product_the_import_rejected_gets_the_no_match_reply(demo_store):
 def test_near_matches_still_show(demo_store, question, title):
     composition = compose(demo_store, question, retrieve)
     assert composition.kind == MODEL and any(title in card["title"] for card in composition.cards), composition.cards
+
+
+# --- fixed replies in the shopper's language (composed under translation.override; the pipeline sets it) ---
+
+
+@pytest.mark.parametrize("language", ["es", "fr", "de"])
+def test_fixed_replies_in_the_shoppers_language_and_english_unchanged(db, language):
+    from django.utils import translation
+
+    from catalog.language import detect
+    from catalog.models import Store
+    from shop_assistant.chat.answers.composition import (
+        NO_ANSWER_REPLY,
+        NO_MATCH_FALLBACK,
+        identity_reply,
+        no_answer_reply,
+        order_reply,
+    )
+
+    store = Store.objects.create(slug="corner", name="Corner Shop")  # no products: no categories to list
+    with translation.override(language):
+        replies = [no_match_reply(store, "¿Venden kayaks?"), identity_reply(store), order_reply(), no_answer_reply()]
+    assert all(detect(reply) == language for reply in replies), replies
+    assert "Corner Shop" in replies[1]
+    # Only English says the shopper's words back: read with English rules, they would be wrong in Spanish.
+    assert "kayak" not in replies[0]
+    with translation.override("en"):
+        assert no_match_reply(store, "Do you sell kayaks?") == (
+            "Sorry, we don't carry kayaks. Try other words, or ask for a person."
+        )
+        assert no_match_reply(store, "Do you have some?") == f"{NO_MATCH_FALLBACK} Try other words, or ask for a person."
+        assert (order_reply(), no_answer_reply()) == (ORDER_REPLY, NO_ANSWER_REPLY)
+        assert identity_reply(store).startswith("I'm Corner Shop's virtual shopping assistant")
+    store.no_match_reply = "Not in our range."
+    with translation.override(language):
+        assert no_match_reply(store, "¿Venden kayaks?") == "Not in our range."  # the store's words

@@ -129,3 +129,33 @@ def test_recognising_is_fast():
         for text in texts:
             asks_for_person(text)
     assert (time.perf_counter() - started) / (10 * len(texts)) < 0.001
+
+
+# --- the reply in the shopper's language (composed under translation.override; the pipeline sets it) ---
+
+
+@pytest.mark.parametrize(
+    ("language", "now", "back"),
+    [
+        ("es", TUESDAY_NIGHT_BERLIN, "vuelve mañana a las 09:00 (Europe/Berlin)"),
+        ("fr", SATURDAY_BERLIN, "elle revient lundi à 09:00 (Europe/Berlin)"),  # Django's own weekday names
+        ("de", SATURDAY_BERLIN, "Es ist am Montag um 09:00 Uhr (Europe/Berlin) wieder erreichbar."),
+    ],
+)
+def test_the_handoff_reply_in_the_shoppers_language(language, now, back):
+    from django.utils import translation
+
+    from catalog.language import detect
+
+    store = Store(name="Shop", slug="shop", support_hours=BERLIN_OFFICE)
+    with translation.override(language):
+        present, away = reply_for(store, TUESDAY_NOON_BERLIN), reply_for(store, now)
+        store.handoff_reply = "Hold on, a colleague is coming."
+        own = reply_for(store, TUESDAY_NOON_BERLIN)
+    assert present != DEFAULT_REPLY and detect(present) == language and detect(away) == language
+    assert back in away
+    assert own == "Hold on, a colleague is coming."  # the store's words are its own
+    with translation.override("en"):
+        store.handoff_reply = ""
+        assert reply_for(store, TUESDAY_NOON_BERLIN) == DEFAULT_REPLY
+        assert "agents are back at 09:00 tomorrow (Europe/Berlin)" in reply_for(store, TUESDAY_NIGHT_BERLIN)

@@ -282,3 +282,71 @@ def test_no_pick_when_every_product_or_none_has_the_use_or_only_a_description_na
     # "made for campground weekends rather than long hikes" is no label for hikes
     assert "to pick" not in opening_for(STORE, "Which tent is best for hikes?", [RIDGELINE, BASECAMP], []).text
     assert "to pick" not in opening_for(STORE, "Is it good for backpacking?", [RIDGELINE], []).text
+
+
+# --- the opening in the shopper's language (composed under translation.override; the pipeline sets it) ---
+
+from django.utils import translation  # noqa: E402
+
+from catalog.language import detect  # noqa: E402
+
+ON_SALE = product("Stormshell Rain Jacket", "189.00", compare_at_price=Decimal("220.00"))
+
+
+@pytest.mark.parametrize(
+    ("language", "expected"),
+    [
+        ("es", "Esto encaja con lo que buscas: Stormshell Rain Jacket (189.00 USD) y Aluminium Trekking Poles (Pair) "
+               "(59.00 USD). La opción más económica es Aluminium Trekking Poles (Pair). Aluminium Trekking Poles "
+               "(Pair): sin existencias por ahora."),
+        ("fr", "Voici ce qui correspond à votre demande : Stormshell Rain Jacket (189.00 USD) et Aluminium Trekking "
+               "Poles (Pair) (59.00 USD). L’option la moins chère est Aluminium Trekking Poles (Pair). Aluminium "
+               "Trekking Poles (Pair) : en rupture de stock pour le moment."),
+        ("de", "Das passt zu Ihrer Anfrage: Stormshell Rain Jacket (189.00 USD) und Aluminium Trekking Poles (Pair) "
+               "(59.00 USD). Am günstigsten ist Aluminium Trekking Poles (Pair). Aluminium Trekking Poles (Pair) "
+               "sind derzeit nicht vorrätig."),
+    ],
+)
+def test_the_products_opening_speaks_the_shoppers_language_with_the_catalogs_titles_and_prices(language, expected):
+    question = "¿Tienen chaquetas impermeables?"
+    with translation.override(language):
+        text = opening_for(STORE, question, [SHELL, POLES], []).text
+    assert text == expected
+    assert detect(text) == language  # a detector that knows nothing of our .po files reads it so
+    # English, as before: the same question, the same sentences.
+    with translation.override("en"):
+        english = opening_for(STORE, question, [SHELL, POLES], []).text
+    assert english == opening_for(STORE, question, [SHELL, POLES], []).text
+    assert "The least expensive is the Aluminium Trekking Poles (Pair)." in english
+    assert english.endswith("The Aluminium Trekking Poles (Pair) are out of stock right now.")
+
+
+def test_a_sale_is_said_in_the_shoppers_language_and_the_store_s_description_stays_its_own():
+    with translation.override("es"):
+        text = opening_for(STORE, "¿Tienen chaquetas para la lluvia?", [ON_SALE], []).text
+    assert "Stormshell Rain Jacket está en oferta: antes costaba 220.00 USD." in text
+    assert "189.00 USD" in text
+    assert "Stormshell Rain Jacket: a light shell for wet days." in text  # the catalog's words, not translated
+    with translation.override("en"):
+        assert "The Stormshell Rain Jacket is on sale: down from 220.00 USD." in opening_for(
+            STORE, "¿Tienen chaquetas para la lluvia?", [ON_SALE], []
+        ).text
+
+
+def test_a_policy_lead_in_is_translated_the_policy_sentence_is_the_stores():
+    answer = [match("Unworn items can be returned within 30 days.")]
+    with translation.override("de"):
+        text = opening_for(STORE, "Kann ich Artikel zurückgeben?", [], answer).text
+    assert text.startswith(("Unsere Richtlinie", "Aus unserer Richtlinie", "Das besagt unsere Richtlinie"))
+    assert text.endswith(": Unworn items can be returned within 30 days.")  # the store's sentence, as written
+
+
+def test_the_owners_own_templates_are_never_translated():
+    store = SimpleNamespace(name="Demo Outfitters", opening_templates={"products": ["Look: {products}."]})
+    with translation.override("fr"):
+        text = opening_for(store, "Avez-vous des vestes imperméables ?", [SHELL, FLEECE], []).text
+        defaults = templates_for(STORE)
+    assert text.startswith("Look: Stormshell Rain Jacket (189.00 USD) et Cascade Fleece Jacket (79.00 USD).")
+    # The defaults in French keep as many wordings as in English: a question picks the same one in every language.
+    assert all(len(defaults[kind]) == len(DEFAULT_TEMPLATES[kind]) for kind in DEFAULT_TEMPLATES)
+    assert defaults["thanks"] != DEFAULT_TEMPLATES["thanks"]

@@ -357,3 +357,20 @@ def test_a_published_policy_is_what_shoppers_are_quoted_and_nothing_else_says_ot
         # sentences are checked against does either.
         assert "30 days" not in tokenizing_engine.tokenizer.decode(plan.token_ids), question
         assert not any("30 days" in text for text in plan.evidence.documents), question
+
+
+# --- the shopper's language: detected once per message, kept on the plan, the fixed reply in it ---
+
+
+def test_a_spanish_request_for_a_person_is_answered_in_spanish_and_the_plan_says_so(db):
+    from catalog.language import detect
+    from shop_assistant.chat.log.handoff import DEFAULT_REPLY
+
+    store = Store.objects.create(slug="corner", name="Corner Shop")
+    spanish = pipeline.plan(None, store, [], "Quiero hablar con una persona")
+    assert spanish.language == "es" and spanish.composition.kind == HANDOFF
+    assert spanish.composition.reply != DEFAULT_REPLY and detect(spanish.composition.reply) == "es"
+    english = pipeline.plan(None, store, [], "Can I talk to a person?")
+    assert english.language == "en" and english.composition.reply == DEFAULT_REPLY
+    # The language is the message's own, not left over from the one before.
+    assert pipeline.plan(None, store, [], "Quiero hablar con una persona").composition.reply == spanish.composition.reply

@@ -5,7 +5,8 @@ the previous answer. This module recognises that kind of message, reads those pr
 orders them by what was asked (price from the variants, weight and waterproofing from the product's own text,
 sizes from its options), so the right product comes first and its card is shown again. The sentence is composed
 from catalog facts only: a figure in it is one the catalog row holds, word for word; when the catalog does not
-say, the reply says so instead of guessing. Blocking (database): a worker thread.
+say, the reply says so instead of guessing. Blocking (database): a worker thread. The sentences are translated
+(composed under the shopper's language); titles, prices and the catalog's weights go in unchanged.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from catalog.grounding import ProductFacts, card, is_size, product_facts
 from catalog.models import Product, Store, Variant
 from catalog.search import SearchHit
 
-from .opening import capitalised, listing, money
+from .opening import capitalised, listing, money, sold_out
 
 PRICE, WEIGHT, WATERPROOF, SIZE = "price", "weight", "waterproof", "size"
 
@@ -93,7 +96,8 @@ def shown_products(store: Store, cards: Sequence[dict[str, Any]]) -> list[tuple[
 
 
 def _name(facts: ProductFacts) -> str:
-    return f"the {facts.title}" if not facts.title.lower().startswith("the ") else facts.title
+    """"the Stormshell Rain Jacket" ("The North Tent" keeps its own article), in the active language."""
+    return _("the {title}").format(title=facts.title) if not facts.title.lower().startswith("the ") else facts.title
 
 
 def weight_of(facts: ProductFacts) -> tuple[float, str] | None:
@@ -108,6 +112,11 @@ def weight_of(facts: ProductFacts) -> tuple[float, str] | None:
                 grams = float(match.group(1).replace(",", ".")) * _GRAMS.get(unit, 1.0)
                 return grams, match.group(0)
     return None
+
+
+def proofing_word(kind: str) -> str:
+    """``waterproofing``'s answer in the active language (the answer itself is a key, never translated)."""
+    return _("waterproof") if kind == "waterproof" else _("water-resistant")
 
 
 def waterproofing(facts: ProductFacts) -> str:
@@ -127,13 +136,15 @@ def _by_price(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascendi
     prices = [shown[i][1] for i in order]
     if len({facts.price for facts in prices}) == 1:
         first = prices[0]
-        return order, f"They cost the same: {money(first.price, first.currency)} each."
+        return order, _("They cost the same: {price} each.").format(price=money(first.price, first.currency))
     best = prices[0]
-    superlative = "least expensive" if ascending else "most expensive"
+    if ascending:
+        sentence = _("{name} is the least expensive at {price}, then {rest}.")
+    else:
+        sentence = _("{name} is the most expensive at {price}, then {rest}.")
     rest = [f"{_name(facts)} ({money(facts.price, facts.currency)})" for facts in prices[1:]]
-    return order, (
-        f"{capitalised(_name(best))} is the {superlative} at {money(best.price, best.currency)}, "
-        f"then {listing(rest)}."
+    return order, capitalised(
+        sentence.format(name=_name(best), price=money(best.price, best.currency), rest=listing(rest))
     )
 
 
@@ -141,24 +152,28 @@ def _by_weight(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascend
     weights = [weight_of(facts) for _, facts, _ in shown]
     known = [i for i, weight in enumerate(weights) if weight is not None]
     unknown = [i for i, weight in enumerate(weights) if weight is None]
-    word = "lighter" if ascending else "heavier"
     if not known:
         names = listing([_name(shown[i][1]) for i in unknown], "or")
-        return list(range(len(shown))), (
-            f"Our catalog doesn't list the weight of {names}, so I can't tell which is {word}. "
-            "A member of our team can check: ask for a person."
-        )
+        if ascending:
+            unknown_sentence = _("Our catalog doesn't list the weight of {names}, so I can't tell which is lighter.")
+        else:
+            unknown_sentence = _("Our catalog doesn't list the weight of {names}, so I can't tell which is heavier.")
+        check = _("A member of our team can check: ask for a person.")
+        return list(range(len(shown))), f"{unknown_sentence.format(names=names)} {check}"
     known.sort(key=lambda i: weights[i][0], reverse=not ascending)  # type: ignore[index]
-    first = capitalised(_name(shown[known[0]][1]))
+    first, weight = _name(shown[known[0]][1]), weights[known[0]][1]  # type: ignore[index]
     if len(known) > 1:
-        superlative = "lightest" if ascending else "heaviest"
         rest = [f"{_name(shown[i][1])} ({weights[i][1]})" for i in known[1:]]  # type: ignore[index]
-        sentence = f"{first} is the {superlative} at {weights[known[0]][1]}, then {listing(rest)}."  # type: ignore[index]
+        if ascending:
+            sentence = _("{name} is the lightest at {weight}, then {rest}.")
+        else:
+            sentence = _("{name} is the heaviest at {weight}, then {rest}.")
+        sentence = capitalised(sentence.format(name=first, weight=weight, rest=listing(rest)))
     else:
-        sentence = f"{first} weighs {weights[known[0]][1]}."  # type: ignore[index]
+        sentence = capitalised(_("{name} weighs {weight}.").format(name=first, weight=weight))
     if unknown:
         names = listing([_name(shown[i][1]) for i in unknown], "or")
-        sentence += f" Our catalog doesn't list the weight of {names}."
+        sentence += " " + _("Our catalog doesn't list the weight of {names}.").format(names=names)
     return known + unknown, sentence
 
 
@@ -167,15 +182,23 @@ def _by_waterproofing(shown: list[tuple[dict[str, Any], ProductFacts, Variant]])
     kinds = [waterproofing(facts) for _, facts, _ in shown]
     order = sorted(range(len(shown)), key=lambda i: rank[kinds[i]])
     sentences = []
-    for kind, verb in (("waterproof", "waterproof"), ("water-resistant", "water-resistant")):
+    said = {
+        "waterproof": (_("{names} is waterproof."), _("{names} are waterproof.")),
+        "water-resistant": (_("{names} is water-resistant."), _("{names} are water-resistant.")),
+    }
+    for kind, (one, several) in said.items():
         names = [_name(shown[i][1]) for i in order if kinds[i] == kind]
         if names:
-            sentences.append(f"{capitalised(listing(names))} {'is' if len(names) == 1 else 'are'} {verb}.")
+            sentences.append(capitalised((one if len(names) == 1 else several).format(names=listing(names))))
     silent = [_name(shown[i][1]) for i in order if not kinds[i]]
     if silent and sentences:
-        sentences.append(f"Our catalog doesn't say that {listing(silent)} {'is' if len(silent) == 1 else 'are'} waterproof.")
+        if len(silent) == 1:
+            sentence = _("Our catalog doesn't say that {names} is waterproof.")
+        else:
+            sentence = _("Our catalog doesn't say that {names} are waterproof.")
+        sentences.append(sentence.format(names=listing(silent)))
     elif silent:
-        sentences.append(f"Our catalog doesn't say that {listing(silent, 'or')} is waterproof.")
+        sentences.append(_("Our catalog doesn't say that {names} is waterproof.").format(names=listing(silent, "or")))
     return order, " ".join(sentences)
 
 
@@ -198,20 +221,21 @@ def _by_size(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], text: st
         for i in order:
             groups[rank(i)].append(_name(shown[i][1]))
         parts = []
-        for key, words in ((0, f"In stock in {asked}"), (1, f"Sold out in {asked}"), (2, f"Not sold in {asked}")):
+        said = {0: _("In stock in {size}: {names}."), 1: _("Sold out in {size}: {names}."), 2: _("Not sold in {size}: {names}.")}
+        for key, sentence in said.items():
             if groups[key]:
-                parts.append(f"{words}: {listing(groups[key])}.")
+                parts.append(sentence.format(size=asked, names=listing(groups[key])))
         return order, " ".join(parts)
     order = sorted(range(len(shown)), key=lambda i: not sizes[i])
     parts = []
     for i in order:
         name = _name(shown[i][1])
         if not sizes[i]:
-            parts.append(f"Our catalog lists no sizes for {name}.")
+            parts.append(_("Our catalog lists no sizes for {name}.").format(name=name))
             continue
-        listed = ", ".join(size if stock else f"{size} (sold out)" for size, stock in sizes[i].items())
-        parts.append(f"Sizes of {name}: {listed}.")
-    return order, " ".join(parts) + " Tell me your size and I'll check it."
+        listed = ", ".join(size if stock else sold_out(size) for size, stock in sizes[i].items())
+        parts.append(_("Sizes of {name}: {sizes}.").format(name=name, sizes=listed))
+    return order, " ".join(parts) + " " + _("Tell me your size and I'll check it.")
 
 
 def names_another_kind(store: Store, text: str, shown: list[tuple[dict[str, Any], ProductFacts, Variant]]) -> bool:

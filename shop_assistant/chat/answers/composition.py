@@ -10,6 +10,11 @@ The facts a shopper relies on never depend on the small model getting them right
 - "are you a bot?" gets a fixed, honest reply: the assistant never claims to be human.
 
 Only what is left (product and policy answers, small talk) is written by the model.
+
+The fixed replies are English messages marked for translation (``gettext_noop``: the constants stay plain English
+strings) and translated when composed (``identity_reply()``, ``order_reply()``, ``no_answer_reply()``,
+``no_match_reply``), so under ``translation.override(language)`` they come in the shopper's language. The store's
+own replies (``Store.no_match_reply``, ``Store.greeting``) are its words, never translated.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.translation import get_language
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
+
 from catalog import asked, sales
 from catalog.grounding import ProductFacts
 from catalog.models import Store
@@ -27,7 +36,7 @@ from catalog.passages import Match
 
 from . import comparison
 from ..log import handoff
-from .opening import possessive
+from .opening import listing, possessive
 from .retrieval import Retrieved
 
 MODEL = "model"
@@ -38,13 +47,13 @@ NO_ANSWER = "no_answer"
 COMPARE = "compare"  # a follow-up about the products already shown, answered from their catalog rows
 ORDER = "order"  # a question about the shopper's own order, which the assistant cannot see
 
-IDENTITY_REPLY = (
+IDENTITY_REPLY = gettext_noop(
     "I'm {store}'s virtual shopping assistant, a computer program, not a person. I can help you find products "
     "and answer questions about the store; ask for a human agent at any time."
 )
-NO_MATCH_FALLBACK = "Sorry, I couldn't find that in our catalog."
-TRACKING_QUESTION = "How do I track my parcel?"
-ORDER_REPLY = "I can't see orders in this chat, but a person from our team can check yours: ask for a person."
+NO_MATCH_FALLBACK = gettext_noop("Sorry, I couldn't find that in our catalog.")
+TRACKING_QUESTION = "How do I track my parcel?"  # a search of the store's documents, not shown
+ORDER_REPLY = gettext_noop("I can't see orders in this chat, but a person from our team can check yours: ask for a person.")
 # "Where is my order?": the most common question a store gets, about an order the assistant has no access to. The
 # documents' nearest sentence (a returns label "in your order email") would answer something else.
 ORDER_STATUS_PATTERN = re.compile(
@@ -55,8 +64,8 @@ ORDER_STATUS_PATTERN = re.compile(
     r"|\bwhen will my (?:order|parcel|package|delivery)\b",
     re.IGNORECASE,
 )
-GREETING = "Hi! I'm {store}'s shopping assistant. Ask me about our products, sizes, shipping or returns."
-NO_ANSWER_REPLY = (
+GREETING = gettext_noop("Hi! I'm {store}'s shopping assistant. Ask me about our products, sizes, shipping or returns.")
+NO_ANSWER_REPLY = gettext_noop(
     "I couldn't find the answer to that in our store's policies. A member of our team can help: ask for a "
     "person at any time."
 )
@@ -177,30 +186,52 @@ def plural(noun_phrase: str) -> str:
 def greeting(store: Store) -> str:
     """The widget's first bubble when its panel opens: the owner's greeting (the studio's settings), or one naming
     the store. Only shown: it is not a message of the conversation, and the model never sees it."""
-    return store.greeting.strip() or possessive(GREETING.format(store=store.name), store.name)
+    return store.greeting.strip() or possessive(_(GREETING).format(store=store.name), store.name)
+
+
+def identity_reply(store: Store) -> str:
+    """The honest answer to "are you a bot?", in the active language."""
+    return possessive(_(IDENTITY_REPLY).format(store=store.name), store.name)
+
+
+def order_reply() -> str:
+    """The reply to a question about the shopper's own order, in the active language."""
+    return _(ORDER_REPLY)
+
+
+def no_answer_reply() -> str:
+    """The reply to a store question none of its documents answers, in the active language."""
+    return _(NO_ANSWER_REPLY)
+
+
+def _in_english() -> bool:
+    """The answer is composed in English: the shopper's own words ("kayaks") may be said back, as English."""
+    return (get_language() or "en").lower().startswith("en")
 
 
 def no_match_reply(store: Store, text: str) -> str:
-    """The store's own no-match reply, or one built from what it sells."""
+    """The store's own no-match reply, or one built from what it sells, in the active language. Only an English
+    answer says the shopper's words back ("we don't carry kayaks"): what is asked for is read with English rules
+    (``requested_thing``, ``plural``), and a planner's search words are English whatever the shopper wrote."""
     if store.no_match_reply.strip():
         return store.no_match_reply.strip()
     from catalog.grounding import product_types
 
     named = asked.named_kind(text)  # "the sun hoodie" in "How much is the sun hoodie?"
-    thing = named.phrase if named else requested_thing(text)
+    thing = (named.phrase if named else requested_thing(text)) if _in_english() else ""
     if thing and re.search(rf"\b(?:an?|the) {re.escape(thing)}\b", text.lower()):
         thing = plural(thing)  # "a kayak": we don't carry kayaks; "the sun hoodie": sun hoodies
-    opening = f"Sorry, we don't carry {thing}." if thing else NO_MATCH_FALLBACK
+    opening = _("Sorry, we don't carry {thing}.").format(thing=thing) if thing else _(NO_MATCH_FALLBACK)
     if sales.asks_about_sales(text):  # only reached when the catalog marks nothing down (catalog.sales)
-        opening = "Nothing is on sale right now."
+        opening = _("Nothing is on sale right now.")
     types = product_types(store)
+    closing = _("Try other words, or ask for a person.")
     if not types:
-        return f"{opening} Try other words, or ask for a person."
-    listing = ", ".join(types[:-1]) + f" and {types[-1]}" if len(types) > 1 else types[0]
+        return f"{opening} {closing}"
     # Named as categories: a catalog's types are often not things ("cooking", "hydration"), and "we sell cooking"
     # reads as a mistake.
-    categories = "Our categories are" if len(types) > 1 else "Our category is"
-    return f"{opening} {categories} {listing}. Try other words, or ask for a person."
+    categories = _("Our categories are {types}.") if len(types) > 1 else _("Our category is {types}.")
+    return f"{opening} {categories.format(types=listing(types))} {closing}"
 
 
 def tracking_quotes(retrieved: Retrieved) -> list[dict[str, str]]:

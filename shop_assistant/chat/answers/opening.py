@@ -11,6 +11,12 @@ opening (``pipeline``), and only its sentences that pass ``checker`` are shown.
 The lead sentences come from templates the store's owner can edit in the studio (``Store.opening_templates``;
 the defaults below fill any kind left empty). A question always gets the same wording, and different questions
 get different ones: the template is picked by a hash of the question.
+
+Every sentence written here is marked for translation (Django's gettext, ``shop_assistant/locale``): composed under
+``translation.override(language)`` (the pipeline does), an answer opens in the shopper's language. The store's own
+words stay as the store wrote them: its templates, product titles, descriptions, option values, policy sentences.
+A sentence whose verb follows the product's name ("is" or "are", ``_is``) has one message for each, so a translation
+can agree too. English is the message itself: its output does not change.
 """
 
 from __future__ import annotations
@@ -23,36 +29,40 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop, pgettext
+
 from catalog.grounding import LETTER_SIZE, LETTER_SIZES, OptionValues, ProductFacts, is_size
 from catalog.passages import Match, content_words
 from catalog.text import NEGATIONS, any_word, split_sentences
 
-# kind -> templates; each names its placeholders (see PLACEHOLDERS).
+# kind -> templates; each names its placeholders (see PLACEHOLDERS). Marked for translation: a kind the store left
+# empty opens in the shopper's language (``templates_for``).
 DEFAULT_TEMPLATES: dict[str, list[str]] = {
     "product": [
-        "We have the {product} for {price}.",
-        "You could go for the {product}, at {price}.",
-        "There's the {product}, at {price}.",
+        gettext_noop("We have the {product} for {price}."),
+        gettext_noop("You could go for the {product}, at {price}."),
+        gettext_noop("There's the {product}, at {price}."),
     ],
     "products": [
-        "We have {products}.",
-        "Here is what we have: {products}.",
-        "These match what you asked for: {products}.",
+        gettext_noop("We have {products}."),
+        gettext_noop("Here is what we have: {products}."),
+        gettext_noop("These match what you asked for: {products}."),
     ],
     "policy": [
-        "Our {document} policy says: {sentence}",
-        "From our {document} policy: {sentence}",
-        "Here is what our {document} policy says: {sentence}",
+        gettext_noop("Our {document} policy says: {sentence}"),
+        gettext_noop("From our {document} policy: {sentence}"),
+        gettext_noop("Here is what our {document} policy says: {sentence}"),
     ],
     "faq": ["{answer}"],
     "greeting": [
-        "Hi! I'm the shopping assistant of {store}. Ask me about our products ({types}), shipping or returns.",
-        "Hello! I can help you find products at {store} ({types}) and answer questions about shipping and returns.",
+        gettext_noop("Hi! I'm the shopping assistant of {store}. Ask me about our products ({types}), shipping or returns."),
+        gettext_noop("Hello! I can help you find products at {store} ({types}) and answer questions about shipping and returns."),
     ],
-    "thanks": ["You're welcome!", "Happy to help!"],
+    "thanks": [gettext_noop("You're welcome!"), gettext_noop("Happy to help!")],
     "other": [
-        "I can help with {store}'s products ({types}) and with questions about shipping, returns and warranty.",
-        "I'm here to help with products from {store} ({types}) and with shipping, returns and warranty questions.",
+        gettext_noop("I can help with {store}'s products ({types}) and with questions about shipping, returns and warranty."),
+        gettext_noop("I'm here to help with products from {store} ({types}) and with shipping, returns and warranty questions."),
     ],
 }
 PLACEHOLDERS: dict[str, set[str]] = {
@@ -119,9 +129,13 @@ class Opening:
 
 
 def templates_for(store: Any) -> dict[str, list[str]]:
-    """The store's templates, with the defaults for every kind it left empty."""
+    """The store's templates, with the defaults for every kind it left empty. The defaults come in the active
+    language (as many wordings as in English, so a question picks the same one); the store's own are its words."""
     own = getattr(store, "opening_templates", None) or {}
-    return {kind: [t for t in own.get(kind, []) if t.strip()] or defaults for kind, defaults in DEFAULT_TEMPLATES.items()}
+    return {
+        kind: [t for t in own.get(kind, []) if t.strip()] or [_(t) for t in defaults]
+        for kind, defaults in DEFAULT_TEMPLATES.items()
+    }
 
 
 def template_errors(kind: str, template: str) -> list[str]:
@@ -151,8 +165,16 @@ def money(amount: Decimal, currency: str) -> str:
 
 
 def listing(items: Sequence[str], conjunction: str = "and") -> str:
-    """"a", "a and b", "a, b and c"."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conjunction} {items[-1]}"
+    """"a", "a and b", "a, b and c"; ``conjunction`` "and" or "or", in the active language."""
+    if len(items) == 1:
+        return items[0]
+    word = pgettext("list", "or") if conjunction == "or" else pgettext("list", "and")
+    return ", ".join(items[:-1]) + f" {word} {items[-1]}"
+
+
+def _agreeing(title: str, singular: str, plural: str) -> str:
+    """The one of two translated sentences whose verb agrees with the product's name: "is" or "are" (``_is``)."""
+    return singular if _is(title) == "is" else plural
 
 
 def capitalised(text: str) -> str:
@@ -191,9 +213,10 @@ def _about(product: ProductFacts, sentence: str, first: bool) -> str:
     """A description sentence made to name its product. A description's first sentence usually says what the
     product is ("A freestanding tent ..."): it becomes "The X is a freestanding tent ..."; any other is quoted
     after the name, since its subject may be a part ("A draft collar and a hood ... hold the warmth in")."""
-    article, _, rest = sentence.partition(" ")
+    article, _space, rest = sentence.partition(" ")
     if first and article in ("A", "An") and rest and _is(product.title) == "is":
-        return f"The {product.title} is {article.lower()} {rest}"
+        # The description goes on in the store's words: "The X is a freestanding tent ..."
+        return _("The {title} is {description}").format(title=product.title, description=f"{article.lower()} {rest}")
     return f"{product.title}: {sentence}"
 
 
@@ -218,8 +241,14 @@ def _stock_sentence(product: ProductFacts) -> str | None:
     if product.in_stock:
         return None
     if product.others_in_stock and product.variant:
-        return f"The {product.title} in {product.variant} {_is(product.title)} sold out, but other options are in stock."
-    return f"The {product.title} {_is(product.title)} out of stock right now."
+        return _agreeing(
+            product.title,
+            _("The {title} in {variant} is sold out, but other options are in stock."),
+            _("The {title} in {variant} are sold out, but other options are in stock."),
+        ).format(title=product.title, variant=product.variant)
+    return _agreeing(
+        product.title, _("The {title} is out of stock right now."), _("The {title} are out of stock right now.")
+    ).format(title=product.title)
 
 
 def _letter_sized(sizes: tuple[tuple[str, bool], ...]) -> bool:
@@ -260,32 +289,49 @@ def _named(product: ProductFacts, question: str) -> tuple[list[tuple[int, str]],
         named += [(index, v) for v, _ in values if _names(question, v) or any(_is_size_value(a, v) for a in asked)]
         unlisted = [a for a in asked if not any(_is_size_value(a, v) for v, _ in values)]
         if unlisted and missing is None:
-            missing = unlisted[0] if not unlisted[0][:1].isdigit() else f"size {unlisted[0]}"
+            missing = unlisted[0] if not unlisted[0][:1].isdigit() else _size(unlisted[0])
     return named, missing
 
 
+def sold_out(value: str) -> str:
+    """"M (sold out)": an option value, a size, that no variant in stock has."""
+    return _("{value} (sold out)").format(value=value)
+
+
 def _option_phrase(name: str, values: tuple[tuple[str, bool], ...]) -> str:
-    listed = listing([value if available else f"{value} (sold out)" for value, available in values])
+    listed = listing([value if available else sold_out(value) for value, available in values])
     if is_size(name):
-        return f"{'sizes' if len(values) > 1 else 'size'} {listed}"
+        return (_("sizes {sizes}") if len(values) > 1 else _("size {sizes}")).format(sizes=listed)
     if _COLOUR.search(name) or name.startswith("Option "):
         return listed
     # "Regular and Long length (Long sold out)": not "Long (sold out) length"
-    sold_out = [value for value, available in values if not available]
-    plain = f"{listing([value for value, _ in values])} {name.lower()}"
-    return plain + (f" ({listing(sold_out)} sold out)" if sold_out else "")
+    gone = [value for value, available in values if not available]
+    plain = f"{listing([value for value, _available in values])} {name.lower()}"
+    return plain + (" " + _("({values} sold out)").format(values=listing(gone)) if gone else "")
 
 
 def _comes_in(product: ProductFacts, missing: str | None) -> str:
-    verb = "comes" if _is(product.title) == "is" else "come"
-    phrases = ", in ".join(_option_phrase(name, values) for name, values in product.option_values)
-    return f"The {product.title} {verb} in {phrases}" + (f"; no {missing} is listed." if missing else ".")
+    phrases = pgettext("options", ", in ").join(_option_phrase(name, values) for name, values in product.option_values)
+    if missing:
+        sentence = _agreeing(
+            product.title,
+            _("The {title} comes in {options}; no {missing} is listed."),
+            _("The {title} come in {options}; no {missing} is listed."),
+        )
+    else:
+        sentence = _agreeing(product.title, _("The {title} comes in {options}."), _("The {title} come in {options}."))
+    return sentence.format(title=product.title, options=phrases, missing=missing)
+
+
+def _size(code: str) -> str:
+    """"size 12", "size M"."""
+    return _("size {size}").format(size=code)
 
 
 def _value_phrase(values: OptionValues, index: int, value: str) -> str:
     name = values[index][0]
     if is_size(name):
-        return f"size {value}"
+        return _size(value)
     return value if _COLOUR.search(name) or name.startswith("Option ") else f"{value} {name.lower()}"
 
 
@@ -295,7 +341,7 @@ def _availability(product: ProductFacts, named: list[tuple[int, str]]) -> list[t
     indexes = [index for index, _ in named]
     if len(set(indexes)) == len(indexes) > 1 and product.variant_options:
         wanted = {value for _, value in named}
-        phrase = " in ".join(_value_phrase(product.option_values, i, v) for i, v in named)
+        phrase = pgettext("options", " in ").join(_value_phrase(product.option_values, i, v) for i, v in named)
         found = [in_stock for values, in_stock in product.variant_options if wanted <= set(values)]
         return [(phrase, "in stock" if any(found) else "sold out" if found else "not listed")]
     available = {(i, v): ok for i, (_, values) in enumerate(product.option_values) for v, ok in values}
@@ -304,8 +350,19 @@ def _availability(product: ProductFacts, named: list[tuple[int, str]]) -> list[t
 
 
 def _stock_of(product: ProductFacts, phrase: str, state: str, alone: bool) -> str:
-    said = {"in stock": "is in stock.", "sold out": "is sold out right now.", "not listed": "is not listed."}[state]
-    return f"{capitalised(phrase)} {said}" if alone else f"The {product.title} in {phrase} {said}"
+    if alone:
+        said = {
+            "in stock": _("{option} is in stock."),
+            "sold out": _("{option} is sold out right now."),
+            "not listed": _("{option} is not listed."),
+        }[state]
+        return capitalised(said.format(option=phrase))
+    said = {
+        "in stock": _("The {title} in {option} is in stock."),
+        "sold out": _("The {title} in {option} is sold out right now."),
+        "not listed": _("The {title} in {option} is not listed."),
+    }[state]
+    return said.format(title=product.title, option=phrase)
 
 
 @dataclass(frozen=True)
@@ -370,10 +427,17 @@ def _lacking(products: Sequence[ProductFacts], question: str, catalog_words: fro
 
 
 def _lacking_sentence(products: Sequence[ProductFacts], lacking: list[str]) -> str:
-    what = " or ".join(lacking)
+    what = _either(lacking)
     if len(products) == 1:
-        return f"{'It is' if _is(products[0].title) == 'is' else 'They are'} not described as {what}."
-    return f"{'Neither' if len(products) == 2 else 'None of them'} is described as {what}."
+        sentence = _agreeing(products[0].title, _("It is not described as {what}."), _("They are not described as {what}."))
+    else:
+        sentence = _("Neither is described as {what}.") if len(products) == 2 else _("None of them is described as {what}.")
+    return sentence.format(what=what)
+
+
+def _either(words: Sequence[str]) -> str:
+    """"waterproof or insulated"."""
+    return f" {pgettext('list', 'or')} ".join(words)
 
 
 # "Which tent is best for backpacking?", "a good jacket for hiking?", "what would you recommend for camping?"
@@ -412,21 +476,24 @@ def _lead(
     products: Sequence[ProductFacts], question: str, templates: dict[str, list[str]], lacking: list[str]
 ) -> str:
     """The first sentence: the products with their prices."""
-    listed = listing([f"the {p.title} ({money(p.price, p.currency)})" for p in products])
+    listed = listing([_("the {title} ({price})").format(title=p.title, price=money(p.price, p.currency)) for p in products])
     if len(products) == 1:
         product = products[0]
         price, verb = money(product.price, product.currency), _is(product.title)
         if not product.buyable:
             # Not "You could go for the chair" before "the chair is out of stock": the lead says it.
-            cost = "costs" if verb == "is" else "cost"
-            return f"The {product.title} {cost} {price} but {verb} out of stock right now."
+            return _agreeing(
+                product.title,
+                _("The {title} costs {price} but is out of stock right now."),
+                _("The {title} cost {price} but are out of stock right now."),
+            ).format(title=product.title, price=price)
         if lacking:  # not "We have the ..." before "it is not described as waterproof"
-            return f"The closest we have is the {product.title}, at {price}."
+            return _("The closest we have is the {title}, at {price}.").format(title=product.title, price=price)
         lead = _pick(templates["product"], question).format(product=product.title, price=price)
         # "There are the Trailblazer Hiking Boots", not "There's"
         return re.sub(r"^There(?:'s| is)\b", "There are", lead) if verb == "are" else lead
     if lacking:  # not "These match what you asked for" before "neither is described as waterproof"
-        return f"The closest we have: {listed}."
+        return _("The closest we have: {products}.").format(products=listed)
     return _pick(templates["products"], question).format(products=listed)
 
 
@@ -443,7 +510,11 @@ def products_opening(
     if lacking and _named_and_sold(products, question):
         # "Is the Featherlight Down Vest waterproof?" is answered first, not with "the closest we have".
         product, price = products[0], money(products[0].price, products[0].currency)
-        lead = f"The {product.title} ({price}) {_is(product.title)} not described as {' or '.join(lacking)}."
+        lead = _agreeing(
+            product.title,
+            _("The {title} ({price}) is not described as {what}."),
+            _("The {title} ({price}) are not described as {what}."),
+        ).format(title=product.title, price=price, what=_either(lacking))
         lacking = []
     said_out = len(products) == 1 and not products[0].buyable
     # "Yes!" only answers "do you have ...?", and only when every word asked for is in the products' data: the
@@ -451,29 +522,33 @@ def products_opening(
     options = _options_answer(products, question)
     yes = _HAVE.search(question) and not (asks_sale or asks_stock) and _all_described(products, question)
     if yes and options.settled:
-        lead = "Yes! " + lead
+        lead = _("Yes! {sentence}").format(sentence=lead)
     sentences = [lead, *options.sentences]  # the sizes or colours asked about come first: they are the answer
     if lacking:  # what was asked for and these do not have, said at once
         sentences.append(_lacking_sentence(products, lacking))
     picked = _picked_for(products, question)
     if picked:  # "which is best for backpacking?" is answered before anything else about them
         purpose, pick = picked
-        sentences.append(f"For {purpose}, the {pick.title} {_is(pick.title)} the one to pick.")
+        sentences.append(_agreeing(
+            pick.title, _("For {purpose}, the {title} is the one to pick."), _("For {purpose}, the {title} are the one to pick.")
+        ).format(purpose=purpose, title=pick.title))
         sentences += [detail for detail in [_detail_for(pick, question, describe=True)] if detail]
     stock = [None if said_out else _stock_sentence(p) for p in products]
     if asks_stock and not said_out:  # the answer to "is it in stock?" comes first
-        filler = "In stock now." if len(products) == 1 else "All of them are in stock now."
+        filler = _("In stock now.") if len(products) == 1 else _("All of them are in stock now.")
         sentences += [s for s in stock if s] or ([] if options.told_stock else [filler])
     for product in products:
         if product.on_sale and (asks_sale or len(products) == 1):
             was = money(product.compare_at_price, product.currency)  # type: ignore[arg-type]
-            sentences.append(f"The {product.title} {_is(product.title)} on sale: down from {was}.")
+            sentences.append(_agreeing(
+                product.title, _("The {title} is on sale: down from {price}."), _("The {title} are on sale: down from {price}.")
+            ).format(title=product.title, price=was))
     if asks_sale and not any(p.on_sale for p in products):
-        sentences.append("These are at their regular prices right now.")
+        sentences.append(_("These are at their regular prices right now."))
     prices = {p.price for p in products}
     if len(prices) > 1 and not asks_sale:
         cheapest = min(products, key=lambda p: p.price)
-        sentences.append(f"The least expensive is the {cheapest.title}.")
+        sentences.append(_("The least expensive is the {title}.").format(title=cheapest.title))
     details = [_detail_for(p, question, describe=len(products) == 1) for p in products]
     sentences += [detail for detail in details if detail][:2]
     if not asks_stock:
@@ -525,12 +600,13 @@ def policy_opening(answers: Sequence[Match], question: str, templates: dict[str,
         sentences.append(text)
     verdict = settles(question, answers[0].passage.text)
     if verdict is not None and not re.match(r"^\W*(?:yes|no)\b", sentences[0], re.IGNORECASE):
-        sentences[0] = f"{verdict} {sentences[0]}"
+        said = _("Yes.") if verdict == "Yes." else _("No.")
+        sentences[0] = f"{said} {sentences[0]}"
     return Opening(" ".join(sentences), kind)
 
 
 def small_talk_opening(store: Any, question: str, types: Sequence[str], templates: dict[str, list[str]]) -> Opening:
-    listing = ", ".join(types[:3]) if types else "everything we sell"
+    listing = ", ".join(types[:3]) if types else _("everything we sell")
     if _THANKS.search(question):
         kind = "thanks"
     elif _GREETING.search(question):

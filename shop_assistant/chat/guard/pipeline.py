@@ -8,6 +8,10 @@ the model's continuation as the store's ``model_text`` setting says: "checked" (
 by sentence, each one only after ``checker`` found it supported, and ends the answer at the first that is not;
 "unchecked" streams it as it comes through the loop detector and the figure filter; "off" shows the opening alone.
 Either way an answer never ends mid-sentence. The session (``session.py``) sends the frames and records.
+
+The shopper's language is detected once per message (``catalog.language.detect``) and everything ``plan`` composes
+(the tools' replies, the opening) is composed under ``translation.override`` of it: the fixed sentences come in the
+shopper's language (``shop_assistant/locale``), the store's own words as they are. ``Plan.language`` keeps it.
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
+from django.utils import translation
+
 from catalog import freshness, passages
+from catalog import language as shopper_language
 from catalog.grounding import product_types
 from catalog.models import Store
 from shop_assistant.prompts.models import PromptVersion, published_prompt
@@ -67,6 +74,7 @@ class Plan:
     evidence: Evidence | None = None  # what the model's sentences are checked against
     model_text: str = MODEL_TEXT_CHECKED
     understood: Understood | None = None  # the planner's calls and time (evaluation, logs)
+    language: str = shopper_language.DEFAULT  # the shopper's language, the one the composed sentences are in
 
     @property
     def generates(self) -> bool:
@@ -161,9 +169,12 @@ def plan(
 
     The catalog is one snapshot for the whole plan: its stamp is read once (``catalog.freshness``) and the indexes
     built from it (products, passages, the documents' bodies) are the process's, rebuilt only when it changes.
+    Everything is composed in the language ``text`` is written in (``Plan.language``).
     """
-    with freshness.one_read():
-        return _plan(engine, store, turns, text, previous, version, shown)
+    # One language per message: every sentence composed for it is in the same one.
+    lang = shopper_language.detect(text)
+    with freshness.one_read(), translation.override(lang):
+        return replace(_plan(engine, store, turns, text, previous, version, shown), language=lang)
 
 
 def _plan(

@@ -1,7 +1,9 @@
 """A shopper asking for a person: recognise it, record the request on the conversation, and word the reply.
 
 The reply is fixed text (the store's ``handoff_reply`` or the default), never model text, and it says when
-agents are back if the request comes outside the store's support hours.
+agents are back if the request comes outside the store's support hours. The default reply and the "agents are
+back" sentence are translated (composed under ``translation.override``, the shopper's language; weekday names are
+Django's own); the store's ``handoff_reply`` is its words.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.utils import timezone
+from django.utils.dates import WEEKDAYS
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop, pgettext
 
 from catalog.models import Store
 
 from ..models import Conversation
 
-DEFAULT_REPLY = "I've asked a member of our team to join this chat; they will answer you here."
-AWAY_REPLY = "Our team is away right now: agents are back at {when}. Your request is saved and they will answer here."
-_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+DEFAULT_REPLY = gettext_noop("I've asked a member of our team to join this chat; they will answer you here.")
+AWAY_REPLY = gettext_noop(
+    "Our team is away right now: agents are back at {when}. Your request is saved and they will answer here."
+)
 
 # Recognising a request for a person. A shopper says it in many ways ("agent pls", "can a human help me?", "is
 # there anyone I can chat with?", "quiero hablar con un agente"), and a product question says "person" too ("a
@@ -166,15 +172,16 @@ def next_opening(hours: dict, now: datetime) -> datetime | None:
 
 
 def describe_opening(when: datetime, now: datetime) -> str:
+    """"09:00 tomorrow (Europe/Berlin)", in the active language (one message per case, so a translation can put
+    the day first: "mañana a las 09:00")."""
     local_now = now.astimezone(when.tzinfo)
-    clock = when.strftime("%H:%M")
+    clock, zone = when.strftime("%H:%M"), str(when.tzinfo)
     if when.date() == local_now.date():
-        day = "today"
-    elif when.date() == local_now.date() + timedelta(days=1):
-        day = "tomorrow"
-    else:
-        day = _DAYS[when.weekday()]
-    return f"{clock} {day} ({when.tzinfo})"
+        return pgettext("agents are back", "{clock} today ({zone})").format(clock=clock, zone=zone)
+    if when.date() == local_now.date() + timedelta(days=1):
+        return pgettext("agents are back", "{clock} tomorrow ({zone})").format(clock=clock, zone=zone)
+    weekday = str(WEEKDAYS[when.weekday()])  # Django's own names: "Monday", "lunes", "lundi", "Montag"
+    return pgettext("agents are back", "{clock} {weekday} ({zone})").format(clock=clock, weekday=weekday, zone=zone)
 
 
 def agents_back(store: Store, now: datetime | None = None) -> str | None:
@@ -186,11 +193,11 @@ def agents_back(store: Store, now: datetime | None = None) -> str | None:
 
 def reply_for(store: Store, now: datetime | None = None) -> str:
     now = now or timezone.now()
-    base = store.handoff_reply.strip() or DEFAULT_REPLY
+    base = store.handoff_reply.strip() or _(DEFAULT_REPLY)
     opening = next_opening(store.support_hours or {}, now)
     if opening is None:
         return base
-    away = AWAY_REPLY.format(when=describe_opening(opening, now))
+    away = _(AWAY_REPLY).format(when=describe_opening(opening, now))
     return away if not store.handoff_reply.strip() else f"{base} {away}"
 
 

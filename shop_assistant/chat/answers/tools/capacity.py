@@ -3,7 +3,8 @@ cook for four?", "will the chair hold 110 kg?".
 
 The capacity is read from the product's own title and description ("2-Person", "room for six", "cooks dinner for
 two", "holds up to 120 kg"); the answer says yes or no with the catalog's words, and names the products of the
-same kind that do fit. When the catalog does not say, the answer says that.
+same kind that do fit. When the catalog does not say, the answer says that. The sentences are translated (the
+shopper's language); the catalog's own words ("room for six") are quoted as they are.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext, pgettext
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from catalog.grounding import ProductFacts, card, product_facts
@@ -89,19 +92,28 @@ def _fits(capacity: Capacity, arguments: CapacityArguments) -> bool | None:
 def _need(arguments: CapacityArguments) -> str:
     parts = []
     if arguments.people is not None:
-        parts.append(f"{arguments.people} {'person' if arguments.people == 1 else 'people'}")
+        parts.append(ngettext("{count} person", "{count} people", arguments.people).format(count=arguments.people))
     if arguments.weight_kg is not None:
         parts.append(f"{arguments.weight_kg:g} kg")
-    return " and ".join(parts)
+    return _and(parts)
+
+
+def _and(parts: list[str]) -> str:
+    """"2 people and 100 kg"."""
+    return f" {pgettext('list', 'and')} ".join(parts)
 
 
 def _says(facts: ProductFacts, capacity: Capacity) -> str:
     said = []
     if capacity.people is not None:
-        said.append(f"is made for {capacity.people_word} {'person' if capacity.people == 1 else 'people'}")
+        said.append(
+            ngettext("is made for {count} person", "is made for {count} people", capacity.people).format(
+                count=capacity.people_word
+            )
+        )
     if capacity.load_kg is not None:
-        said.append(f"holds up to {capacity.load_kg} kg")
-    return f"the {facts.title} " + " and ".join(said)
+        said.append(_("holds up to {kg} kg").format(kg=capacity.load_kg))
+    return _("the {title} {facts}").format(title=facts.title, facts=_and(said))
 
 
 def _candidates(context: Context, phrase: str) -> list[Product]:
@@ -140,17 +152,20 @@ def check_capacity(context: Context, arguments: CapacityArguments) -> Compositio
     if named is not None:
         capacity, verdict = capacity_of(named.facts), _fits(capacity_of(named.facts), arguments)
         if verdict is None:
-            sentences.append(f"Our catalog doesn't say whether the {named.facts.title} is right for {need}.")
+            sentence = _("Our catalog doesn't say whether the {title} is right for {need}.")
+            sentences.append(sentence.format(title=named.facts.title, need=need))
         else:
-            sentences.append(f"{'Yes' if verdict else 'No'}: {_says(named.facts, capacity)}.")
+            sentence = _("Yes: {says}.") if verdict else _("No: {says}.")
+            sentences.append(sentence.format(says=_says(named.facts, capacity)))
         fitting = [p for p in fitting if p is not named]
         if verdict and fitting:
             fitting = []
     if fitting:
         names = listing([_says(p.facts, capacity_of(p.facts)) for p in fitting])
-        sentences.append(f"For {need}: {names}.")
+        sentences.append(_("For {need}: {names}.").format(need=need, names=names))
     elif named is None:
-        sentences.append(f"None of our {candidates[0].facts.product_type.lower() or 'products'} says it is made for {need}.")
+        kind = candidates[0].facts.product_type.lower() or _("products")
+        sentences.append(_("None of our {kind} says it is made for {need}.").format(kind=kind, need=need))
     shown = ([named] if named is not None else []) + fitting
     shown = shown or candidates[:2]
     return Composition(CAPACITY, reply=" ".join(sentences), cards=[p.card for p in shown], products=[p.facts for p in shown])

@@ -2,7 +2,8 @@
 shown (``comparison``), or "what's the difference between your two sleeping bags?" about products named.
 
 Every figure in the reply is a catalog price or a phrase of the product's own text; a product the catalog says
-nothing about on a point is not compared on it.
+nothing about on a point is not compared on it. The sentences are translated (the shopper's language); the
+descriptions are the store's words.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from django.utils.translation import gettext as _
 from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.grounding import card, product_facts
@@ -72,11 +74,14 @@ def _differences(products: list[Product]) -> str:
             points.append(f"{weight[1]}")
         capacity = capacity_of(facts)
         if capacity.people:
-            points.append(f"for {capacity.people}")
+            points.append(_("for {count}").format(count=capacity.people))
         proof = comparison.waterproofing(facts)
         if proof:
-            points.append(proof)
-        sentences.append(f"The {facts.title} ({', '.join(points)}): {_first_sentence(facts.description)}")
+            points.append(comparison.proofing_word(proof))
+        sentence = _("The {title} ({points}): {description}")
+        sentences.append(
+            sentence.format(title=facts.title, points=", ".join(points), description=_first_sentence(facts.description))
+        )
     if len(products) == 2:
         sentences.append(difference_sentence(products[0], products[1]))
     return " ".join(sentences)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..composition import MODEL, NO_ANSWER, NO_ANSWER_REPLY, Composition
+from ..composition import MODEL, NO_ANSWER, Composition, no_answer_reply
 from .registry import Context, register
 
 
@@ -28,5 +28,5 @@ class PolicyArguments(BaseModel):
 def policy_lookup(context: Context, arguments: PolicyArguments) -> Composition:
     retrieved = context.retrieve(context.store, arguments.question)
     if not retrieved.answers:
-        return Composition(NO_ANSWER, reply=NO_ANSWER_REPLY)
+        return Composition(NO_ANSWER, reply=no_answer_reply())
     return Composition(MODEL, facts=retrieved.facts, quotes=retrieved.quotes, answers=retrieved.answers)

@@ -11,15 +11,14 @@ from ...log import handoff
 from ..composition import (
     HANDOFF,
     IDENTITY,
-    IDENTITY_REPLY,
     MODEL,
     ORDER,
-    ORDER_REPLY,
     TRACKING_QUESTION,
     Composition,
+    identity_reply,
+    order_reply,
     tracking_quotes,
 )
-from ..opening import possessive
 from .registry import Context, register
 
 
@@ -59,7 +58,7 @@ def request_person(context: Context, arguments: HandoffArguments) -> Composition
 def order_status(context: Context, arguments: OrderArguments) -> Composition:
     # The store's sentence on tracking, asked in words that find it whatever the shopper wrote.
     quotes = tracking_quotes(context.retrieve(context.store, TRACKING_QUESTION))
-    return Composition(ORDER, reply=ORDER_REPLY, quotes=quotes)
+    return Composition(ORDER, reply=order_reply(), quotes=quotes)
 
 
 @register(
@@ -71,5 +70,5 @@ def order_status(context: Context, arguments: OrderArguments) -> Composition:
 def small_talk(context: Context, arguments: SmallTalkArguments) -> Composition:
     store = context.store
     if arguments.kind == "identity":
-        return Composition(IDENTITY, reply=possessive(IDENTITY_REPLY.format(store=store.name), store.name))
+        return Composition(IDENTITY, reply=identity_reply(store))
     return Composition(MODEL, facts=context.retrieve(store, "").facts)

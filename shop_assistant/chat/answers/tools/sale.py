@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from pydantic import BaseModel, ConfigDict
 
 from catalog import sales
@@ -21,7 +22,7 @@ class SaleArguments(BaseModel):
 def products_on_sale(context: Context, arguments: SaleArguments) -> Composition:
     hits = [hit for hit in sales.on_sale(context.store, 3) if hit.variant is not None]
     if not hits:
-        return Composition(NO_MATCH, reply="Nothing is on sale right now.")
+        return Composition(NO_MATCH, reply=_("Nothing is on sale right now."))
     products = [product_facts(hit) for hit in hits]
     facts = "Products on sale:\n" + "\n".join(
         f"{i}. {p.title}: {p.price} {p.currency}, was {p.compare_at_price}" for i, p in enumerate(products, 1)

@@ -15,13 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..composition import (
     MODEL,
     NO_ANSWER,
-    NO_ANSWER_REPLY,
     NO_MATCH,
     Composition,
     asks_about_the_store,
     asks_the_catalog,
     is_follow_up,
     is_small_talk,
+    no_answer_reply,
     no_match_reply,
 )
 from .registry import Context, register
@@ -68,7 +68,7 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
     if retrieved.found:
         return composition_of(retrieved)
     if asks_about_the_store(text):
-        return Composition(NO_ANSWER, reply=NO_ANSWER_REPLY)
+        return Composition(NO_ANSWER, reply=no_answer_reply())
     if is_small_talk(text) or not asks_the_catalog(text) and arguments.query == text:
         return Composition(MODEL, facts=retrieved.facts)
     return Composition(NO_MATCH, reply=no_match_reply(context.store, arguments.query))

@@ -1,7 +1,8 @@
 """``price_total``: what several products cost together, or how much more one costs than another.
 
 Quantities times the variants' prices, summed in Decimal; the sentence shows every term, so the shopper can check
-the sum. A product the catalog has nothing for is said to be left out, never guessed.
+the sum. A product the catalog has nothing for is said to be left out, never guessed. The sentences are translated
+(composed under the shopper's language); titles and prices go in unchanged.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Literal
 
+from django.utils.translation import gettext as _
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..composition import NO_MATCH, Composition, no_match_reply
@@ -35,34 +37,43 @@ def _term(quantity: int, product: Product) -> str:
     facts = product.facts
     name = f"{facts.title} ({facts.variant})" if facts.variant else facts.title
     price = money(facts.price, facts.currency)
-    return f"{name} {price}" if quantity == 1 else f"{quantity} × {name} at {price}"
+    if quantity == 1:
+        return f"{name} {price}"
+    return _("{quantity} × {name} at {price}").format(quantity=quantity, name=name, price=price)
 
 
 def _stock_notes(products: list[Product]) -> list[str]:
     out = [p.facts for p in products if not p.facts.in_stock]
-    return [f"The {facts.title} is out of stock right now." for facts in out]
+    return [_("The {title} is out of stock right now.").format(title=facts.title) for facts in out]
 
 
 def _sum(lines: list[tuple[int, Product]], missing: list[str]) -> str:
     currency = lines[0][1].facts.currency
     total = sum((quantity * p.facts.price for quantity, p in lines), Decimal("0"))
     terms = " + ".join(_term(quantity, p) for quantity, p in lines)
-    sentence = f"{terms} = {money(total, currency)} in total." if len(lines) > 1 or lines[0][0] > 1 else (
-        f"The {lines[0][1].facts.title} costs {money(total, currency)}."
-    )
+    if len(lines) > 1 or lines[0][0] > 1:
+        sentence = _("{terms} = {total} in total.").format(terms=terms, total=money(total, currency))
+    else:
+        sentence = _("The {title} costs {price}.").format(title=lines[0][1].facts.title, price=money(total, currency))
     if missing:
-        sentence += f" I couldn't find {listing([repr(m) for m in missing], 'or')} in our catalog, so the total leaves it out."
+        names = listing([repr(m) for m in missing], "or")
+        sentence += " " + _("I couldn't find {names} in our catalog, so the total leaves it out.").format(names=names)
     return sentence
 
 
 def difference_sentence(first: Product, second: Product) -> str:
     a, b = first.facts, second.facts
     if a.price == b.price:
-        return f"The {a.title} and the {b.title} cost the same: {money(a.price, a.currency)}."
+        return _("The {first} and the {second} cost the same: {price}.").format(
+            first=a.title, second=b.title, price=money(a.price, a.currency)
+        )
     high, low = (a, b) if a.price > b.price else (b, a)
-    return (
-        f"The {high.title} ({money(high.price, high.currency)}) costs {money(high.price - low.price, high.currency)} "
-        f"more than the {low.title} ({money(low.price, low.currency)})."
+    return _("The {high} ({high_price}) costs {difference} more than the {low} ({low_price}).").format(
+        high=high.title,
+        high_price=money(high.price, high.currency),
+        difference=money(high.price - low.price, high.currency),
+        low=low.title,
+        low_price=money(low.price, low.currency),
     )
 
 
