@@ -334,9 +334,9 @@ def score(record: TurnRecord, ctx: Context) -> dict[str, bool | None]:
 
 def wrong_facts(record: TurnRecord, ctx: Context) -> list[str]:
     """The facts on screen the catalog contradicts: a card's price or stock, a price in the text that is none of
-    the prices of the products its sentence names (the cards' products when it names none; a figure the store's
-    documents, the quotes or the shopper gave is allowed, and in a total's turn the expected figure and a few of
-    one item), a stock claim the variant's stock contradicts."""
+    the prices of the products its sentence names, nor a difference of two of them (the cards' products when it
+    names none; a figure the store's documents, the quotes or the shopper gave is allowed, and in a total's turn
+    the expected figure and a few of one item), a stock claim the variant's stock contradicts."""
     catalog = ctx.catalog
     found = []
     for card in record.cards:
@@ -356,7 +356,10 @@ def wrong_facts(record: TurnRecord, ctx: Context) -> list[str]:
         if not figures:
             continue
         products = catalog.named_in(sentence) or shown or list(catalog.products.values())
-        allowed = {price for product in products for price in product.prices} | given | expected
+        prices = {price for product in products for price in product.prices}
+        allowed = prices | given | expected
+        # "costs 230.00 USD more than": a difference of two of the named products' prices is the catalog's too
+        allowed |= {abs(a - b) for a in prices for b in prices if a != b}
         if expected:  # "two of the regular down bags": a few of one item on the way to the total
             allowed |= {price * count for product in products for price in product.prices for count in range(2, 5)}
         for written, amount in figures:

@@ -14,6 +14,7 @@ facts never depend on the model, only the choice of tool does.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,18 @@ def _rules_fall_short(context: tools.Context, calls: list[tools.Call], compositi
     return rules.is_last_resort(calls) and nothing
 
 
+def _adds_understanding(context: tools.Context, rules_calls: list[tools.Call], model_calls: list[tools.Call]) -> bool:
+    """The model's plan says something the shopper's English words did not: another tool, or search words that
+    are not the message's own ("ear warmers" for "her ears get cold"). The same words searched again ("kayaks")
+    would only find what the rules' search ranked below the bar."""
+    if context.language != "en" or len(model_calls) != 1 or model_calls[0].name != "search_products":
+        return True
+    if rules_calls[0].name != "search_products":
+        return True
+    asked = set(re.findall(r"[a-z0-9]+", context.text.lower()))
+    return not set(re.findall(r"[a-z0-9]+", model_calls[0].arguments.query.lower())) <= asked
+
+
 def understand(
     store: Store,
     text: str,
@@ -79,6 +92,8 @@ def understand(
     titles = [str(card.get("title") or "") for card in shown]
     planned = model.plan(engine, store, prompt, text, previous, titles)
     logger.info("model plan in %.1f s for %r: %s %s", planned.seconds, text, planned.raw, planned.error)
+    if composition is not None and planned.calls and not _adds_understanding(context, calls, planned.calls):
+        planned = model.Planned(None, planned.raw, planned.seconds, "the same search as the rules'")
     if not planned.calls:
         return Understood(composition or tools.execute(context, calls), calls, "rules", planned.seconds, planned.error)
     return Understood(tools.execute(context, planned.calls), planned.calls, "model", planned.seconds)

@@ -87,6 +87,7 @@ def _reread(context: Context, product: Product, question: str) -> Product:
     examples=(
         ("How long does its battery last?", {"product": "it", "question": "how long does the battery last"}),
         ("Does the stove come with a case?", {"product": "stove", "question": "does it come with a case"}),
+        ("Wie schwer ist das Zelt?", {"product": "tent", "question": "how heavy is it"}),
     ),
 )
 def product_details(context: Context, arguments: DetailsArguments) -> Composition:

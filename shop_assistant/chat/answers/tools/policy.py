@@ -21,8 +21,9 @@ class PolicyArguments(BaseModel):
     "order, contact) from its own documents.",
     PolicyArguments,
     examples=(
-        ("¿Hacen envíos a Chile?", {"question": "Do you ship to Chile?"}),
-        ("Can I exchange a gift?", {"question": "Can I exchange a gift?"}),
+        ("Combien de temps pour être remboursé ?", {"question": "How long does a refund take?"}),
+        ("Do you offer gift wrapping?", {"question": "Do you offer gift wrapping?"}),
+        ("Akzeptiert ihr PayPal?", {"question": "Do you accept PayPal?"}),
     ),
 )
 def policy_lookup(context: Context, arguments: PolicyArguments) -> Composition:

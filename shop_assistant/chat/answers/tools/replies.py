@@ -24,12 +24,12 @@ from .registry import Context, register
 
 class HandoffArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    reason: str | None = Field(None, max_length=200, description="what the shopper needs a person for, if said")
+    reason: str = Field(None, max_length=200, description="what the shopper needs a person for, if said")  # type: ignore[assignment]
 
 
 class OrderArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    order_number: str | None = Field(None, max_length=40, description="the order number, if the shopper gave one")
+    order_number: str = Field(None, max_length=40, description="the order number, if the shopper gave one")  # type: ignore[assignment]
 
 
 class SmallTalkArguments(BaseModel):
@@ -43,7 +43,7 @@ class SmallTalkArguments(BaseModel):
     "handoff",
     "The shopper asks for a human: a person, an agent, support staff, in any words or language.",
     HandoffArguments,
-    examples=(("Je voudrais parler à quelqu'un", {"reason": None}),),
+    examples=(("Je voudrais parler à quelqu'un", {}), ("the strap snapped, can someone from customer service help me?", {"reason": "broken strap"})),
 )
 def request_person(context: Context, arguments: HandoffArguments) -> Composition:
     return Composition(HANDOFF, reply=handoff.reply_for(context.store))
@@ -53,7 +53,7 @@ def request_person(context: Context, arguments: HandoffArguments) -> Composition
     "order_status",
     "A question about the shopper's own order: where it is, its status, a parcel that has not arrived.",
     OrderArguments,
-    examples=(("has my order 5521 shipped yet?", {"order_number": "5521"}),),
+    examples=(("where's my parcel??", {}), ("has order 5521 shipped yet?", {"order_number": "5521"})),
 )
 def order_status(context: Context, arguments: OrderArguments) -> Composition:
     # The store's sentence on tracking, asked in words that find it whatever the shopper wrote.

@@ -9,8 +9,9 @@ store that no document answers, small talk, or a request for something the store
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from ..composition import (
     MODEL,
@@ -27,12 +28,17 @@ from ..composition import (
 from .registry import Context, register
 
 
+# A price is a JSON number (pydantic's Decimal schema also admits a string, which a model then writes).
+Price = Annotated[Decimal, Field(ge=0), WithJsonSchema({"type": "number", "minimum": 0})]
+
+
 class SearchArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=200, description="what to look for, in English catalog words")
-    min_price: Decimal | None = Field(None, ge=0, description="lowest price, in the store's currency")
-    max_price: Decimal | None = Field(None, ge=0, description="highest price (a budget), in the store's currency")
-    in_stock: bool | None = Field(None, description="true: only products available now")
+    # Optional but never null: left out when the shopper did not say (a small model fills a nullable field).
+    min_price: Price = Field(None, description="lowest price, only if the shopper gives one")  # type: ignore[assignment]
+    max_price: Price = Field(None, description="highest price or budget, only if the shopper gives one")  # type: ignore[assignment]
+    in_stock: bool = Field(None, description="true only if the shopper asks for what is in stock")  # type: ignore[assignment]
 
 
 def composition_of(retrieved) -> Composition:  # noqa: ANN001  (retrieval.Retrieved)
@@ -56,6 +62,7 @@ def composition_of(retrieved) -> Composition:  # noqa: ANN001  (retrieval.Retrie
         ("I've got 80 bucks, anything for camping?", {"query": "camping", "max_price": 80}),
         ("¿Tienen mochilas para niños?", {"query": "kids backpack"}),
         ("Habt ihr Handschuhe?", {"query": "gloves"}),
+        ("Was kostet die Fleecejacke?", {"query": "fleece jacket"}),
     ),
 )
 def search_products(context: Context, arguments: SearchArguments) -> Composition:
