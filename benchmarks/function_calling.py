@@ -7,8 +7,10 @@ prompt for all, and each prompt's expected call; written once and never used to 
 Each prompt goes the way a /v1/chat/completions request with ``tools`` and ``tool_choice: "auto"`` goes: the
 body is validated by the API's schema (``shop_assistant.api.schemas``), its tool calling set by
 ``shop_assistant.api.tools.tool_calling``, the conversation and tools rendered by
-``inference.chat_template.encode_chat``, generated greedily (temperature 0) by the engine, and the answer read
-by the same call reader (Hermes blocks). One prompt at a time, so each prompt's seconds are its latency.
+``inference.chat_template.encode_chat``, generated greedily (temperature 0) by the engine under the same
+constraint (``auto``'s structural tag: calls in the model's format, or prose; ``--unconstrained``: free text, as
+before the constraint), and the answer read by the same call reader (Hermes blocks). One prompt at a time, so
+each prompt's seconds are its latency.
 
 The scorer (``score``), on the first call of the answer:
 
@@ -18,6 +20,10 @@ The scorer (``score``), on the first call of the answer:
   strings and enums as written, after stripping spaces); every free-text field with key words holds at least
   one of them, case-insensitively (English or the prompt's language); and no other argument is set (beyond
   nulls): an unasked ``in_stock: true`` changes the search, so it is a wrong call.
+
+Each miss is put in one category (``miss``): by the wrapper the model wrote instead of a call when it made none
+(``<tools>``, doubled braces, a bare JSON object, a fenced block that is no call, prose, or cut by max_tokens),
+else a wrong tool or wrong arguments.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import datetime as dt
 import json
 import statistics
 import time
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -110,8 +117,25 @@ def request_body(data: dict[str, Any], item: dict[str, Any], max_tokens: int) ->
     }
 
 
-def answer(llm: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """The body through the API's tool calling and the engine: the calls read, the content, tokens, seconds."""
+def miss(row: dict[str, Any]) -> str | None:
+    """The category of a prompt's miss (None: right). No call: what the answer's text starts with."""
+    if row["right_arguments"]:
+        return None
+    if row["called"]:
+        return "wrong arguments" if row["right_tool"] else "wrong tool"
+    text = row["text"].lstrip()
+    if row["finish_reason"] == "length":
+        return "cut by max_tokens"
+    for start, category in (("<tools>", "<tools> wrapper"), ("{{", "{{...}} wrapper"), ("<", "other tag"),
+                            ("{", "bare JSON"), ("[", "bare JSON"), ("```", "fenced, no call")):
+        if text.startswith(start):
+            return category
+    return "prose"
+
+
+def answer(llm: Any, body: dict[str, Any], constrained: bool = True) -> dict[str, Any]:
+    """The body through the API's tool calling and the engine: the calls read, the content, tokens, seconds.
+    ``constrained``: under the API's constraint of an ``auto`` answer (False: free text)."""
     from inference import SamplingParams
     from inference.chat_template import encode_chat
     from shop_assistant.api import schemas as api_schemas
@@ -119,10 +143,11 @@ def answer(llm: Any, body: dict[str, Any]) -> dict[str, Any]:
 
     request = api_schemas.validate(body, "chat")
     calling = tool_calling(request)
-    assert calling is not None and calling.schema is None, "tool_choice auto: free text read for calls"
+    assert calling is not None and calling.schema is None, "tool_choice auto: text read for calls"
     conversation = [{"role": m.role, "content": m.content} for m in request.messages]
     prompt_ids = encode_chat(llm.get_tokenizer(), conversation, tools=calling.rendered)
-    params = SamplingParams(temperature=float(request.temperature), max_tokens=request.max_tokens)
+    params = SamplingParams(temperature=float(request.temperature), max_tokens=request.max_tokens,
+                            structured_outputs=calling.constraint() if constrained else None)
     start = time.monotonic()
     out = llm.generate([{"prompt_token_ids": prompt_ids}], params)[0].outputs[0]
     seconds = time.monotonic() - start
@@ -163,22 +188,24 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "output_tokens": tokens,
         "seconds": seconds,
         "output_tokens_per_s": tokens / seconds if seconds else 0.0,
+        "misses": dict(Counter(m for r in rows if (m := r.get("miss")) is not None).most_common()),
         "seconds_per_prompt_median": statistics.median(r["seconds"] for r in rows) if rows else 0.0,
         "seconds_per_prompt_mean": seconds / len(rows) if rows else 0.0,
     }
 
 
 def run(llm: Any, data: dict[str, Any], limit: int | None = None, max_tokens: int = 128,
-        ids: list[str] | None = None) -> dict[str, Any]:
+        ids: list[str] | None = None, constrained: bool = True) -> dict[str, Any]:
     """The prompts (the first ``limit``, or those of ``ids``), one at a time."""
     schemas = tool_schemas(data)
     items = [p for p in data["prompts"] if p["id"] in ids] if ids else data["prompts"][:limit]
     rows = []
     for item in items:
-        got = answer(llm, request_body(data, item, max_tokens))
+        got = answer(llm, request_body(data, item, max_tokens), constrained)
         verdict = score(item, got["calls"], schemas)
-        rows.append({"id": item["id"], "tool": item["tool"], "language": item["language"], "kind": item["kind"],
-                     **verdict, **got})
+        row = {"id": item["id"], "tool": item["tool"], "language": item["language"], "kind": item["kind"],
+               **verdict, **got}
+        rows.append({**row, "miss": miss(row)})
     return {"summary": summarize(rows), "prompts": rows}
 
 
@@ -192,6 +219,8 @@ def table(summary: dict[str, Any]) -> str:
     lines.append(f"{summary['output_tokens']} output tokens in {summary['seconds']:.1f} s: "
                  f"{summary['output_tokens_per_s']:.1f} tokens/s; seconds per prompt: median "
                  f"{summary['seconds_per_prompt_median']:.2f}, mean {summary['seconds_per_prompt_mean']:.2f}")
+    if summary.get("misses"):
+        lines.append("misses: " + ", ".join(f"{k} {v}" for k, v in summary["misses"].items()))
     return "\n".join(lines)
 
 
@@ -202,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--limit", type=int, help="only the first N prompts")
     ap.add_argument("--ids", type=lambda text: text.split(","), help="only these prompts (comma-separated ids)")
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--unconstrained", action="store_true",
+                    help="generate free text read for calls, without the constraint of an auto answer")
     ap.add_argument("--device", help="default: cuda when there is one, else cpu")
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--data", type=Path, default=DATA)
@@ -218,7 +249,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     llm = LLM(args.model, device=device, dtype=args.dtype, max_num_seqs=1)
     try:
-        result = run(llm, load(args.data), args.limit, args.max_tokens, args.ids)
+        result = run(llm, load(args.data), args.limit, args.max_tokens, args.ids, not args.unconstrained)
     finally:
         llm.close()
     result = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -227,7 +258,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(table(result["summary"]))
     for row in result["prompts"]:
         if not row["right_arguments"]:
-            print(f"  {row['id']}: {row['why']}")
+            print(f"  {row['id']} ({row['miss']}): {row['why']}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False))
     return result

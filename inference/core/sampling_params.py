@@ -23,7 +23,9 @@ class StructuredOutputsParams:
 
     ``json``: a JSON schema (a dict or its text); ``json_object``: any JSON object; ``regex``: the whole output
     matches it; ``choice``: the output is one of these strings; ``grammar``: a context-free grammar in the
-    grammar library's EBNF. The engine compiles each distinct constraint once (cached by its key) and masks the
+    grammar library's EBNF; ``structural_tag``: the grammar library's structural tag (a dict or its JSON text:
+    xgrammar's ``{"type": "structural_tag", "format": ...}``, as vLLM's field of that name), e.g. free text or
+    tool calls in a model's own format. The engine compiles each distinct constraint once (cached by its key) and masks the
     logits of the request's rows with it; a constraint that does not compile is refused when the request is
     added (``inference.structured.StructuredOutputError``, a ``ValueError``), with the library's message.
     """
@@ -33,16 +35,18 @@ class StructuredOutputsParams:
     regex: str | None = None
     choice: tuple[str, ...] | None = None
     grammar: str | None = None
+    structural_tag: dict[str, Any] | str | None = None
 
     def __post_init__(self) -> None:
         if self.choice is not None:
             object.__setattr__(self, "choice", tuple(self.choice))
             if not self.choice or not all(isinstance(c, str) and c for c in self.choice):
                 raise ValueError("choice must be a non-empty list of non-empty strings")
-        given = [k for k in ("json", "regex", "choice", "grammar") if getattr(self, k) is not None]
+        given = [k for k in ("json", "regex", "choice", "grammar", "structural_tag") if getattr(self, k) is not None]
         given += ["json_object"] if self.json_object else []
         if len(given) != 1:
-            raise ValueError(f"structured outputs take exactly one of json, json_object, regex, choice, grammar; got {given or 'none'}")
+            raise ValueError("structured outputs take exactly one of json, json_object, regex, choice, grammar, "
+                             f"structural_tag; got {given or 'none'}")
 
 
 @dataclass

@@ -78,6 +78,8 @@ class GrammarCompiler:
         kind, text = key
         if kind == "json":
             return self._compiler.compile_json_schema(text, any_whitespace=False)
+        if kind == "structural_tag":
+            return self._compiler.compile_structural_tag(text)
         if kind == "json_object":
             return self._compiler.compile_json_schema('{"type": "object"}', any_whitespace=False)
         if kind == "regex":

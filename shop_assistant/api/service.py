@@ -88,7 +88,8 @@ def _logprobs(body: schemas.GenerationRequest) -> None:
 def _constraint(
     body: schemas.GenerationRequest, tools: ToolCalling | None
 ) -> tuple[StructuredOutputsParams | None, str | None]:
-    """The one structured-output constraint of the request (a forced tool call's, or the one asked for)."""
+    """The one structured-output constraint of the request: a forced tool call's, the one asked for, or else the
+    shape of an ``auto`` answer (calls in the model's format, or prose)."""
     try:
         asked = body.constraints()
     except ValueError as exc:  # StructuredOutputsParams refused it (none or several in ``structured_outputs``)
@@ -97,11 +98,13 @@ def _constraint(
         if asked:
             raise ApiError(400, f"{asked[0][0]} cannot be combined with tool_choice required or a named function",
                            "invalid_parameter", param=asked[0][0])
-        return StructuredOutputsParams(json=tools.schema), "tools"
+        return tools.constraint(), "tools"
     if len(asked) > 1:
         raise ApiError(400, f"{asked[1][0]} cannot be combined with {asked[0][0]}: give one constraint",
                        "invalid_parameter", param=asked[1][0])
-    return (asked[0][1], asked[0][0]) if asked else (None, None)
+    if asked:
+        return asked[0][1], asked[0][0]
+    return (tools.constraint(), "tools") if tools is not None else (None, None)
 
 
 def _conversation(body: schemas.ChatRequest) -> list[dict[str, Any]]:

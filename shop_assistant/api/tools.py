@@ -3,10 +3,12 @@ the model's text.
 
 Two ways a call comes out, by ``tool_choice``:
 
-- ``"auto"``: free text in which the model may write Hermes blocks (``<tool_call>{"name": ..., "arguments":
+- ``"auto"``: text in which the model may write Hermes blocks (``<tool_call>{"name": ..., "arguments":
   {...}}</tool_call>``, the format ``inference.chat_template`` shows it) or the same object in a fenced
   ```` ```json ```` block; ``HermesCalls`` reads them as the text arrives. A block whose JSON does not parse,
-  or that names no declared tool, stays in the content, as does an unclosed one.
+  or that names no declared tool, stays in the content, as does an unclosed one. The answer is constrained
+  (``auto_call_tag``) to either calls in that format or prose that starts with neither a tag nor a brace: a
+  model about to wrap its call in some other way (``<tools>``, ``{{...}}``) is led into the real format.
 - ``"required"`` or a named function: the output is constrained to JSON ``{"name", "arguments"}`` objects
   (``forced_call_schema``: one object, or with ``parallel_tool_calls`` an array of at least one);
   ``ForcedCalls`` reads an array's calls as each closes, a single one when the text ends.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from inference.chat_template import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from inference.core.sampling_params import StructuredOutputsParams
 
 from .errors import ApiError
 from .schemas import ChatRequest
@@ -254,16 +257,68 @@ def forced_call_schema(tools: list[dict[str, Any]], name: str | None, parallel: 
     return {"type": "array", "items": one, "minItems": 1}
 
 
+# What prose may not start with under ``auto``: a tag or a brace opens a wrapper of some call (``<tools>``,
+# ``{{"name": ...}}``, a bare JSON object or array, a fenced block), and leading whitespace only delays one.
+PROSE_START = r"[^<{\[`\s]"
+# Where prose turns into a call: any tag that starts like the call's ("<tools>", "<tools/>", "<tool>": the
+# wrappers the model puts a call in after some words) can only go on as a <tool_call> block.
+CALL_TRIGGER = "<tool"
+# Whitespace inside a call's JSON: one character at a time (", " and ": " as json.dumps writes them); a sampled
+# model left free can spend its whole budget on newlines.
+CALL_WHITESPACE = 1
+
+
+def call_tag(tool: dict[str, Any]) -> dict[str, Any]:
+    """xgrammar's structural-tag ``tag`` for one call of ``tool`` (an OpenAI function definition) in the Hermes
+    format: ``<tool_call>\n{"name": "<name>", "arguments": <its parameters' JSON>}\n</tool_call>``, the text
+    ``inference.chat_template.tool_call_text`` writes."""
+    name = json.dumps(tool["name"], ensure_ascii=False)
+    return {
+        "type": "tag",
+        "begin": f'{TOOL_CALL_OPEN}\n{{"name": {name}, "arguments": ',
+        "content": {"type": "json_schema", "json_schema": tool.get("parameters") or {"type": "object"},
+                    "max_whitespace_cnt": CALL_WHITESPACE},
+        "end": f"}}\n{TOOL_CALL_CLOSE}",
+    }
+
+
+def auto_call_tag(tools: list[dict[str, Any]], parallel: bool) -> dict[str, Any]:
+    """The structural tag of an ``auto`` answer (``tools``: OpenAI function definitions): EITHER calls alone, one
+    block or (``parallel``) several separated by newlines, OR prose whose first character is no tag, brace,
+    bracket, backquote or whitespace (``PROSE_START``), in which a tag starting ``<tool`` (``CALL_TRIGGER``) is
+    again one of the calls (after the first, with ``parallel`` false, the answer ends).
+
+    Invariant: every ``<tool_call>`` block of the answer names a declared tool and its arguments validate
+    against that tool's parameters, so ``HermesCalls`` reads each as a call."""
+    tags = [call_tag(tool) for tool in tools]
+    one = not parallel
+    calls = {"type": "tags_with_separator", "tags": tags, "separator": "\n", "at_least_one": True,
+             "stop_after_first": one}
+    prose = {"type": "sequence", "elements": [
+        {"type": "regex", "pattern": PROSE_START},
+        {"type": "triggered_tags", "triggers": [CALL_TRIGGER], "tags": tags, "stop_after_first": one},
+    ]}
+    return {"type": "structural_tag", "format": {"type": "or", "elements": [calls, prose]}}
+
+
 @dataclass(frozen=True)
 class ToolCalling:
     """What ``tool_choice`` makes of a request's ``tools``."""
 
     rendered: list[dict[str, Any]]  # the tools the model is shown (OpenAI's shape)
     names: frozenset[str]  # the functions a call may name
-    schema: dict[str, Any] | None  # a forced call's constraint; None: free text read for calls ("auto")
+    schema: dict[str, Any] | None  # a forced call's JSON schema; None: text read for calls ("auto")
+    auto_tag: dict[str, Any] | None = None  # "auto": the structural tag its answer is constrained to
 
     def reader(self) -> CallReader:
         return ForcedCalls(self.names) if self.schema is not None else HermesCalls(self.names)
+
+    def constraint(self) -> StructuredOutputsParams:
+        """The engine's constraint of the answer: the forced call's schema, or the ``auto`` answer's tag."""
+        if self.schema is not None:
+            return StructuredOutputsParams(json=self.schema)
+        assert self.auto_tag is not None
+        return StructuredOutputsParams(structural_tag=self.auto_tag)
 
 
 def tool_calling(body: ChatRequest) -> ToolCalling | None:
@@ -281,12 +336,12 @@ def tool_calling(body: ChatRequest) -> ToolCalling | None:
     if choice == "none":
         return None
     rendered = [tool.model_dump(exclude_none=True) for tool in body.tools]
+    functions = [tool.function.model_dump(exclude_none=True) for tool in body.tools]
+    parallel = body.parallel_tool_calls is not False  # OpenAI's default: true
     if choice in (None, "auto"):
-        return ToolCalling(rendered, frozenset(names), None)
+        return ToolCalling(rendered, frozenset(names), None, auto_call_tag(functions, parallel))
     name = None if choice == "required" else choice.function.name  # type: ignore[union-attr]
     if name is not None and name not in names:
         raise ApiError(400, f"tool_choice names a function that is not in tools: {name!r}", "invalid_parameter",
                        param="tool_choice")
-    functions = [tool.function.model_dump(exclude_none=True) for tool in body.tools]
-    parallel = body.parallel_tool_calls is not False  # OpenAI's default: true
     return ToolCalling(rendered, frozenset(names), forced_call_schema(functions, name, parallel))

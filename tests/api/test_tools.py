@@ -10,7 +10,16 @@ from hypothesis import strategies as st
 
 from shop_assistant.api import schemas
 from shop_assistant.api.errors import ApiError
-from shop_assistant.api.tools import Call, Content, Event, ForcedCalls, HermesCalls, forced_call_schema, tool_calling
+from shop_assistant.api.tools import (
+    Call,
+    Content,
+    Event,
+    ForcedCalls,
+    HermesCalls,
+    auto_call_tag,
+    forced_call_schema,
+    tool_calling,
+)
 
 NAMES = frozenset({"get_weather", "add"})
 
@@ -149,6 +158,10 @@ def test_tool_choice_plans():
     auto = tool_calling(chat(tools=TOOLS))
     assert auto.schema is None and auto.names == {"get_weather", "add"} and isinstance(auto.reader(), HermesCalls)
     assert auto.rendered == TOOLS
+    functions = [t["function"] for t in TOOLS]
+    assert auto.constraint().structural_tag == auto_call_tag(functions, parallel=True)
+    single = tool_calling(chat(tools=TOOLS, parallel_tool_calls=False))
+    assert single.constraint().structural_tag == auto_call_tag(functions, parallel=False)
     required = tool_calling(chat(tools=TOOLS, tool_choice="required"))
     assert required.schema["type"] == "array" and isinstance(required.reader(), ForcedCalls)
     assert tool_calling(chat(tools=TOOLS, tool_choice="required", parallel_tool_calls=False)).schema["anyOf"]
@@ -165,3 +178,75 @@ def test_tool_choice_refusals_name_the_field(fields, param, words):
     with pytest.raises(ApiError) as refused:
         tool_calling(chat(**fields))
     assert refused.value.status == 400 and refused.value.param == param and words in refused.value.message
+
+
+# -- the constraint of an "auto" answer, compiled by the engine's compiler for the bundled tokenizer ------------
+
+FUNCTIONS = [t["function"] for t in TOOLS]
+
+
+@pytest.fixture(scope="module")
+def auto_grammars():
+    """The compiled ``auto`` tag, with and without parallel calls."""
+    from inference.core.sampling_params import StructuredOutputsParams
+    from inference.structured.compiler import GrammarCompiler
+    from inference.worker.loader import load_tokenizer, resolve_model
+
+    tokenizer = load_tokenizer(resolve_model(None))
+    compiler = GrammarCompiler(tokenizer, len(tokenizer), [tokenizer.eos_token_id])
+    return {parallel: compiler.compile(StructuredOutputsParams(structural_tag=auto_call_tag(FUNCTIONS, parallel)))
+            for parallel in (True, False)}
+
+
+def accepts(compiled, text: str) -> bool:
+    """Whether the grammar takes ``text`` as a whole answer (it may end there)."""
+    import xgrammar as xgr
+
+    matcher = xgr.GrammarMatcher(compiled)
+    # Ending needs the grammar to allow the stop token now: accept_string then the EOS token's acceptance.
+    return matcher.accept_string(text) and matcher.accept_token(matcher.stop_token_ids[0])
+
+
+WEATHER_CALL = block("get_weather", {"city": "Paris"})
+ADD_CALL = block("add", {"a": 1})
+
+
+@pytest.mark.parametrize("text", [
+    WEATHER_CALL,
+    WEATHER_CALL + "\n" + ADD_CALL,
+    "Hello! How can I help you today?",
+    "¿Qué tal? <b>bold</b> and {braces} later are fine",
+    "Let me check.\n" + WEATHER_CALL,
+], ids=["call", "two calls", "prose", "tags later", "prose then call"])
+def test_an_auto_answer_is_calls_in_the_models_format_or_prose(auto_grammars, text: str) -> None:
+    assert accepts(auto_grammars[True], text)
+    content, calls = read(text)  # and the reader takes each block as a call
+    assert len(calls) == text.count("<tool_call>")
+
+
+@pytest.mark.parametrize("text", [
+    '<tools>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tools>',
+    '{{"name": "get_weather", "arguments": {"city": "Paris"}}}',
+    '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+    '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```',
+    " Hello",
+    "\n" + WEATHER_CALL,
+    'Here it is:\n<tools>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tools>',
+    'Here it is:\n<tools/>\n{"name": "get_weather", "arguments": {"city": "Paris"}}',
+    block("get_time", {}),
+    block("get_weather", {"town": "Paris"}),
+    block("get_weather", {"city": 3}),
+    "<tool_call>" + json.dumps({"arguments": {"city": "Paris"}, "name": "get_weather"}) + "\n</tool_call>",
+    "",
+], ids=["tools tag", "doubled braces", "bare JSON", "fenced", "leading space", "leading newline", "tools tag later",
+        "empty tools tag later", "unknown tool",
+        "unknown argument", "wrong type", "arguments first", "empty"])
+def test_an_auto_answer_cannot_be_a_wrapped_call_or_an_invalid_one(auto_grammars, text: str) -> None:
+    assert not accepts(auto_grammars[True], text)
+
+
+def test_without_parallel_calls_an_auto_answer_holds_at_most_one(auto_grammars) -> None:
+    one = auto_grammars[False]
+    assert accepts(one, WEATHER_CALL) and accepts(one, "Sure.\n" + WEATHER_CALL) and accepts(one, "Sure.")
+    assert not accepts(one, WEATHER_CALL + "\n" + ADD_CALL)
+    assert not accepts(one, "Sure.\n" + WEATHER_CALL + "\n" + ADD_CALL)

@@ -107,6 +107,31 @@ def test_the_summary_counts_per_tool_and_language() -> None:
     assert s["output_tokens_per_s"] == 10.0 and s["seconds_per_prompt_median"] == 2.0
 
 
+@pytest.mark.parametrize("called, right_tool, finish, text, category", [
+    (True, True, "stop", "", "wrong arguments"),
+    (True, False, "stop", "", "wrong tool"),
+    (False, False, "stop", '<tools>\n{"name": "x"}\n</tools>', "<tools> wrapper"),
+    (False, False, "stop", '\n{{"name": "x", "arguments": {}}}', "{{...}} wrapper"),
+    (False, False, "stop", '{"name": "x"}', "bare JSON"),
+    (False, False, "stop", "```json\n{}\n```", "fenced, no call"),
+    (False, False, "stop", "<answer>hi</answer>", "other tag"),
+    (False, False, "stop", "I can look that up for you.", "prose"),
+    (False, False, "length", "<tool_call>\n{\"name\": ", "cut by max_tokens"),
+])
+def test_each_miss_has_one_category(called, right_tool, finish, text, category) -> None:
+    row = {"called": called, "right_tool": right_tool, "right_arguments": False, "finish_reason": finish, "text": text}
+    assert fc.miss(row) == category
+    assert fc.miss({**row, "called": True, "right_tool": True, "right_arguments": True}) is None
+
+
+def test_the_summary_counts_the_misses_by_category() -> None:
+    rows = [{"tool": "a", "language": "en", "called": c, "right_tool": c, "right_arguments": False, "miss": m,
+             "output_tokens": 1, "seconds": 1.0} for c, m in ((False, "prose"), (True, "wrong arguments"),
+                                                               (False, "prose"))]
+    assert fc.summarize(rows)["misses"] == {"prose": 2, "wrong arguments": 1}
+    assert "misses: prose 2, wrong arguments 1" in fc.table(fc.summarize(rows))
+
+
 # -- the held-out prompts ---------------------------------------------------------------------------------------
 
 def test_fifty_prompts_over_three_tools_in_four_languages() -> None:
@@ -137,8 +162,9 @@ def test_each_expected_call_validates_against_its_tool(item: dict) -> None:
 def test_the_request_is_one_the_api_takes_with_auto_tool_calling() -> None:
     body = fc.request_body(DATA, DATA["prompts"][0], 128)
     calling = tool_calling(api_schemas.validate(body, "chat"))
-    assert calling is not None and calling.schema is None  # auto: free text, read for calls
+    assert calling is not None and calling.schema is None  # auto: text, read for calls
     assert calling.names == frozenset(SCHEMAS)
+    assert calling.constraint().structural_tag is not None  # under the constraint of an auto answer
 
 
 # -- the CLI ----------------------------------------------------------------------------------------------------
@@ -168,3 +194,4 @@ def test_a_short_cli_run_with_the_bundled_model_reports_its_shape(tmp_path: Path
 def test_the_cli_takes_a_list_of_prompt_ids() -> None:
     args = fc.build_parser().parse_args(["--ids", "s02,o12,p05", "--model", "qwen2.5-1.5b"])
     assert args.ids == ["s02", "o12", "p05"] and args.max_tokens == 128 and args.model == "qwen2.5-1.5b"
+    assert not args.unconstrained and fc.build_parser().parse_args(["--unconstrained"]).unconstrained

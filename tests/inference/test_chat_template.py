@@ -78,3 +78,37 @@ def test_a_template_with_a_tools_branch_renders_them_itself(fresh_tokenizer: Any
     assert 'CALL get_weather {"city": "Paris"}CALL get_weather {"city": "Rome"}' in text
     assert "RESULT 18 C" in text and "RESULT 24 C" in text and "# Tools" not in text
     assert not render_chat(fresh_tokenizer, HISTORY[:1]).startswith("<|im_start|>system")
+
+
+# The tools prompt of the Qwen2.5-Coder GGUF files, reduced: its call example sits in a Jinja string literal with
+# doubled braces, which Jinja writes as they are.
+GGUF_QWEN_TEMPLATE = (
+    "{%- if tools %}{{- '<|im_start|>system\\n# Tools\\n<tools>' }}{%- for tool in tools %}{{- '\\n' }}"
+    "{{- tool | tojson }}{%- endfor %}"
+    '{{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within '
+    '<tool_call></tool_call> XML tags:\\n<tool_call>\\n{{\\"name\\": <function-name>, \\"arguments\\": '
+    '<args-json-object>}}\\n</tool_call><|im_end|>\\n" }}{%- endif %}'
+    "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def test_the_doubled_braces_of_a_qwen_gguf_call_example_are_shown_single(fresh_tokenizer: Any) -> None:
+    fresh_tokenizer.chat_template = GGUF_QWEN_TEMPLATE
+    conversation = [{"role": "user", "content": "Weather in {{Paris}}?"}]
+    as_jinja_writes_it = fresh_tokenizer.apply_chat_template(conversation, tools=[WEATHER], tokenize=False,
+                                                             add_generation_prompt=True)
+    doubled, single = ('{{"name": <function-name>, "arguments": <args-json-object>}}',
+                       '{"name": <function-name>, "arguments": <args-json-object>}')
+    assert doubled in as_jinja_writes_it  # the fault
+    text = render_chat(fresh_tokenizer, conversation, tools=[WEATHER])
+    assert f"<tool_call>\n{single}\n</tool_call><|im_end|>" in text and doubled not in text
+    assert text == as_jinja_writes_it.replace(doubled, single)  # nothing else changes, the user's braces included
+    # The template itself is left as it is, and a template without the fault renders unchanged.
+    assert fresh_tokenizer.chat_template == GGUF_QWEN_TEMPLATE
+    fresh_tokenizer.chat_template = TOOLS_TEMPLATE
+    assert render_chat(fresh_tokenizer, HISTORY, tools=[WEATHER]) == fresh_tokenizer.apply_chat_template(
+        [*HISTORY[:1], {**HISTORY[1], "tool_calls": [
+            {**c, "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])}}
+            for c in HISTORY[1]["tool_calls"]]}, *HISTORY[2:]],
+        tools=[WEATHER], tokenize=False, add_generation_prompt=True)

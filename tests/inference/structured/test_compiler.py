@@ -39,6 +39,7 @@ def test_each_distinct_constraint_compiles_once_and_the_cache_is_bounded(compile
         (S(json={"type": "foo"}), 'Unsupported type "foo"'),
         (S(regex="a(("), "parenthesis is not closed"),
         (S(grammar='root ::= "a" x'), 'Rule "x" is not defined'),
+        (S(structural_tag={"type": "structural_tag", "format": {"type": "nope"}}), "nope"),
     ],
 )
 def test_a_constraint_that_does_not_compile_raises_with_the_librarys_message(
@@ -63,3 +64,18 @@ def test_padded_lm_head_rows_are_never_allowed(tokenizer) -> None:
     assert not allowed[len(tokenizer) :].any()
     so.free("s")
     assert so.num_live == 0
+
+
+def test_a_structural_tag_compiles_once_and_constrains(compiler: GrammarCompiler) -> None:
+    import xgrammar as xgr
+
+    tag = {"type": "structural_tag", "format": {"type": "or", "elements": [
+        {"type": "const_string", "value": "yes"},
+        {"type": "tag", "begin": "<n>", "content": {"type": "json_schema", "json_schema": {"type": "integer"}},
+         "end": "</n>"},
+    ]}}
+    before = compiler.num_compiled
+    compiled = compiler.compile(S(structural_tag=tag))
+    assert compiler.compile(S(structural_tag=tag)) is compiled and compiler.num_compiled == before + 1
+    for text, ok in (("yes", True), ("<n>42</n>", True), ("<n>x</n>", False), ("no", False)):
+        assert xgr.GrammarMatcher(compiled).accept_string(text) is ok, text

@@ -27,8 +27,19 @@ def test_the_order_of_properties_is_part_of_the_constraint() -> None:
 
 
 def test_kinds_never_share_a_key() -> None:
-    keys = {constraint_key(p) for p in (S(regex="{}"), S(choice=("{}",)), S(grammar="{}"), S(json="{}"))}
-    assert len(keys) == 4
+    keys = {constraint_key(p) for p in (S(regex="{}"), S(choice=("{}",)), S(grammar="{}"), S(json="{}"),
+                                        S(structural_tag="{}"))}
+    assert len(keys) == 5
+
+
+def test_a_structural_tag_spelt_several_ways_has_one_key() -> None:
+    tag = {"type": "structural_tag", "format": {"type": "const_string", "value": "hi"}}
+    text = '{"type": "structural_tag",\n  "format": {"type": "const_string", "value": "hi"}}'
+    assert constraint_key(S(structural_tag=tag)) == constraint_key(S(structural_tag=text))
+    with pytest.raises(StructuredOutputError):
+        constraint_key(S(structural_tag="[1]"))
+    with pytest.raises(ValueError, match="exactly one"):
+        S(structural_tag=tag, regex="a")
 
 
 def test_choice_order_is_the_callers() -> None:
