@@ -37,8 +37,9 @@ logger = logging.getLogger(__name__)
 MAX_PLAN_TOKENS = 96
 INSTRUCTIONS = """You plan the answers of {store}'s shopping assistant. Read the shopper's message, written in any \
 language and often with typos, and call the one tool that answers it. Write search words and questions in plain \
-English, as the store's catalog would: {types}. A budget ("I have 100 dollars", "around 50 bucks") is max_price. \
-"it", "them", "both", "the cheaper one" mean the products on screen. Never answer in words: call a tool.
+English, as the store's catalog would: {types}. Keep the shopper's details (season, activity, who it is for, size, colour) in the search words. A budget \
+("I have 100 dollars", "around 50 bucks") is max_price. "it", "them", "both", "the cheaper one" mean the products \
+on screen. Never answer in words: call a tool.
 
 Examples:
 {examples}"""
