@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop, pgettext
+from django.utils.translation import get_language, gettext_noop, pgettext
 
 from catalog.grounding import LETTER_SIZE, LETTER_SIZES, OptionValues, ProductFacts, is_size
 from catalog.passages import Match, content_words
@@ -497,6 +497,10 @@ def _lead(
     return _pick(templates["products"], question).format(products=listed)
 
 
+def _in_english() -> bool:
+    return (get_language() or "en").split("-")[0] == "en"
+
+
 def products_opening(
     products: Sequence[ProductFacts],
     question: str,
@@ -532,7 +536,7 @@ def products_opening(
         sentences.append(_agreeing(
             pick.title, _("For {purpose}, the {title} is the one to pick."), _("For {purpose}, the {title} are the one to pick.")
         ).format(purpose=purpose, title=pick.title))
-        sentences += [detail for detail in [_detail_for(pick, question, describe=True)] if detail]
+        sentences += [detail for detail in [_detail_for(pick, question, describe=True)] if detail and _in_english()]
     stock = [None if said_out else _stock_sentence(p) for p in products]
     if asks_stock and not said_out:  # the answer to "is it in stock?" comes first
         filler = _("In stock now.") if len(products) == 1 else _("All of them are in stock now.")
@@ -549,7 +553,9 @@ def products_opening(
     if len(prices) > 1 and not asks_sale:
         cheapest = min(products, key=lambda p: p.price)
         sentences.append(_("The least expensive is the {title}.").format(title=cheapest.title))
-    details = [_detail_for(p, question, describe=len(products) == 1) for p in products]
+    # The catalog's descriptions are in the store's language: quoted into an answer in another one, they made
+    # it half English. The lead, prices, stock and options are the facts; the card carries the rest.
+    details = [_detail_for(p, question, describe=len(products) == 1) for p in products] if _in_english() else []
     sentences += [detail for detail in details if detail][:2]
     if not asks_stock:
         sentences += [s for s in stock if s]

@@ -26,7 +26,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 
 from catalog.grounding import price_limits, product_types
-from catalog.models import Store
+from catalog.models import Product, Store
 from inference.chat_template import TOOL_CALL_OPEN, encode_chat, has_tools_branch
 from inference.core.sampling_params import SamplingParams, StructuredOutputsParams
 
@@ -35,9 +35,10 @@ from ..tools.registry import REGISTRY, Call, PlanError, arguments_schema, call, 
 logger = logging.getLogger(__name__)
 
 MAX_PLAN_TOKENS = 96
+MAX_LISTED_TITLES = 80  # a larger catalog is named by its types alone (the prefix stays short)
 INSTRUCTIONS = """You plan the answers of {store}'s shopping assistant. Read the shopper's message, written in any \
 language and often with typos, and call the one tool that answers it. Write search words and questions in plain \
-English, as the store's catalog would: {types}. Keep the shopper's details (season, activity, who it is for, size, colour) in the search words. A budget \
+English, as the store's catalog would: {types}.{titles} Keep the shopper's details (season, activity, who it is for, size, colour) in the search words. A budget \
 ("I have 100 dollars", "around 50 bucks") is max_price. "it", "them", "both", "the cheaper one" mean the products \
 on screen. Never answer in words: call a tool.
 
@@ -69,7 +70,20 @@ def _examples() -> str:
 def system_text(store: Store, prompt: str) -> str:
     """The planner's system message for ``store``: the same for every message until the prompt or catalog changes."""
     types = ", ".join(product_types(store, limit=12)) or "its products"
-    return INSTRUCTIONS.format(store=store.name, types=types, examples=_examples())
+    return INSTRUCTIONS.format(store=store.name, types=types, titles=_titles(store), examples=_examples())
+
+
+def _titles(store: Store) -> str:
+    """The products' names, for a catalog small enough to list: the model maps "Stirnlampe" to "headlamp" far
+    more often when it sees "Beam 400 Rechargeable Headlamp" than from the types alone."""
+    titles = list(
+        Product.objects.filter(store=store, status=Product.Status.ACTIVE).order_by("title").values_list("title", flat=True)[
+            : MAX_LISTED_TITLES + 1
+        ]
+    )
+    if not titles or len(titles) > MAX_LISTED_TITLES:
+        return ""
+    return " Its products: " + "; ".join(titles) + "."
 
 
 def user_text(text: str, previous: str, shown_titles: list[str]) -> str:
@@ -177,4 +191,7 @@ def plan(
     except PlanError as exc:
         logger.info("the model's plan for %r failed validation: %s", text, exc)
         return Planned(None, raw, time.perf_counter() - started, str(exc))
+    except Exception as exc:  # the engine refused or failed the request (too long, shut down): the rules answer
+        logger.warning("the model could not plan %r: %s", text, exc)
+        return Planned(None, raw, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
     return Planned(calls, raw, time.perf_counter() - started)

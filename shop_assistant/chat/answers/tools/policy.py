@@ -21,7 +21,6 @@ class PolicyArguments(BaseModel):
     "order, contact) from its own documents.",
     PolicyArguments,
     examples=(
-        ("Combien de temps pour être remboursé ?", {"question": "How long does a refund take?"}),
         ("Do you offer gift wrapping?", {"question": "Do you offer gift wrapping?"}),
         ("Akzeptiert ihr PayPal?", {"question": "Do you accept PayPal?"}),
     ),
