@@ -29,6 +29,9 @@ _loader: threading.Thread | None = None
 # Engine priorities (vLLM's: lower runs first, and may preempt higher). A shopper's answer goes before /v1
 # requests: it takes a seat or KV memory from a running API sequence and prefills without the API's decodes in its
 # step, so one heavy API key cannot hold a shopper's first token back (issue 39).
+# A plan goes first of all: the shopper sees nothing until it is done, while a running answer's opening is already on
+# screen (its continuation waits a step).
+PLAN_PRIORITY = -1
 CHAT_PRIORITY = 0
 API_PRIORITY = 1
 

@@ -23,6 +23,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from catalog.models import Store
+from shop_assistant.chat.answers.planning import model as planner
 from shop_assistant.prompts.models import PromptVersion
 from shop_assistant.runtime import engine_service, nodes
 
@@ -58,6 +59,8 @@ async def aprewarm(store: Store, prompt_version: PromptVersion, engine: AsyncLLM
     # back by the prefill below, which keeps the new prefix as a live session's.
     engine.end_session(session)
     usage = await engine.prefill(ids, cache_salt=store.cache_salt, session_id=session)
+    # The planner's prefix too (its instructions, the tools, the products' names), when the served model plans.
+    await planner.aprewarm(engine, store)
     block = engine.block_size
     return PrewarmResult(prompt_tokens=len(ids), cached_tokens=usage.cached_tokens, warm_tokens=len(ids) // block * block)
 

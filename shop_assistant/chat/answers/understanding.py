@@ -24,6 +24,8 @@ from django.conf import settings
 from catalog import language
 from catalog.models import Store
 
+from shop_assistant.runtime import engine_service
+
 from . import tools
 from .composition import NO_MATCH, Composition, is_small_talk
 from .planning import model, rules
@@ -90,7 +92,7 @@ def understand(
     if mode == "rules" or (composition is not None and not _rules_fall_short(context, calls, composition)):
         return Understood(composition or tools.execute(context, calls), calls, "rules")
     titles = [str(card.get("title") or "") for card in shown]
-    planned = model.plan(engine, store, prompt, text, previous, titles)
+    planned = model.plan(engine, store, prompt, text, previous, titles, priority=engine_service.PLAN_PRIORITY)
     logger.info("model plan in %.1f s for %r: %s %s", planned.seconds, text, planned.raw, planned.error)
     if composition is not None and planned.calls and not _adds_understanding(context, calls, planned.calls):
         planned = model.Planned(None, planned.raw, planned.seconds, "the same search as the rules'")

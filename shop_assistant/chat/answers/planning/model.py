@@ -14,6 +14,7 @@ Only a model whose chat template has a tools branch plans (Qwen2.5 does; the bun
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -119,12 +120,31 @@ def prompt_ids(engine: Any, store: Store, prompt: str, text: str, previous: str,
         return encode_chat(tokenizer, conversation, tools=specs(), assistant_prefix=TOOL_CALL_OPEN + "\n")
 
 
-async def _complete(engine: Any, token_ids: list[int], priority: int) -> str:
+def prefix_ids(engine: Any, store: Store) -> list[int]:
+    """The tokens every plan of ``store`` starts with (the system message and the tools): what ``aprewarm``
+    computes into the prefix cache."""
+    with engine.tokenizer_held() as tokenizer:
+        conversation = [{"role": "system", "content": system_text(store, "")}]
+        return encode_chat(tokenizer, conversation, add_generation_prompt=False, tools=specs())
+
+
+async def aprewarm(engine: Any, store: Store) -> int:
+    """Compute the planner's prefix for ``store`` into the prefix cache (when the served model plans), so the
+    first shopper's plan prefills only their message; the prefix's token count (0: the model does not plan)."""
+    if not can_plan(engine):
+        return 0
+    ids = await asyncio.to_thread(prefix_ids, engine, store)  # the catalog's names: a database read
+    await engine.prefill(ids, cache_salt=store.cache_salt)
+    return len(ids)
+
+
+async def _complete(engine: Any, token_ids: list[int], priority: int, cache_salt: str | None) -> str:
     params = SamplingParams(
         temperature=0.0, max_tokens=MAX_PLAN_TOKENS, structured_outputs=StructuredOutputsParams(json=call_schema())
     )
     text = ""
-    async for delta in engine.stream(f"plan-{uuid.uuid4().hex[:12]}", token_ids, params, priority=priority):
+    request_id = f"plan-{uuid.uuid4().hex[:12]}"
+    async for delta in engine.stream(request_id, token_ids, params, cache_salt=cache_salt, priority=priority):
         text += delta.text
     return text
 
@@ -186,7 +206,7 @@ def plan(
     raw = ""
     try:
         token_ids = prompt_ids(engine, store, prompt, text, previous, shown_titles or [])
-        raw = async_to_sync(_complete)(engine, token_ids, priority)
+        raw = async_to_sync(_complete)(engine, token_ids, priority, store.cache_salt)
         calls = grounded(parse(raw), text)
     except PlanError as exc:
         logger.info("the model's plan for %r failed validation: %s", text, exc)
