@@ -34,6 +34,9 @@ class PackagedModel:
     size: int
     sha256: str
     cache_dtype: str = "bfloat16"
+    # The context it is served with when ENGINE_MAX_MODEL_LEN is unset: the chat's planner prefix (instructions,
+    # tools, a small catalog's names) is about 2,600 tokens on its own.
+    max_model_len: int = 4096
 
     @property
     def gguf_name(self) -> str:

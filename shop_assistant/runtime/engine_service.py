@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from inference.worker.model_packages import PACKAGED_MODELS
+
 if TYPE_CHECKING:
     from inference import AsyncLLM
 
@@ -44,6 +46,9 @@ def engine_config_kwargs(overrides: dict[str, Any] | None = None) -> dict[str, A
     """settings.ENGINE (None means the engine's own default) with ``overrides`` on top."""
     kwargs = {key: value for key, value in settings.ENGINE.items() if value is not None}
     kwargs.update(overrides or {})
+    packaged = PACKAGED_MODELS.get(str(kwargs.get("model")))
+    if packaged is not None and "max_model_len" not in kwargs:
+        kwargs["max_model_len"] = packaged.max_model_len
     return kwargs
 
 

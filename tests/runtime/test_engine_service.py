@@ -15,3 +15,16 @@ def test_the_served_name_is_the_setting_else_the_model_folder_else_the_bundled_m
     assert engine_service.model_name() == "Qwen2.5-0.5B-Instruct"
     settings.API = {**settings.API, "model_name": "shop-model"}
     assert engine_service.model_name() == "shop-model"
+
+
+def test_a_packaged_model_gets_its_context_unless_the_environment_sets_one(settings):
+    """The 1.5B model is served with room for the chat's planner prefix (about 2,600 tokens); an explicit
+    ENGINE_MAX_MODEL_LEN wins, and the bundled model keeps the engine's own default."""
+    from inference.worker.model_packages import PACKAGED_MODELS
+
+    settings.ENGINE = {**settings.ENGINE, "model": "qwen2.5-1.5b", "max_model_len": None}
+    assert engine_service.engine_config_kwargs()["max_model_len"] == PACKAGED_MODELS["qwen2.5-1.5b"].max_model_len == 4096
+    settings.ENGINE = {**settings.ENGINE, "max_model_len": 3000}
+    assert engine_service.engine_config_kwargs()["max_model_len"] == 3000
+    settings.ENGINE = {**settings.ENGINE, "model": None, "max_model_len": None}
+    assert "max_model_len" not in engine_service.engine_config_kwargs()
