@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 from channels.db import database_sync_to_async
+from django.utils import translation
 
 from shop_assistant.chat.models import Conversation, Message, hash_token
 
@@ -411,6 +412,14 @@ def _waiting_for_a_person(conversation_ids: list[str]) -> set[str]:
     return {str(item.conversation.pk) for item in inbox.sections(agent).waiting} & set(conversation_ids)
 
 
+def _in_language(function, language: str):
+    def run(*args):
+        with translation.override(language):
+            return function(*args)
+
+    return run
+
+
 async def test_requests_for_a_person_in_other_words_reach_the_inbox(ws, demo_store):
     """Issue 40: "Can a human help me?", "Is there anyone I can chat with?" and "agent please" got a bot answer
     and the inbox listed the chats as "Bot". Each now gets the handoff reply and waits for a person."""
@@ -422,7 +431,8 @@ async def test_requests_for_a_person_in_other_words_reach_the_inbox(ws, demo_sto
         client = await ws("/ws/chat/?store=demo")
         answer = await client.ask(text)
         assert answer.end["reply"] == "handoff" and answer.end["finish_reason"] == "fixed", (text, answer.end)
-        assert answer.text == await database_sync_to_async(reply_for)(demo_store), text
+        language = "es" if text.startswith("quiero") else "en"  # the reply is in the shopper's language
+        assert answer.text == await database_sync_to_async(_in_language(reply_for, language))(demo_store), text
         await client.close()
         asked.append(client.ready["conversation"])
     waiting = await database_sync_to_async(_waiting_for_a_person)(asked)

@@ -59,12 +59,14 @@ def test_what_the_catalog_lacks_is_said_in_the_shoppers_language():
         )
 
 
-def test_capacity_sentences_quote_the_catalog_in_the_shoppers_language():
+def test_capacity_sentences_say_the_count_as_the_catalog_writes_it_in_the_shoppers_language():
     need = CapacityArguments(product="tent", people=3, weight_kg=100)
     with translation.override("fr"):
         assert _need(need) == "3 personnes et 100 kg"
-        assert _says(TENT.facts, capacity_of(TENT.facts)) == "Ridgeline 2-Person Tent est prévu pour 2 ('2-Person' dans sa description)"
+        assert _says(TENT.facts, capacity_of(TENT.facts)) == "Ridgeline 2-Person Tent est prévu pour 2 personnes"
     with translation.override("en"):
         assert _need(need) == "3 people and 100 kg"
         assert _need(CapacityArguments(product="tent", people=1)) == "1 person"
-        assert _says(TENT.facts, capacity_of(TENT.facts)) == "the Ridgeline 2-Person Tent is made for 2 ('2-Person' in its description)"
+        assert _says(TENT.facts, capacity_of(TENT.facts)) == "the Ridgeline 2-Person Tent is made for 2 people"
+        cookset = product("Camp Cookset", "59.00", "Cooks dinner for two.").facts
+        assert _says(cookset, capacity_of(cookset)) == "the Camp Cookset is made for two people"

@@ -1,4 +1,5 @@
-"""understand(): the rule planner, or the engine's model when ANSWER_PLANNER and the served model allow; a model
+"""understand(): the rule planner, or the engine's model when ANSWER_PLANNER and the served model allow ("auto":
+only where the rules fall short, a message not in English or a last-resort search that found nothing); a model
 plan that fails validation falls back to the rules. The engine here is a small stand-in that records what it is
 asked and answers with a fixed text: the subject is the choice of planner, not the model."""
 
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from shop_assistant.chat.answers.composition import MODEL
+from shop_assistant.chat.answers.composition import MODEL, NO_MATCH
 from shop_assistant.chat.answers.planning import model
 from shop_assistant.chat.answers.retrieval import retrieve
 from shop_assistant.chat.answers.tools.total import TOTAL
@@ -18,8 +19,11 @@ from tests.chat.answers.conftest import cards_of
 
 pytestmark = pytest.mark.django_db
 
-LAST_RESORT = "Do you sell headlamps?"  # the rules' catch-all search
-TYPO = "do u hav a hedlamp"  # also the catch-all search: the model may read it better
+LAST_RESORT = "Do you sell headlamps?"  # the rules' catch-all search, which finds the headlamp
+TYPO = "do u hav a hedlamp"  # also the catch-all search, of the corrected words: it finds the headlamp too
+UNREAD = "something to see in the dark, 50 dollars max"  # the catch-all search, which finds nothing
+NOT_ENGLISH = "¿Tienen linternas frontales por menos de 50 dólares?"  # the rules read English only
+NOTHING_SOLD = "Do you sell kayaks?"  # the catch-all search: no match
 RECOGNISED = "I need 2 headlamps, what's the total?"  # the rules' price_total
 
 
@@ -81,11 +85,23 @@ def test_auto_keeps_the_rules_plan_when_they_recognised_the_message(shop, tools_
     assert understood.composition.reply == "2 × Beam 400 Rechargeable Headlamp at 44.95 USD = 89.90 USD in total."
 
 
-def test_auto_asks_a_model_that_can_plan_when_the_rules_fall_back_to_search(shop, tools_tokenizer, planner):
+@pytest.mark.parametrize("text", [LAST_RESORT, TYPO], ids=["plain", "typo corrected"])
+def test_auto_keeps_the_rules_last_resort_search_when_it_found_something(shop, tools_tokenizer, planner, text):
+    planner("auto")
+    engine = RecordingEngine(tools_tokenizer, '{"name": "handoff", "arguments": {}}')
+    understood = understand(shop, text, retrieve, engine=engine)
+    assert understood.planner == "rules" and engine.used == []
+    [call] = understood.calls
+    assert call.name == "search_products" and call.arguments.query == text.replace("hedlamp", "headlamp")
+    assert [c["sku"] for c in understood.composition.cards] == ["DO-B400"]
+
+
+@pytest.mark.parametrize("text", [UNREAD, NOT_ENGLISH], ids=["search found nothing", "not English"])
+def test_auto_asks_a_model_that_can_plan_where_the_rules_fall_short(shop, tools_tokenizer, planner, text):
     planner("auto")
     engine = RecordingEngine(tools_tokenizer, '{"name": "search_products", "arguments": {"query": "headlamp", "max_price": 50}}')
     shown = cards_of(shop, "Ridgeline 2-Person Tent")
-    understood = understand(shop, TYPO, retrieve, previous="Show me your tents", shown=shown, engine=engine)
+    understood = understand(shop, text, retrieve, previous="Show me your tents", shown=shown, engine=engine)
     assert understood.planner == "model" and understood.model_error == "" and understood.plan_seconds > 0
     [call] = understood.calls
     assert call.name == "search_products" and call.arguments.query == "headlamp" and call.arguments.max_price == 50
@@ -94,7 +110,7 @@ def test_auto_asks_a_model_that_can_plan_when_the_rules_fall_back_to_search(shop
     [(token_ids, params)] = engine.requests
     prompt = tools_tokenizer.decode(token_ids)
     assert prompt.endswith("<tool_call>\n")
-    assert "On screen: Ridgeline 2-Person Tent\nPrevious message: Show me your tents\nMessage: do u hav a hedlamp" in prompt
+    assert f"On screen: Ridgeline 2-Person Tent\nPrevious message: Show me your tents\nMessage: {text}" in prompt
     assert params.temperature == 0.0 and params.max_tokens == model.MAX_PLAN_TOKENS
     assert params.structured_outputs.json == model.call_schema()
 
@@ -107,11 +123,12 @@ def test_auto_asks_a_model_that_can_plan_when_the_rules_fall_back_to_search(shop
 def test_a_model_plan_that_fails_falls_back_to_the_rules(shop, tools_tokenizer, planner, reply):
     planner("auto")
     engine = RecordingEngine(tools_tokenizer, reply)
-    understood = understand(shop, LAST_RESORT, retrieve, engine=engine)
+    understood = understand(shop, NOTHING_SOLD, retrieve, engine=engine)
     assert "stream" in engine.used
     assert understood.planner == "rules" and understood.model_error
     assert [c.name for c in understood.calls] == ["search_products"]
-    assert understood.composition == compose(shop, LAST_RESORT, retrieve)
+    assert understood.composition.kind == NO_MATCH
+    assert understood.composition == compose(shop, NOTHING_SOLD, retrieve)
 
 
 def test_model_mode_asks_the_model_even_for_what_the_rules_recognise(shop, tools_tokenizer, planner):

@@ -18,6 +18,7 @@ from ...log import handoff
 from .. import comparison
 from ..composition import IDENTITY_PATTERN, ORDER_STATUS_PATTERN, asks_about_the_store
 from ..tools.registry import Call, Context, call
+from ..tools.search import SearchArguments
 
 _NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
                  "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a pair of": 1, "pair of": 1}  # fmt: skip
@@ -77,6 +78,7 @@ _CHEAPEST_FILLER = re.compile(
 )
 _AROUND = re.compile(r"\b(?:around|about|roughly|ish)\b", re.IGNORECASE)
 _ROUGHLY = Decimal("1.3")  # "around 50" still takes a 59 gift, not a 149 one
+_QUERY_BOUND = next(m.max_length for m in SearchArguments.model_fields["query"].metadata if hasattr(m, "max_length"))
 _IN_STOCK_ONLY = re.compile(r"\b(?:that|which) (?:is|are) in stock\b|\bin stock (?:only|now)\b|\bonly in stock\b", re.I)
 
 
@@ -202,4 +204,12 @@ def plan(context: Context) -> list[Call]:
         arguments["max_price"] = budget
     if _IN_STOCK_ONLY.search(text):
         arguments["in_stock"] = True
-    return [call("search_products", **arguments)]
+    return [_whole_message_search(arguments)]
+
+
+def _whole_message_search(arguments: dict[str, object]) -> Call:
+    """The catch-all search of the whole message, however long: the query's length bound is the model's (its
+    query is generated text), and a message past it must still be searched, not fail the plan."""
+    query = str(arguments["query"])
+    checked = call("search_products", **{**arguments, "query": query[:_QUERY_BOUND]})
+    return Call("search_products", checked.arguments.model_copy(update={"query": query}))

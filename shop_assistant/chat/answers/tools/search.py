@@ -13,6 +13,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from catalog import terms
+
 from ..composition import (
     MODEL,
     NO_ANSWER,
@@ -76,6 +78,14 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
         return composition_of(retrieved)
     if asks_about_the_store(text):
         return Composition(NO_ANSWER, reply=no_answer_reply())
-    if is_small_talk(text) or not asks_the_catalog(text) and arguments.query == text:
+    whole = _is_the_message(context, arguments.query)
+    if is_small_talk(text) or not asks_the_catalog(text) and whole:
         return Composition(MODEL, facts=retrieved.facts)
-    return Composition(NO_MATCH, reply=no_match_reply(context.store, arguments.query))
+    # What the store does not carry is said in the shopper's words: a correction that found nothing either
+    # ("sun hoodie" searched as "sun hood") is not what they asked for.
+    return Composition(NO_MATCH, reply=no_match_reply(context.store, text if whole else arguments.query))
+
+
+def _is_the_message(context: Context, query: str) -> bool:
+    """The query is the shopper's whole message, as the rule planner searches it (its typos corrected)."""
+    return query == context.text or query == terms.correct(context.store, context.text, lang=context.language)

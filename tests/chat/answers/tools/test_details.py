@@ -1,13 +1,15 @@
 """``product_details`` on the demo store: the product named or pointed at ("it": the first card shown), read
-again with the question's words so the card is the variant asked about; the model continues from its facts."""
+again with the question's words so the card is the variant asked about; the reply is the catalog's own answer
+(the sizes, colours and stock asked about, else the description's sentence closest to the question)."""
 
 from __future__ import annotations
 
 import pytest
 
-from shop_assistant.chat.answers.composition import MODEL, NO_MATCH
+from shop_assistant.chat.answers.composition import NO_MATCH
 from shop_assistant.chat.answers.retrieval import retrieve
 from shop_assistant.chat.answers.tools import Context, execute
+from shop_assistant.chat.answers.tools.details import DETAILS
 from shop_assistant.chat.answers.tools.registry import call
 from tests.chat.answers.conftest import cards_of
 
@@ -21,18 +23,21 @@ def details(shop, text: str, shown=(), **arguments):
 def test_its_battery_after_the_headlamps_card(shop):
     shown = cards_of(shop, "Beam 400 Rechargeable Headlamp")
     composition = details(shop, "How long does its battery last?", shown, product="it", question="how long does the battery last")
-    assert composition.kind == MODEL and not composition.fixed
+    assert composition.kind == DETAILS and composition.fixed
+    # the description's sentence closest to the question; not a yes/no question, so no "Yes." in front
+    assert composition.reply == "The Beam 400 Rechargeable Headlamp: Runs 40 hours on its lowest setting and shrugs off rain."
     assert [c["sku"] for c in composition.cards] == ["DO-B400"]
     assert composition.products[0].title == "Beam 400 Rechargeable Headlamp"
-    assert "Runs 40 hours on its lowest setting" in composition.products[0].description  # what the opening answers from
-    assert "Beam 400 Rechargeable Headlamp - 44.95 USD - in stock" in composition.facts
 
 
 def test_it_is_the_first_card_of_several(shop):
     shown = cards_of(shop, "Summit 40L Backpack", "Daytripper 22L Daypack")
     composition = details(shop, "does it have a rain cover?", shown, product="it", question="rain cover")
     assert [p.title for p in composition.products] == ["Summit 40L Backpack"]
-    assert "built-in rain cover" in composition.products[0].description
+    assert composition.reply == (  # the sentence has every word asked about ("rain cover"): it settles the question
+        "Yes. The Summit 40L Backpack: A 40-litre pack for weekend trips, with an adjustable back length, "
+        "a ventilated mesh back panel and a built-in rain cover."
+    )
 
 
 def test_the_variant_the_question_names_is_the_card(shop):
@@ -40,8 +45,10 @@ def test_the_variant_the_question_names_is_the_card(shop):
     assert shown[0]["sku"] == "DO-SSW-S"
     composition = details(shop, "do you have it in L?", shown, product="it", question="do you have it in L?")
     assert [c["sku"] for c in composition.cards] == ["DO-SSW-L"] and composition.cards[0]["in_stock"] is True
+    assert composition.reply == "The Women's Stormshell Rain Jacket comes in sizes S, M and L. Size L is in stock."
     fleece = details(shop, "Do you have the fleece in large, charcoal?", product="fleece jacket", question="in size L, charcoal")
     assert [c["sku"] for c in fleece.cards] == ["DO-CF-L-CHR"] and fleece.cards[0]["in_stock"] is False
+    assert fleece.reply == "The Cascade Fleece Jacket comes in sizes M and L, in Forest and Charcoal. Size L in Charcoal is sold out right now."
 
 
 def test_one_product_only_even_when_the_question_finds_others(shop):
@@ -54,3 +61,10 @@ def test_a_product_the_catalog_does_not_have_or_it_without_cards_is_a_no_match(s
     assert details(shop, "is the kayak stable?", product="kayak").kind == NO_MATCH
     nothing_shown = details(shop, "how heavy is it?", product="it", question="how heavy")
     assert nothing_shown.kind == NO_MATCH and nothing_shown.cards == []
+
+
+def test_warm_enough_is_yes_or_no_by_the_rating_the_description_gives(shop):
+    text = "Is the Alpine down bag warm enough for -5 °C?"
+    composition = details(shop, text, product="Alpine down bag", question=text)
+    assert composition.reply == "Yes. The Alpine Down Sleeping Bag: Responsibly sourced 800-fill goose down keeps you comfortable to -7 °C."
+    assert [c["sku"] for c in composition.cards] == ["DO-ADB-REG"]
