@@ -70,3 +70,5 @@ def test_capacity_sentences_say_the_count_as_the_catalog_writes_it_in_the_shoppe
         assert _says(TENT.facts, capacity_of(TENT.facts)) == "the Ridgeline 2-Person Tent is made for 2 people"
         cookset = product("Camp Cookset", "59.00", "Cooks dinner for two.").facts
         assert _says(cookset, capacity_of(cookset)) == "the Camp Cookset is made for two people"
+    with translation.override("fr"):  # the catalog's English word is not put in a French sentence: the figure is
+        assert _says(cookset, capacity_of(cookset)) == "Camp Cookset est prévu pour 2 personnes"

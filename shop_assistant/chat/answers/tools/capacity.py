@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext, pgettext
+from django.utils.translation import get_language, ngettext, pgettext
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from catalog.grounding import ProductFacts, card, product_facts
@@ -108,7 +108,8 @@ def _says(facts: ProductFacts, capacity: Capacity) -> str:
     if capacity.people is not None:
         said.append(
             ngettext("is made for {count} person", "is made for {count} people", capacity.people).format(
-                count=capacity.people_word
+                # the catalog's own word ("two") in English; a figure in a translated sentence ("pour 2 personnes")
+                count=capacity.people_word if (get_language() or "en").startswith("en") else capacity.people
             )
         )
     if capacity.load_kg is not None:
