@@ -41,7 +41,7 @@ class RecordingEngine:
         self.used.append("tokenizer")
         yield self.tokenizer
 
-    async def stream(self, request_id, token_ids, params, priority=0):
+    async def stream(self, request_id, token_ids, params, cache_salt=None, priority=0):
         self.used.append("stream")
         self.requests.append((token_ids, params))
         for start in range(0, len(self.reply), 7):  # in pieces, as a stream comes

@@ -186,7 +186,7 @@ def plan(context: Context) -> list[Call]:
         return [call("small_talk", kind="identity")]
     if ORDER_STATUS_PATTERN.search(text):
         number = re.search(r"#?\b(\d{3,})\b", text)
-        return [call("order_status", order_number=number.group(1) if number else None)]
+        return [call("order_status", **({"order_number": number.group(1)} if number else {}))]
     planned = _total(context) or _capacity(text)
     if planned:
         return planned
