@@ -27,7 +27,7 @@ _COUNT = r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) +
 # "what would ... cost together?", "what's the total?", "how much for two ... and one ...", "boots + socks = how much"
 _ASKS_TOTAL = re.compile(
     r"\b(?:total|together|altogether|in all|what do i pay|how much (?:is|would|will) (?:that|it|this|all|they|those|both)"
-    r"|how much for)\b|=\s*how much|,\s*how much\b|\bhow much\b[^?]*(?:\+|\bplus\b|\band\b|,)|(?:\+|\bplus\b)[^?]*\bhow much\b",
+    r"|how much for)\b|\bwhat (?:would|will|do|does)\b[^?]*\bcost\b|=\s*how much|,\s*how much\b|\bhow much\b[^?]*(?:\+|\bplus\b|\band\b|,)|(?:\+|\bplus\b)[^?]*\bhow much\b",
     re.IGNORECASE,
 )
 _HOW_MUCH_MORE = re.compile(r"\bhow much (?:more|less|cheaper) (?:is|are|does|do) (.+?) (?:than|compared (?:to|with)) (.+?)[?.!]*$", re.I)
@@ -41,8 +41,10 @@ _ITEM_SPLIT = re.compile(r"\s*(?:,|\+|\bplus\b|\band\b|\bwith\b|&)\s*", re.IGNOR
 _QUANTITY = re.compile(rf"^{_COUNT}\s+(?:(?:packs?|pairs?|sets?|pieces?) of\s+)?(?:(?:the|of the|of)\s+)?(.*)$", re.I)
 
 # "big enough for three people", "family of five", "cook for four", "hold someone who weighs 110 kg"
+# Not "warm enough for 5 degrees" nor "for 3 nights": a count of something else.
+_NOT_PEOPLE = r"(?!\s*(?:°|degrees?|nights?|days?|hours?|kg|kilos?|liters?|litres?|dollars?|bucks|euros?|usd)\b)"
 _PEOPLE = re.compile(
-    rf"\b(?:for|of|sleeps?|fits?)\s+{_COUNT}\b(?:\s+(?:people|persons|adults|kids|of us|guests))?"
+    rf"\b(?:for|of|sleeps?|fits?)\s+{_COUNT}\b{_NOT_PEOPLE}(?:\s+(?:people|persons|adults|kids|of us|guests))?"
     rf"|\b{_COUNT}\s+(?:people|persons|adults|of us)\b",
     re.IGNORECASE,
 )
@@ -70,6 +72,10 @@ _BUDGET = re.compile(
 # "its battery", "do you have it in L?", "is it warm enough?": about the product just shown
 _POINTS_BACK = re.compile(r"\b(?:it|its|it's|this one|that one)\b", re.IGNORECASE)
 _FOLLOW_UP_WORDS = 12
+_ONE_OF_SHOWN = re.compile(
+    r"\bthe (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last) one\b", re.I
+)
+_WHICH = re.compile(r"^\W*(?:which|what)\b", re.IGNORECASE)
 _CHEAPEST = re.compile(r"\b(cheap(?:er|est)|least expensive|less expensive)\b|\b(pricier|priciest|most expensive|more expensive)\b", re.I)
 _CHEAPEST_FILLER = re.compile(
     r"\b(?:which|what(?:'s| is)?|is|are|the|your|you|have|do|one|ones|cheap(?:er|est)|least|less|most|more|"
@@ -190,6 +196,9 @@ def plan(context: Context) -> list[Call]:
     planned = _total(context) or _capacity(text)
     if planned:
         return planned
+    pointed = _ONE_OF_SHOWN.search(text) if context.shown else None
+    if pointed and not _WHICH.match(text):  # "is the cheaper one warm enough?": a question about that one
+        return [call("product_details", product=pointed.group(0), question=text)]
     if context.shown and comparison.asked_attribute(text):
         return [call("compare_products")]  # about the cards shown; a search when it is not (the tool decides)
     planned = _named_comparison(text) or _cheapest_of_a_kind(text)

@@ -38,6 +38,8 @@ TABLE = [
     # totals
     ("What would the Ridgeline tent plus two of the regular down bags cost together?", False,
      [("price_total", {"items": items(("Ridgeline tent", 1), ("regular down bags", 2)), "operation": "sum"})]),
+    ("What would the Ridgeline tent and two of the regular down bags cost?", False,
+     [("price_total", {"items": items(("Ridgeline tent", 1), ("regular down bags", 2))})]),
     ("How much for two packs of the merino socks and one beanie?", False,
      [("price_total", {"items": items(("merino socks", 2), ("beanie", 1))})]),
     ("I need 2 headlamps, what's the total?", False, [("price_total", {"items": items(("headlamps", 2))})]),
@@ -68,6 +70,7 @@ TABLE = [
     ("I'd take two of those, how much?", True, [("price_total", {"items": items(("those", 2))})]),
     ("How long does its battery last?", True, [("product_details", {"product": "it", "question": "How long does its battery last?"})]),
     ("does it have a rain cover?", True, [("product_details", {"product": "it"})]),
+    ("Is the cheaper one warm enough for 5 degrees?", True, [("product_details", {"product": "the cheaper one"})]),
     ("do you have it in L?", True, [("product_details", {"product": "it"})]),
     # budgets: a limit said without "under" is the search's max_price; "around" allows 30% more
     ("I have 100 dollars. What can I get for a day hike?", False, [("search_products", {"max_price": Decimal("100")})]),
