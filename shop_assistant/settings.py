@@ -257,6 +257,7 @@ ENGINE = {
     "model": os.environ.get("ENGINE_MODEL") or None,
     "device": os.environ.get("ENGINE_DEVICE") or None,
     "dtype": os.environ.get("ENGINE_DTYPE") or None,
+    "quantization": os.environ.get("ENGINE_QUANTIZATION", "").strip().lower() or None,
     "attention_backend": os.environ.get("ENGINE_ATTENTION_BACKEND") or None,
     "kv_cache_memory": env_int("ENGINE_KV_CACHE_MEMORY", None),
     "gpu_memory_utilization": env_float("ENGINE_GPU_MEMORY_UTILIZATION", None),

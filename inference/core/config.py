@@ -40,6 +40,10 @@ class EngineConfig:
     # needs AVX512-BF16) and attention has no cascade. False: oneDNN for steps of more than 16 rows and the
     # decode cascade over a shared prefix (batch dependent; the cascade saved ~10% of a busy step's attention).
     batch_invariant: bool = True
+    # CPU, bf16 weights: keep the projections' weights as int8 or int4 panels (worker/quantization.py), read
+    # and turned back into bf16 in registers by the C++ kernels (AVX512-BF16); "auto": the scheme whose loss was
+    # measured small (int8). Where the kernels cannot run the weights stay as they are (logged).
+    quantization: Literal["none", "int8", "int4", "auto"] = "none"
     enforce_eager: bool = False  # True: no CUDA graphs
     # Structured output: the tokens a grammar forces (JSON keys, punctuation, a const) are appended without a
     # model step and prefilled with the next one (jump-forward decoding, as SGLang's); not for requests that
@@ -60,6 +64,8 @@ class EngineConfig:
             raise ValueError("max_num_batched_tokens must be positive")
         if self.tensor_parallel_size < 1:
             raise ValueError("tensor_parallel_size must be positive")
+        if self.quantization not in ("none", "int8", "int4", "auto"):
+            raise ValueError(f"quantization must be none, int8, int4 or auto, got {self.quantization!r}")
         if self.kv_allocator not in ("paged", "contiguous"):
             raise ValueError(f"kv_allocator must be 'paged' or 'contiguous', got {self.kv_allocator!r}")
 

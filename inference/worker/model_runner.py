@@ -25,7 +25,7 @@ import torch
 
 from inference.core.config import EngineConfig
 from inference.core.utils import cdiv
-from inference.worker import kv_cache
+from inference.worker import kv_cache, quantization
 from inference.worker.attention import AttentionBackend, cpu_kernels, get_attention_backend
 from inference.worker.cuda_graphs import CudaGraphs
 from inference.worker.loader import load_model_config, load_weights, resolve_model
@@ -124,6 +124,7 @@ class ModelRunner:
             self.model_config, weights, self.backend, config.max_model_len, self.dtype, self.device, tp
         )
         del weights
+        self.quantization = self._quantize(config.quantization)
         self.packed_linears = config.cpu_packed_linears and self.model.pack_for_cpu(
             config.max_num_seqs, panels=config.cpu_small_linears, all_rows=config.batch_invariant
         )
@@ -152,9 +153,22 @@ class ModelRunner:
 
     # ------------------------------------------------------------------ setup
 
+    def _quantize(self, requested: str) -> str:
+        """The weights' scheme after load: ``requested`` where the quantized kernels run (CPU, bf16, one rank),
+        else "none", logged."""
+        scheme = quantization.resolve_scheme(requested)
+        if scheme != "none" and not self.model.quantize_for_cpu(scheme):
+            logger.warning("quantization=%s needs bf16 weights on one CPU rank (here %s on %s, %d ranks): not applied",
+                           scheme, self.dtype, self.device, self.tp.size)
+            scheme = "none"
+        return scheme
+
     def _projections_kernel(self) -> str:
         """What runs the projections: "panels-fp32", "panels-amx" or "panels-avx512_bf16" (the C++ panel kernel;
-        its bf16 path chosen once from the CPU's flags, ``ENGINE_SMALL_LINEAR`` forcing one), "onednn", "torch"."""
+        its bf16 path chosen once from the CPU's flags, ``ENGINE_SMALL_LINEAR`` forcing one), "panels-int8" or
+        "panels-int4" (the quantized weights), "onednn", "torch"."""
+        if self.quantization != "none":
+            return f"panels-{self.quantization}"
         if self.small_linears and self.dtype in (torch.float32, torch.bfloat16):
             return "panels-fp32" if self.dtype == torch.float32 else f"panels-{cpu_kernels.bf16_path()}"
         return "onednn" if self.packed_linears else "torch"

@@ -25,7 +25,10 @@ import torch
 logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = [CSRC / "paged_decode.cpp", CSRC / "prefix_attention.cpp", CSRC / "fused_ops.cpp", CSRC / "small_linear.cpp"]
+SOURCES = [
+    CSRC / "paged_decode.cpp", CSRC / "prefix_attention.cpp", CSRC / "fused_ops.cpp", CSRC / "small_linear.cpp",
+    CSRC / "quant_linear.cpp",
+]
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inference.worker import quantization
 from inference.worker.attention import AttentionBackend, AttentionMetadata, cpu_kernels
 from inference.worker.loader import ModelConfig
 from inference.worker.parallel import TensorParallel, local_kv_heads, vocab_shard
@@ -52,6 +53,16 @@ class Linear(nn.Linear):
     packed: torch.Tensor | None = None
     panels: torch.Tensor | None = None
     small_rows: int = 0
+    quantized: quantization.QuantizedWeight | None = None
+
+    def quantize(self, scheme: str) -> bool:
+        """Replace the weight by its ``scheme`` panels (every row count then runs on them: batch invariant);
+        False, changing nothing, where the shape does not fit the panels."""
+        if not quantization.can_quantize(self.weight, scheme):
+            return False
+        self.quantized = quantization.quantize(self.weight, scheme)
+        self.weight = nn.Parameter(self.weight.new_empty(0), requires_grad=False)
+        return True
 
     def pack(self, batch_hint: int, panels: bool = False, all_rows: bool = False) -> None:
         if panels:  # (the kernel adds a bias to the fp32 sums before rounding, as oneDNN does)
@@ -65,6 +76,8 @@ class Linear(nn.Linear):
         self.weight = nn.Parameter(self.weight.new_empty(0), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.quantized is not None:
+            return quantization.linear(x, self.quantized, self.bias)
         if self.panels is not None and x.shape[0] <= self.small_rows:
             return cpu_kernels.small_linear(x, self.panels, self.bias)
         if self.packed is not None:
@@ -161,7 +174,13 @@ class VocabParallelEmbedding(nn.Embedding):
         super().__init__(rows, hidden_size)
         self.start, self.end, self.tp = start, end, tp
 
+    # The tied vocabulary projection's int8 panels, when the weights are quantized: the rows are read from them
+    # (one copy of the table, not a bf16 one beside it).
+    quantized: quantization.QuantizedWeight | None = None
+
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        if self.quantized is not None:
+            return quantization.dequantize_rows(self.quantized, input_ids).to(self.weight.dtype)
         if self.tp.size == 1:
             return super().forward(input_ids)
         mine = (input_ids >= self.start) & (input_ids < self.end)
@@ -268,7 +287,9 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, vocab_rows, bias=False) if untied else None
         self.lm_head_packed: torch.Tensor | None = None
         self.lm_head_panels: torch.Tensor | None = None
+        self.lm_head_quantized: quantization.QuantizedWeight | None = None
         self.small_rows = 0
+        self.quantization = "none"
 
     def forward(
         self,
@@ -296,7 +317,9 @@ class LlamaForCausalLM(nn.Module):
         if indices is not None:
             hidden = hidden.index_select(0, indices)
         hidden = self.norm(hidden)
-        if self.lm_head_panels is not None and hidden.shape[0] <= self.small_rows:
+        if self.lm_head_quantized is not None:
+            logits = quantization.linear(hidden, self.lm_head_quantized)
+        elif self.lm_head_panels is not None and hidden.shape[0] <= self.small_rows:
             logits = cpu_kernels.small_linear(hidden, self.lm_head_panels)
         elif self.lm_head_packed is not None:
             logits = packed_linear(hidden, self.lm_head_packed, None)
@@ -321,8 +344,10 @@ class LlamaForCausalLM(nn.Module):
         panels = panels and small_rows() > 0
         panels = panels and (dtype == torch.float32 or cpu_kernels.small_linear_shape()[2])
         for module in self.modules():
-            if isinstance(module, Linear):
+            if isinstance(module, Linear) and module.quantized is None:
                 module.pack(batch_hint, panels, all_rows)
+        if self.lm_head_quantized is not None:
+            return True
         # The vocabulary projection keeps its source: with tied embeddings it is also the embedding table.
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         if panels:
@@ -332,6 +357,29 @@ class LlamaForCausalLM(nn.Module):
             self.small_rows = sys.maxsize
         else:
             self.lm_head_packed = pack_weight(weight, batch_hint)
+        return True
+
+    def quantize_for_cpu(self, scheme: str) -> bool:
+        """Keep the projections' weights as ``scheme`` ("int8" or "int4") panels and the vocabulary projection as
+        int8 ones (its rows are every token's embedding when tied; int4 there cost more agreement than it saved),
+        on CPUs where the quantized kernels run, bf16 weights, one rank; False, changing nothing, elsewhere.
+        Call before :meth:`pack_for_cpu`, which then leaves the quantized projections alone."""
+        weight = self.embed_tokens.weight
+        if (weight.device.type != "cpu" or weight.dtype != torch.bfloat16 or self.tp.size > 1
+                or not quantization.kernels_ready()):
+            return False
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.quantize(scheme)
+        head = weight if self.lm_head is None else self.lm_head.weight
+        if quantization.can_quantize(head, "int8"):
+            self.lm_head_quantized = quantization.quantize(head, "int8")
+            if self.lm_head is None:
+                self.embed_tokens.quantized = self.lm_head_quantized
+                self.embed_tokens.weight = nn.Parameter(weight.new_empty(0), requires_grad=False)
+            else:
+                self.lm_head.weight = nn.Parameter(head.new_empty(0), requires_grad=False)
+        self.quantization = scheme
         return True
 
     def use_fused_cpu_ops(self) -> bool:

@@ -1,0 +1,179 @@
+"""Weight-only int8 and int4 projections for the CPU (``ENGINE_QUANTIZATION=none|int8|int4|auto``).
+
+A decode step reads every weight once, so on a CPU its time is the weights' bytes over the memory's bandwidth:
+3.1 GB a step for the 1.5B model in bf16. The weights are re-quantized at load, group-wise along the input
+dimension, into the panel layouts of ``csrc/quant_linear.cpp``, which turns them back into bf16 in registers:
+
+- int8: symmetric, ``w = s * q``, ``q`` in -127..127, one bf16 scale per output and group of 64 inputs
+  (8.25 bits a weight);
+- int4: asymmetric, ``w = s * q + m``, ``q`` in 0..15, a bf16 scale and minimum per output and group of 32
+  (5 bits a weight; the GGUF's Q4_K uses the same 32-weight groups, so its 4-bit grid is mostly kept).
+
+Activations stay bf16 (weight-only quantization: the products are exact, the sums fp32). :func:`dequantize`
+is the reference the kernel is tested against. The quantized panels replace the weight (no bf16 copy is kept);
+a tied vocabulary projection keeps int8 panels, from which the embedding rows are read too.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+
+from inference.worker.attention import cpu_kernels
+
+logger = logging.getLogger(__name__)
+
+SCHEMES = ("none", "int8", "int4")
+LANES = 16  # outputs per panel: the AVX-512 kernels' vector width
+GROUPS = {"int8": (64, 32), "int4": (32,)}  # group sizes along K, preferred first (the first dividing K is used)
+
+
+@dataclass(frozen=True)
+class QuantizedWeight:
+    """One projection's weight ``[N, K]`` as quantized panels (the layouts of ``csrc/quant_linear.cpp``)."""
+
+    scheme: str  # "int8" or "int4"
+    q: torch.Tensor  # int8 [N/16, K/2, 32] or uint8 [N/16, K/4, 32] (two 4-bit codes a byte)
+    scales: torch.Tensor  # bf16 [N/16, K/group, 16]
+    mins: torch.Tensor | None  # int4: bf16 [N/16, K/group, 16]
+    group: int
+    shape: tuple[int, int]  # (N, K)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.q, self.scales, self.mins) if t is not None)
+
+
+def kernels_ready() -> bool:
+    """The quantized panels run here: the C++ kernels are built and the CPU has AVX512-BF16."""
+    return cpu_kernels.load() and bool(torch.ops.shop_assistant.quant_linear_ready())
+
+
+def resolve_scheme(requested: str | None = None) -> str:
+    """The scheme this process runs (``EngineConfig.quantization``), "none" where the kernels cannot run (logged).
+    "auto" is int8: measured on both models, its greedy output agreed with bf16's far more often than int4's
+    (docs/quantization.md), and it still halves the bytes a decode step reads."""
+    scheme = (requested or "none").strip().lower()
+    if scheme == "auto":
+        scheme = "int8"
+    if scheme not in SCHEMES:
+        raise ValueError(f"ENGINE_QUANTIZATION must be none, int8, int4 or auto; got {scheme!r}")
+    if scheme != "none" and not kernels_ready():
+        logger.warning("ENGINE_QUANTIZATION=%s, but the quantized kernels need AVX512-BF16: weights stay unquantized",
+                       scheme)
+        return "none"
+    return scheme
+
+
+def can_quantize(weight: torch.Tensor, scheme: str) -> bool:
+    n, k = weight.shape
+    return n % LANES == 0 and any(k % g == 0 for g in GROUPS[scheme])
+
+
+def quantize(weight: torch.Tensor, scheme: str) -> QuantizedWeight:
+    """``weight`` ``[N, K]`` rounded to the nearest code of its group (scales rounded to bf16 first, so the codes
+    are the nearest under the scales the kernel uses)."""
+    n, k = weight.shape
+    group = next(g for g in GROUPS[scheme] if k % g == 0)
+    w = weight.detach().float().reshape(n, k // group, group)
+    if scheme == "int8":
+        scale = (w.abs().amax(-1) / 127).clamp_min(1e-12).bfloat16()
+        q = torch.round(w / scale.float().unsqueeze(-1)).clamp(-127, 127).to(torch.int8).reshape(n, k)
+        return QuantizedWeight("int8", _pack_int8(q), _panel_major(scale), None, group, (n, k))
+    lo, hi = w.amin(-1), w.amax(-1)
+    scale = ((hi - lo) / grid_levels(w)).clamp_min(1e-12).bfloat16()
+    low = lo.bfloat16()
+    q = torch.round((w - low.float().unsqueeze(-1)) / scale.float().unsqueeze(-1)).clamp(0, 15).to(torch.uint8)
+    return QuantizedWeight("int4", _pack_int4(q.reshape(n, k)), _panel_major(scale), _panel_major(low), group, (n, k))
+
+
+def grid_levels(groups: torch.Tensor, most: int = 15) -> torch.Tensor:
+    """Per group (the last dimension), the steps between its smallest and largest value where its values already
+    lie on an evenly spaced grid of at most ``most`` steps (weights de-quantized from a 4-bit GGUF: Q4_1, Q4_K),
+    else ``most``. A 4-bit group rarely uses both ends of its grid; spreading it over 15 steps anyway would move
+    every value off the grid it was on, so the shipped weights are kept as they are, up to their bf16 rounding."""
+    ordered = groups.sort(-1).values
+    span = ordered[..., -1] - ordered[..., 0]
+    gaps = ordered.diff(dim=-1)
+    smallest = torch.where(gaps > span.unsqueeze(-1) * 1e-3, gaps, torch.inf).amin(-1)
+    levels = torch.round(span / smallest).clamp(1, most)
+    levels = torch.where(torch.isfinite(smallest), levels, torch.ones_like(levels))
+    step = (span / levels).unsqueeze(-1)
+    off = (groups - ordered[..., :1]) / step.clamp_min(1e-30)
+    on_grid = ((off - off.round()).abs() <= 0.1).all(-1) & (span / smallest <= most + 0.5)
+    return torch.where(on_grid, levels, torch.full_like(levels, most))
+
+
+def _panel_major(per_group: torch.Tensor) -> torch.Tensor:
+    """``[N, K/group]`` -> ``[N/16, K/group, 16]``: a group's 16 outputs side by side, as the kernel loads them."""
+    n, groups = per_group.shape
+    return per_group.reshape(n // LANES, LANES, groups).transpose(1, 2).contiguous()
+
+
+def _pack_int8(q: torch.Tensor) -> torch.Tensor:
+    n, k = q.shape  # step kk, lane j: bytes 2j, 2j + 1 = q[j][2kk], q[j][2kk + 1]
+    return q.reshape(n // LANES, LANES, k // 2, 2).permute(0, 2, 1, 3).reshape(n // LANES, k // 2, 2 * LANES).contiguous()
+
+
+def _pack_int4(q: torch.Tensor) -> torch.Tensor:
+    n, k = q.shape  # step k4, lane j, e in {0, 1}: byte 2j + e = q[j][4k4 + e] | q[j][4k4 + 2 + e] << 4
+    q = q.reshape(n // LANES, LANES, k // 4, 2, 2)  # [panel, lane, k4, half, e]
+    packed = q[:, :, :, 0, :] | (q[:, :, :, 1, :] << 4)  # [panel, lane, k4, e]
+    return packed.permute(0, 2, 1, 3).reshape(n // LANES, k // 4, 2 * LANES).contiguous()
+
+
+def codes(weight: QuantizedWeight) -> torch.Tensor:
+    """The codes ``[N, K]`` back out of the panels (int8 as is; int4 as 0..15)."""
+    n, k = weight.shape
+    if weight.scheme == "int8":
+        return weight.q.reshape(n // LANES, k // 2, LANES, 2).permute(0, 2, 1, 3).reshape(n, k)
+    packed = weight.q.reshape(n // LANES, k // 4, LANES, 2).permute(0, 2, 1, 3)  # [panel, lane, k4, e]
+    q = torch.stack((packed & 15, packed >> 4), dim=3)  # [panel, lane, k4, half, e]
+    return q.reshape(n, k)
+
+
+def _per_output(per_panel: torch.Tensor, group: int) -> torch.Tensor:
+    """``[N/16, K/group, 16]`` -> ``[N, K]`` (each group's value repeated over its inputs)."""
+    panels, groups, _ = per_panel.shape
+    return per_panel.transpose(1, 2).reshape(panels * LANES, groups).float().repeat_interleave(group, dim=1)
+
+
+def dequantize(weight: QuantizedWeight) -> torch.Tensor:
+    """The fp32 weight ``[N, K]`` the kernel multiplies by (the reference for tests and for the embedding)."""
+    w = codes(weight).float() * _per_output(weight.scales, weight.group)
+    if weight.mins is not None:
+        w = w + _per_output(weight.mins, weight.group)
+    return w
+
+
+def dequantize_rows(weight: QuantizedWeight, rows: torch.Tensor) -> torch.Tensor:
+    """fp32 rows ``rows`` of the weight (an embedding lookup on the tied vocabulary projection), read from the
+    panels without de-quantizing the rest."""
+    n, k = weight.shape
+    panel, lane = rows // LANES, rows % LANES
+    per = 2 if weight.scheme == "int8" else 4
+    lines = weight.q.reshape(n // LANES, k // per, LANES, 2)[panel, :, lane, :]  # [T, K/per, 2]
+    if weight.scheme == "int8":
+        q = lines.reshape(len(rows), k).float()
+    else:
+        q = torch.stack((lines & 15, lines >> 4), dim=2).reshape(len(rows), k).float()
+    scales = weight.scales[panel, :, lane].float().repeat_interleave(weight.group, dim=1)
+    out = q * scales
+    if weight.mins is not None:
+        out = out + weight.mins[panel, :, lane].float().repeat_interleave(weight.group, dim=1)
+    return out
+
+
+def linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ w.T (+ bias)`` for bf16 ``x`` ``[rows, K]`` on the quantized panels: exact bf16 products of x and
+    the codes, fp32 sums, each group's sum scaled once, the output rounded to bf16 once. Batch invariant."""
+    x = x if x.stride(-1) == 1 else x.contiguous()
+    out = x.new_empty(x.shape[0], weight.shape[0])
+    b = None if bias is None else bias.contiguous()
+    if weight.scheme == "int8":
+        torch.ops.shop_assistant.quant_linear_int8_(out, x, weight.q, weight.scales, b, weight.group)
+    else:
+        torch.ops.shop_assistant.quant_linear_int4_(out, x, weight.q, weight.scales, weight.mins, b, weight.group)
+    return out
