@@ -97,6 +97,7 @@ INSTALLED_APPS = [
     "shop_assistant.ops",
     "shop_assistant.evaluation",
     "shop_assistant.demo",
+    "shop_assistant.orders",
     "axes",
 ]
 

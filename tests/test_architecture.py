@@ -141,17 +141,18 @@ def test_engine_layers_point_one_way():
 # tools/ and benchmarks/ drive the product from outside and are never imported by it. The project's own modules
 # (settings, urls, routing, asgi) wire the apps together.
 
-APPS = ("api", "chat", "console", "demo", "evaluation", "ops", "prompts", "studio")
+APPS = ("api", "chat", "console", "demo", "evaluation", "ops", "orders", "prompts", "studio")
 
 # Which app may import which, besides runtime, catalog and inference (any app may use those). Read from the code
 # as it was in issue 27; a new edge is a design decision: add it here, with its reason.
 APP_IMPORTS: dict[str, set[str]] = {
     "api": set(),
-    "chat": {"prompts"},  # the store's published prompt and sample questions (prompts.models)
-    "console": {"chat"},  # the conversations it shows
-    "demo": {"console", "prompts", "studio"},  # the demo store's staff; its prompt and sample questions
+    "chat": {"orders", "prompts"},  # the store's published prompt and sample questions; the order tools read orders
+    "console": {"chat", "orders"},  # the conversations it shows; the verified order and the requests agents decide
+    "demo": {"console", "orders", "prompts", "studio"},  # the demo store's staff; its prompt and sample questions
     "evaluation": {"chat", "demo", "prompts"},  # asks the chat about the demo store, under its published prompt
     "ops": {"api", "chat"},  # the 503 body is the API's ApiError; health checks the chat's spool
+    "orders": set(),  # the store's orders: below the chat (which tells verified shoppers) and the console
     "prompts": set(),  # the prompt's versions: below the chat (which reads) and the studio (which writes)
     "studio": {"chat", "console", "evaluation", "prompts"},  # the preview runs the chat's pipeline; staff roles; scores use the evaluation's rules
 }

@@ -139,6 +139,11 @@ def _sql_url(source: str) -> str:
     return f"sqlite:///{Path(source).resolve()}"
 
 
+# Shared with the order import (shop_assistant.orders.ingest): one way of reading a source's text or database URL.
+read_text = _read_text
+sql_url = _sql_url
+
+
 def read_source(fmt: str, source: str, *, text: str | None = None, mapping: dict | None = None,
                 restricted: bool = False) -> ParsedCatalog:
     """Parse a source; ``text`` (an upload's content) is used instead of reading ``source`` when given.

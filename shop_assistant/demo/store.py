@@ -15,6 +15,7 @@ from catalog.ingest import read_source
 from catalog.ingest.upsert import apply_catalog
 from catalog.models import Store
 from shop_assistant.console.models import Label
+from shop_assistant.demo.orders import load_demo_orders
 from shop_assistant.studio import services
 from shop_assistant.prompts.defaults import DEFAULT_SYSTEM_PROMPT
 from shop_assistant.prompts.models import SampleQuestion
@@ -103,6 +104,9 @@ def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResu
                 SampleQuestion(store=store, text=text, position=position) for position, text in enumerate(SAMPLE_QUESTIONS)
             )
             result.changes.append(f"added {len(SAMPLE_QUESTIONS)} sample questions")
+        added = load_demo_orders(store)
+        if added:
+            result.changes.append(f"added {added} demo orders")
         if not Label.objects.filter(store=store).exists():  # an owner's own labels are theirs to keep
             Label.objects.bulk_create(Label(store=store, name=name, color=color) for name, color in LABELS)
             result.changes.append(f"added {len(LABELS)} labels")

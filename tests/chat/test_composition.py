@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from shop_assistant.orders.replies import NEED_NUMBER
 from shop_assistant.chat.answers.composition import (
     HANDOFF,
     IDENTITY,
@@ -11,7 +12,6 @@ from shop_assistant.chat.answers.composition import (
     NO_ANSWER,
     NO_MATCH,
     ORDER,
-    ORDER_REPLY,
     asks_the_catalog,
     greeting,
     no_match_reply,
@@ -164,14 +164,13 @@ def test_a_question_about_sales_gets_the_marked_down_products_or_a_plain_no(demo
     ["Where is my order?", "My order has not arrived yet", "my package still hasn't come", "Can I track my order?",
      "What is the status of my order?"],
 )
-def test_a_question_about_the_shoppers_own_order_says_a_person_can_check_with_the_tracking_sentence(
+def test_a_question_about_the_shoppers_own_order_asks_for_the_number_and_email_and_says_nothing_of_an_order(
     demo_store, question
 ):
+    # Without a conversation (the studio's preview) no shopper can be verified: the reply only asks.
     composition = compose(demo_store, question, retrieve)
-    assert composition.kind == ORDER and composition.reply == ORDER_REPLY and composition.cards == []
-    assert composition.quotes == [
-        {"title": "Shipping and delivery", "text": "You receive a tracking link by email as soon as your parcel ships."}
-    ]
+    assert composition.kind == ORDER and composition.reply == NEED_NUMBER and composition.cards == []
+    assert composition.effects == [] and composition.quotes == []
 
 
 @pytest.mark.parametrize("question", ["How long does shipping take?", "Can I order a tent?", "Do you ship to Canada?"])
@@ -249,8 +248,11 @@ def test_fixed_replies_in_the_shoppers_language_and_english_unchanged(db, langua
         NO_MATCH_FALLBACK,
         identity_reply,
         no_answer_reply,
-        order_reply,
     )
+    from shop_assistant.orders.replies import NEED_NUMBER
+
+    def order_reply() -> str:
+        return translation.gettext(NEED_NUMBER)
 
     store = Store.objects.create(slug="corner", name="Corner Shop")  # no products: no categories to list
     with translation.override(language):
@@ -264,7 +266,7 @@ def test_fixed_replies_in_the_shoppers_language_and_english_unchanged(db, langua
             "Sorry, we don't carry kayaks. Try other words, or ask for a person."
         )
         assert no_match_reply(store, "Do you have some?") == f"{NO_MATCH_FALLBACK} Try other words, or ask for a person."
-        assert (order_reply(), no_answer_reply()) == (ORDER_REPLY, NO_ANSWER_REPLY)
+        assert (order_reply(), no_answer_reply()) == (NEED_NUMBER, NO_ANSWER_REPLY)
         assert identity_reply(store).startswith("I'm Corner Shop's virtual shopping assistant")
     store.no_match_reply = "Not in our range."
     with translation.override(language):

@@ -12,7 +12,7 @@ The facts a shopper relies on never depend on the small model getting them right
 Only what is left (product and policy answers, small talk) is written by the model.
 
 The fixed replies are English messages marked for translation (``gettext_noop``: the constants stay plain English
-strings) and translated when composed (``identity_reply()``, ``order_reply()``, ``no_answer_reply()``,
+strings) and translated when composed (``identity_reply()``, ``no_answer_reply()``,
 ``no_match_reply``), so under ``translation.override(language)`` they come in the shopper's language. The store's
 own replies (``Store.no_match_reply``, ``Store.greeting``) are its words, never translated.
 """
@@ -45,7 +45,7 @@ HANDOFF = "handoff"
 IDENTITY = "identity"
 NO_ANSWER = "no_answer"
 COMPARE = "compare"  # a follow-up about the products already shown, answered from their catalog rows
-ORDER = "order"  # a question about the shopper's own order, which the assistant cannot see
+ORDER = "order"  # a question about the shopper's own order: answered from the order's row once verified
 
 IDENTITY_REPLY = gettext_noop(
     "I'm {store}'s virtual shopping assistant, a computer program, not a person. I can help you find products "
@@ -53,9 +53,9 @@ IDENTITY_REPLY = gettext_noop(
 )
 NO_MATCH_FALLBACK = gettext_noop("Sorry, I couldn't find that in our catalog.")
 TRACKING_QUESTION = "How do I track my parcel?"  # a search of the store's documents, not shown
-ORDER_REPLY = gettext_noop("I can't see orders in this chat, but a person from our team can check yours: ask for a person.")
-# "Where is my order?": the most common question a store gets, about an order the assistant has no access to. The
-# documents' nearest sentence (a returns label "in your order email") would answer something else.
+# "Where is my order?": the most common question a store gets, answered from the order's row once the shopper is
+# verified (``tools.order_status``). The documents' nearest sentence (a returns label "in your order email") would
+# answer something else.
 ORDER_STATUS_PATTERN = re.compile(
     r"\bwhere(?:'s|’s| is) my (?:order|parcel|package|delivery|stuff)\b"
     r"|\bmy (?:order|parcel|package|delivery)\b[^.?!]{0,30}\b(?:has(?:n't| not)|did(?:n't| not)|never|still)\b"
@@ -124,6 +124,9 @@ class Composition:
     # Sentences composed by tools other than the one the model continues (a total before a policy quote): shown
     # first, before the opening.
     lead: list[str] = field(default_factory=list)
+    # What the answer asks to be recorded once planned (an order verified, a return request for agents): applied by
+    # the chat's service after planning (``orders.conversations.apply``), never by a tool, so planning only reads.
+    effects: list[Any] = field(default_factory=list)
 
     @property
     def fixed(self) -> bool:
@@ -192,11 +195,6 @@ def greeting(store: Store) -> str:
 def identity_reply(store: Store) -> str:
     """The honest answer to "are you a bot?", in the active language."""
     return possessive(_(IDENTITY_REPLY).format(store=store.name), store.name)
-
-
-def order_reply() -> str:
-    """The reply to a question about the shopper's own order, in the active language."""
-    return _(ORDER_REPLY)
 
 
 def no_answer_reply() -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
 
+from shop_assistant.orders import conversations
 from shop_assistant.runtime import engine_service
 
 from ..guard import pipeline
@@ -93,6 +94,8 @@ async def _generate(session: ChatSession, answer: Answer) -> None:
         return
     if prepared.composition.kind == pipeline.HANDOFF:
         await _record_handoff(session)
+    if prepared.composition.effects:
+        await _record_order_effects(session, prepared.composition.effects)
     answer.plan = prepared
     # What the model saw of the message, with its answer's row (pending until the answer's own write), so a
     # node dying mid-answer leaves both: written before `start`, as a node may die after any token (the
@@ -194,7 +197,8 @@ def _plan_unless_held(
     """
     if events.is_held(session.conversation.id):
         return None
-    return pipeline.plan(engine, session.store, turns, answer.text, previous, shown=shown)
+    return pipeline.plan(engine, session.store, turns, answer.text, previous, shown=shown,
+                         conversation=session.conversation)
 
 
 async def _hold_for_agent(session: ChatSession, answer: Answer, held: bool | None = None) -> bool:
@@ -224,6 +228,15 @@ async def _record_handoff(session: ChatSession) -> None:
         logger.warning("conversation %s: handoff request not recorded in time", session.conversation.id, exc_info=True)
     # Out of hours the reply says when agents are back; the widget then offers to take an email.
     session.agents_back = None if session.conversation.shopper_email else handoff.agents_back(session.store)
+
+
+async def _record_order_effects(session: ChatSession, effects: list[Any]) -> None:
+    """What the order tools asked for (an order verified, a return request for agents), recorded before the reply
+    goes out: the shopper's next message reads it ("and when will it arrive?"), and a request said to be sent is."""
+    try:
+        await keeping.within_deadline(functools.partial(conversations.apply, session.conversation, effects))
+    except Exception:  # noqa: BLE001 - the reply still goes out; the shopper can ask again
+        logger.warning("conversation %s: order effects not recorded", session.conversation.id, exc_info=True)
 
 
 async def _send_known_parts(session: ChatSession, message_id: str, prepared: Plan) -> None:

@@ -24,6 +24,7 @@ from django.conf import settings
 from catalog import language
 from catalog.models import Store
 
+from shop_assistant.orders import conversations
 from shop_assistant.runtime import engine_service
 
 from . import tools
@@ -76,16 +77,19 @@ def understand(
     *,
     engine: Any = None,
     prompt: str = "",
+    conversation: Any = None,
 ) -> Understood:
     """Plan ``text`` as tool calls and run them.
 
     ``previous`` is the shopper's message before this one: a follow-up that finds nothing on its own ("anything
     under 50 dollars?") is searched again together with it. ``shown``: the cards of the latest answer that had
     some ("which of those is lighter?", "what would both cost together?"). ``retrieve(store, text, **filters)``
-    is the catalog lookup. ``engine`` and ``prompt`` (the store's prompt): for the model planner. Blocking
+    is the catalog lookup. ``engine`` and ``prompt`` (the store's prompt): for the model planner. ``conversation``:
+    the chat's (its signed customer, its verified order), None for a preview. Blocking
     (database, embeddings, the engine): a worker thread.
     """
-    context = tools.Context(store, text, retrieve, previous, shown, language.detect(text))
+    context = tools.Context(store, text, retrieve, previous, shown, language.detect(text), conversation,
+                            conversations.state_of(conversation))
     mode = _planner_mode(engine)
     calls = rules.plan(context)
     composition = None if mode == "model" else tools.execute(context, calls)

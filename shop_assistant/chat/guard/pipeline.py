@@ -159,6 +159,7 @@ def plan(
     previous: str = "",
     version: PromptVersion | None = None,
     shown: Sequence[dict[str, Any]] = (),
+    conversation: Any = None,
 ) -> Plan:
     """Steps 1 and 2, blocking and read-only: compose the answer from the catalog, open, assemble the prompt.
 
@@ -174,7 +175,7 @@ def plan(
     # One language per message: every sentence composed for it is in the same one.
     lang = shopper_language.detect(text)
     with freshness.one_read(), translation.override(lang):
-        return replace(_plan(engine, store, turns, text, previous, version, shown), language=lang)
+        return replace(_plan(engine, store, turns, text, previous, version, shown, conversation), language=lang)
 
 
 def _plan(
@@ -185,13 +186,15 @@ def _plan(
     previous: str,
     version: PromptVersion | None,
     shown: Sequence[dict[str, Any]],
+    conversation: Any = None,
 ) -> Plan:
     if version is None:
         version = published_prompt(store)
         if version is None:
             raise NoPublishedPromptError(store)
     # The store's documents are the only source of a quote: the prompt is never searched (one copy of a policy).
-    understood = understand(store, text, retrieve, previous, shown, engine=engine, prompt=version.full_text())
+    understood = understand(store, text, retrieve, previous, shown, engine=engine, prompt=version.full_text(),
+                            conversation=conversation)
     composition = understood.composition
     decoding = decoding_for(store)
     content = user_turn_content(text, composition.facts)

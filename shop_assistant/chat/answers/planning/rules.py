@@ -2,7 +2,7 @@
 (the bundled 135M model) and whenever the model's plan fails validation.
 
 The order is the order of precedence: a request for a person first ("r u a bot? i want a human" asks for one),
-then "are you a bot?", the shopper's own order, totals, capacity, comparisons, and a catalog search for the
+then "are you a bot?", the shopper's own order (``planning.orders``), totals, capacity, comparisons, and a catalog search for the
 rest, with a budget the shopper stated as its price limit.
 """
 
@@ -16,7 +16,8 @@ from catalog.grounding import price_limits
 
 from ...log import handoff
 from .. import comparison
-from ..composition import IDENTITY_PATTERN, ORDER_STATUS_PATTERN, asks_about_the_store
+from . import orders
+from ..composition import IDENTITY_PATTERN, asks_about_the_store
 from ..tools.registry import Call, Context, call
 from ..tools.search import SearchArguments
 
@@ -190,9 +191,9 @@ def plan(context: Context) -> list[Call]:
         return [call("handoff")]
     if IDENTITY_PATTERN.search(text):
         return [call("small_talk", kind="identity")]
-    if ORDER_STATUS_PATTERN.search(text):
-        number = re.search(r"#?\b(\d{3,})\b", text)
-        return [call("order_status", **({"order_number": number.group(1)} if number else {}))]
+    planned = orders.plan(context)
+    if planned:
+        return planned
     planned = _total(context) or _capacity(text)
     if planned:
         return planned

@@ -5,7 +5,10 @@ shopper's message into calls; ``registry.execute`` runs them. Facts come from ex
 Importing this package registers every tool.
 """
 
-from . import capacity, compare, details, policy, replies, sale, search, total  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    capacity, compare, details, order_cancel, order_items, order_return, order_status, policy, replies, sale, search,
+    total,
+)
 from .registry import REGISTRY, Call, Context, PlanError, execute, parse_plan, plan_schema, specs
 
 __all__ = ["REGISTRY", "Call", "Context", "PlanError", "execute", "parse_plan", "plan_schema", "specs"]

@@ -34,6 +34,10 @@ class Context:
     previous: str = ""
     shown: Sequence[dict[str, Any]] = ()
     language: str = "en"  # the message's (``catalog.language.detect``)
+    # The conversation (its id and the store-signed customer) and its order state (``orders.conversations``):
+    # None in the studio's preview, where order tools ask for nothing and disclose nothing.
+    conversation: Any = None
+    order_state: Any = None
 
 
 @dataclass(frozen=True)
@@ -185,4 +189,5 @@ def execute(context: Context, calls: Sequence[Call]) -> Composition:
                 skus.add(item.get("sku"))
                 merged.cards.append(item)
         merged.quotes += [q for q in result.quotes if q not in merged.quotes]
+        merged.effects += result.effects
     return merged

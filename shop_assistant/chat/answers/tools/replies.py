@@ -1,4 +1,4 @@
-"""The fixed replies as tools: a person asked for (``handoff``), the shopper's own order (``order_status``), and
+"""The fixed replies as tools: a person asked for (``handoff``), and
 talk that asks nothing of the catalog (``small_talk``: greetings, thanks, "are you a bot?")."""
 
 from __future__ import annotations
@@ -12,12 +12,8 @@ from ..composition import (
     HANDOFF,
     IDENTITY,
     MODEL,
-    ORDER,
-    TRACKING_QUESTION,
     Composition,
     identity_reply,
-    order_reply,
-    tracking_quotes,
 )
 from .registry import Context, register
 
@@ -25,11 +21,6 @@ from .registry import Context, register
 class HandoffArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(None, max_length=200, description="what the shopper needs a person for, if said")  # type: ignore[assignment]
-
-
-class OrderArguments(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    order_number: str = Field(None, max_length=40, description="the order number, if the shopper gave one")  # type: ignore[assignment]
 
 
 class SmallTalkArguments(BaseModel):
@@ -47,18 +38,6 @@ class SmallTalkArguments(BaseModel):
 )
 def request_person(context: Context, arguments: HandoffArguments) -> Composition:
     return Composition(HANDOFF, reply=handoff.reply_for(context.store))
-
-
-@register(
-    "order_status",
-    "A question about the shopper's own order: where it is, its status, a parcel that has not arrived.",
-    OrderArguments,
-    examples=(("where's my parcel??", {}), ("has order 5521 shipped yet?", {"order_number": "5521"})),
-)
-def order_status(context: Context, arguments: OrderArguments) -> Composition:
-    # The store's sentence on tracking, asked in words that find it whatever the shopper wrote.
-    quotes = tracking_quotes(context.retrieve(context.store, TRACKING_QUESTION))
-    return Composition(ORDER, reply=order_reply(), quotes=quotes)
 
 
 @register(

@@ -84,7 +84,17 @@ TABLE = [
     ("Quiero hablar con una persona, por favor", False, [("handoff", {})]),
     ("Are you a human or a bot?", False, [("small_talk", {"kind": "identity"})]),
     ("Where is my order #1001?", False, [("order_status", {"order_number": "1001"})]),
-    ("my package never arrived, order 1002, email jo@example.com", False, [("order_status", {"order_number": "1002"})]),
+    ("my package never arrived, order 1002, email jo@example.com", False,
+     [("order_status", {"order_number": "1002", "email": "jo@example.com", "not_arrived": True})]),
+    ("What was in my order 1003?", False, [("order_items", {"order_number": "1003"})]),
+    ("I want to return the boots from order 1003", False, [("order_return", {"order_number": "1003", "kind": "return"})]),
+    ("Can I exchange the fleece from my order for a size L?", False,
+     [("order_return", {"kind": "exchange", "wanted": "size L"})]),
+    ("Please cancel my order 1004, riley@example.com", False,
+     [("order_cancel", {"order_number": "1004", "email": "riley@example.com"})]),
+    # a policy question that names no order of the shopper's stays the search that finds the policy's passages
+    ("Can I return boots I already wore on a hike?", False, [("search_products", {})]),
+    ("What is your return policy?", False, [("search_products", {})]),
 ]
 
 

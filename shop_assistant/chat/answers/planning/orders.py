@@ -1,0 +1,79 @@
+"""The rule planner's reading of a message about the shopper's own order: its status, a parcel that has not
+arrived, its items, a return or exchange, a cancellation; and the follow-ups that only mean an order because the
+conversation has one ("and when will it arrive?" after a verified order; "sam@example.com" after the chat asked
+for the email). Policy questions that name no order ("can I return worn boots?") are left to the policy tool.
+"""
+
+from __future__ import annotations
+
+import re
+
+from shop_assistant.orders import verification
+
+from ..composition import ORDER_STATUS_PATTERN
+from ..tools.registry import Call, Context, call
+
+_MY_ORDER = re.compile(
+    r"\b(?:my|the|this|that|our) (?:order|parcel|package|delivery|purchase|shipment)\b"
+    r"|\border\s*(?:#|no\.?|number)?\s*:?\s*#?\d{3,}|#\d{3,}",
+    re.IGNORECASE,
+)
+_NOT_ARRIVED = re.compile(
+    r"\b(?:has(?:n't| not)|did(?:n't| not)|never|still (?:not|hasn't))\b[^.?!]{0,25}\b(?:arriv\w*|c[oa]me|turned up|"
+    r"here|received|showed up)\b|\bnot (?:arrived|received|here)\b|\b(?:is|got) (?:missing|lost)\b",
+    re.IGNORECASE,
+)
+_STATUS = re.compile(r"\b(?:when|where|arriv\w*|ship(?:ped|ping)?|deliver\w*|track\w*|status|come|get here)\b", re.I)
+_ITEMS = re.compile(r"\bwhat (?:was|is|'s|did i (?:order|buy|get))\b|\bitems?\b|\bwhat did i (?:order|buy)\b", re.I)
+_RETURN = re.compile(r"\b(?:return|send (?:\w+ )?back|refund)\b", re.IGNORECASE)
+_EXCHANGE = re.compile(r"\b(?:exchange|swap)\b|\bdifferent (?:size|colou?r)\b", re.IGNORECASE)
+_CANCEL = re.compile(r"\bcancel\w*\b", re.IGNORECASE)
+_POINTS_BACK = re.compile(r"\b(?:it|its|them|they|those|that|the order|my order)\b", re.IGNORECASE)
+_WANTED = re.compile(r"\b(?:for|in|to) (?:an? |the )?((?:size |us )?(?:\d{1,2}(?:\.5)?|xs|s|m|l|xl|xxl|small|medium|large)"
+                     r"|(?:black|navy|blue|red|green|grey|gray|orange|sage|white|forest|charcoal|slate|rust))\b",
+                     re.IGNORECASE)
+_FOLLOW_UP_WORDS = 12
+
+
+def _arguments(text: str, with_number: bool) -> dict[str, object]:
+    found: dict[str, object] = {}
+    number = verification.given_number(text) if with_number else ""
+    email = verification.given_email(text)
+    if number:
+        found["order_number"] = number
+    if email:
+        found["email"] = email
+    return found
+
+
+def _intent(text: str, about_an_order: bool) -> list[Call]:
+    arguments = _arguments(text, about_an_order)
+    if _CANCEL.search(text):
+        return [call("order_cancel", **arguments)]
+    if _EXCHANGE.search(text):
+        wanted = _WANTED.search(text)
+        return [call("order_return", kind="exchange", **arguments, **({"wanted": wanted.group(1)} if wanted else {}))]
+    if _RETURN.search(text):
+        return [call("order_return", **arguments)]
+    if _ITEMS.search(text) and not _STATUS.search(text):
+        return [call("order_items", **arguments)]
+    if ORDER_STATUS_PATTERN.search(text) or _NOT_ARRIVED.search(text) or _STATUS.search(text):
+        return [call("order_status", **arguments, **({"not_arrived": True} if _NOT_ARRIVED.search(text) else {}))]
+    return []
+
+
+def plan(context: Context) -> list[Call]:
+    """The order tool's call for ``context.text``, or [] when the message is not about the shopper's order."""
+    text, state = context.text, context.order_state
+    if ORDER_STATUS_PATTERN.search(text) or _MY_ORDER.search(text):
+        return _intent(text, True) or [call("order_status", **_arguments(text, True))]
+    if state is None:
+        return []
+    short = len(text.split()) <= _FOLLOW_UP_WORDS
+    if state.waiting_for and short:
+        given = _arguments(text, True)
+        if given:  # the number or email the chat asked for
+            return [call(state.waiting_for, **given)]
+    if state.order is not None and short and _POINTS_BACK.search(text):
+        return _intent(text, False)
+    return []

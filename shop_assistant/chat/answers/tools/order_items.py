@@ -1,0 +1,30 @@
+"""``order_items``: what is in the shopper's order (titles, variants, quantities, prices as paid)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from shop_assistant.orders import replies
+
+from ..composition import Composition
+from .order_access import EMAIL_FIELD, NUMBER_FIELD, answered, order_for
+from .registry import Context, register
+
+
+class OrderItemsArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    order_number: str = NUMBER_FIELD  # type: ignore[assignment]
+    email: str = EMAIL_FIELD  # type: ignore[assignment]
+
+
+@register(
+    "order_items",
+    "What the shopper bought in their own order: its items.",
+    OrderItemsArguments,
+    examples=(("what was in my order 1001?", {"order_number": "1001"}),),
+)
+def order_items(context: Context, arguments: OrderItemsArguments) -> Composition:
+    access = order_for(context, "order_items", arguments.order_number, arguments.email)
+    if access.order is None:
+        return access.composition
+    return answered(access, replies.items(access.order))

@@ -1,0 +1,111 @@
+"""Orders as imported from the store (Shopify CSV, JSON feed, its own database), and what the chat does with them.
+
+Only what a verified shopper may be told is kept: status, dates, carrier, tracking, line items. Addresses and
+payment details are never imported, so no answer can disclose them.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Order(models.Model):
+    class Fulfillment(models.TextChoices):
+        UNFULFILLED = "unfulfilled"
+        PARTIAL = "partial"
+        FULFILLED = "fulfilled"  # shipped
+        DELIVERED = "delivered"
+        CANCELLED = "cancelled"
+
+    store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="orders")
+    number = models.CharField(max_length=40, help_text="As the shopper reads it, without '#'.")
+    email = models.EmailField(help_text="The order's email, lower-cased: what verifies a shopper.")
+    financial_status = models.CharField(max_length=40, blank=True)
+    fulfillment_status = models.CharField(max_length=20, choices=Fulfillment.choices, default=Fulfillment.UNFULFILLED)
+    placed_at = models.DateTimeField()
+    fulfilled_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    expected_on = models.DateField(null=True, blank=True)
+    shipping_method = models.CharField(max_length=200, blank=True)
+    carrier = models.CharField(max_length=100, blank=True)
+    tracking_number = models.CharField(max_length=100, blank=True)
+    tracking_url = models.URLField(max_length=500, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    imported_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["store", "number"], name="order_number_per_store")]
+        indexes = [models.Index(fields=["store", "email"])]
+        ordering = ["-placed_at"]
+
+    def __str__(self) -> str:
+        return f"#{self.number}"
+
+    @property
+    def shipped(self) -> bool:
+        return self.fulfillment_status in (self.Fulfillment.FULFILLED, self.Fulfillment.PARTIAL, self.Fulfillment.DELIVERED)
+
+
+class OrderLine(models.Model):
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="lines")
+    position = models.PositiveIntegerField(default=0)
+    title = models.CharField(max_length=300)
+    variant = models.CharField(max_length=200, blank=True)
+    sku = models.CharField(max_length=100, blank=True)
+    quantity = models.PositiveIntegerField(default=1)
+    price = models.DecimalField(max_digits=12, decimal_places=2)
+    on_sale = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.variant})" if self.variant else self.title
+
+
+class ConversationOrder(models.Model):
+    """What a conversation knows about the shopper's order: the one verified (kept for follow-ups: "and when will
+    it arrive?"), or what the chat asked for and is waiting on (the email for a number given)."""
+
+    conversation = models.OneToOneField("chat.Conversation", on_delete=models.CASCADE, related_name="order_state")
+    order = models.ForeignKey(Order, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    verified_via = models.CharField(max_length=10, blank=True)  # "email" or "identity"
+    verified_at = models.DateTimeField(null=True, blank=True)
+    waiting_for = models.CharField(max_length=30, blank=True)  # the tool that asked for an email / a number
+    number_given = models.CharField(max_length=40, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class OrderRequest(models.Model):
+    """A return, an exchange or a cancellation the chat started: agents accept or decline it in the console; the
+    store's own system is changed by them (or the owner's webhook), never by the assistant."""
+
+    class Kind(models.TextChoices):
+        RETURN = "return"
+        EXCHANGE = "exchange"
+        CANCEL = "cancel"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        ACCEPTED = "accepted"
+        DECLINED = "declined"
+
+    store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="order_requests")
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="requests")
+    conversation = models.ForeignKey("chat.Conversation", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="order_requests")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
+    lines = models.JSONField(default=list, blank=True)  # ["Trailblazer Waterproof Hiking Boots (US 9)", ...]
+    wanted = models.CharField(max_length=200, blank=True)  # an exchange's size or colour, as the shopper said
+    reason = models.TextField(blank=True)  # the shopper's message
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    note = models.TextField(blank=True)  # the agent's, told to the shopper with the outcome
+
+    class Meta:
+        ordering = ["-created_at"]
