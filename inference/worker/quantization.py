@@ -106,6 +106,27 @@ def grid_levels(groups: torch.Tensor, most: int = 15) -> torch.Tensor:
     return torch.where(on_grid, levels, torch.full_like(levels, most))
 
 
+def schemes_for(weights: list[torch.Tensor], scheme: str) -> list[str]:
+    """The scheme of each weight: ``scheme``, except that int4 follows a 4-bit source's own mix: where most
+    weights lie on 4-bit grids (a Q4_K_M GGUF), those that do not were kept at more bits by the source (Q6_K) for
+    its quality, and are kept as int8 here."""
+    if scheme != "int4":
+        return [scheme] * len(weights)
+    grid = [on_4bit_grid(w) for w in weights]
+    if sum(grid) < len(grid) / 2:
+        return ["int4"] * len(weights)
+    return ["int4" if g else "int8" for g in grid]
+
+
+def on_4bit_grid(weight: torch.Tensor) -> bool:
+    """Most of the weight's 32-groups already lie on a grid of at most 15 steps: it came from a 4-bit source."""
+    n, k = weight.shape
+    if k % 32:
+        return False
+    groups = weight.detach().float().reshape(-1, 32)[:: max(1, n * k // 32 // 4096)]  # a sample of groups
+    return bool((grid_levels(groups, most=16) <= 15).float().mean() >= 0.9)
+
+
 def _panel_major(per_group: torch.Tensor) -> torch.Tensor:
     """``[N, K/group]`` -> ``[N/16, K/group, 16]``: a group's 16 outputs side by side, as the kernel loads them."""
     n, groups = per_group.shape

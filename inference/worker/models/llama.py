@@ -368,17 +368,21 @@ class LlamaForCausalLM(nn.Module):
         if (weight.device.type != "cpu" or weight.dtype != torch.bfloat16 or self.tp.size > 1
                 or not quantization.kernels_ready()):
             return False
-        for module in self.modules():
-            if isinstance(module, Linear):
-                module.quantize(scheme)
+        linears = [m for m in self.modules() if isinstance(m, Linear)]
+        for module, chosen in zip(linears, quantization.schemes_for([m.weight for m in linears], scheme)):
+            module.quantize(chosen)
         head = weight if self.lm_head is None else self.lm_head.weight
         if quantization.can_quantize(head, "int8"):
             self.lm_head_quantized = quantization.quantize(head, "int8")
-            if self.lm_head is None:
-                self.embed_tokens.quantized = self.lm_head_quantized
-                self.embed_tokens.weight = nn.Parameter(weight.new_empty(0), requires_grad=False)
-            else:
+            if self.lm_head is not None:
                 self.lm_head.weight = nn.Parameter(head.new_empty(0), requires_grad=False)
+        # The embedding rows come from the tied head's panels, or from the table's own (one copy either way).
+        table = self.lm_head_quantized if self.lm_head is None else None
+        if table is None and quantization.can_quantize(weight, scheme):
+            table = quantization.quantize(weight, quantization.schemes_for([weight], scheme)[0])
+        if table is not None:
+            self.embed_tokens.quantized = table
+            self.embed_tokens.weight = nn.Parameter(weight.new_empty(0), requires_grad=False)
         self.quantization = scheme
         return True
 
