@@ -13,6 +13,7 @@ from ..composition import (
     IDENTITY,
     MODEL,
     ORDER,
+    SMALL_TALK,
     TRACKING_QUESTION,
     Composition,
     identity_reply,
@@ -66,6 +67,7 @@ def order_status(context: Context, arguments: OrderArguments) -> Composition:
     "Greetings, thanks, or asking what the assistant is; nothing to look up.",
     SmallTalkArguments,
     examples=(("hi there!", {"kind": "greeting"}), ("are you a real person?", {"kind": "identity"})),
+    topic=SMALL_TALK,
 )
 def small_talk(context: Context, arguments: SmallTalkArguments) -> Composition:
     store = context.store
