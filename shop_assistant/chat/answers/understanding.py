@@ -98,7 +98,7 @@ def understand(
     is the catalog lookup. ``engine`` and ``prompt`` (the store's prompt): for the model planner. Blocking
     (database, embeddings, the engine): a worker thread.
     """
-    context = tools.Context(store, text, retrieve, previous, shown, language.detect(text))
+    context = tools.Context(store, text, retrieve, previous, shown, language.detect(text, earlier=previous))
     mode = _planner_mode(engine)
     calls = rules.plan(context)
     composition = None if mode == "model" else tools.execute(context, calls)
