@@ -123,6 +123,11 @@ class Message(models.Model):
     # A shopper's message: the id the widget gave it (`message.client_id`), kept in its outbox until the `ack`
     # and sent again after a reconnect; the message is stored once per (conversation, client id).
     client_id = models.UUIDField(null=True, blank=True)
+    # An assistant answer: what kind of answer it was, from the path that composed it (``Composition.answer_kind``:
+    # "products", "no_match", "not_understood", "handoff", ...), never from its words, which are the shopper's
+    # language. Analytics count by it ("Don't sell" is "no_match"). Blank for other roles and for answers logged
+    # before it was kept.
+    kind = models.CharField(max_length=20, blank=True, db_index=True)
 
     objects = MessageQuerySet.as_manager()
 

@@ -1,6 +1,10 @@
 """A store's analytics over a date range: what the assistant handled, what went to people, what shoppers thought
 and what they asked for that the store does not sell. Read-only: every figure is a query over the chat's rows.
 
+What an answer was is read from its row's kind (``Message.kind``, recorded from the path that composed it), never
+from its words: a no-match reply in Spanish is one ("Don't sell"), and a question the assistant could not read
+("¿Tienen chaquetas impermeables?", asked of a store that sells rain jackets) is not understood, never "Don't sell".
+
 The range is a set of whole days in the store's time zone (its support hours' zone, UTC when it has none: an
 owner's "Monday" is the store's Monday); a conversation belongs to it by when it started, and every other figure
 (messages, ratings, clicks, handoffs) is taken from the conversations started in the range, so the figures on one
@@ -23,14 +27,12 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
 from catalog.models import Store
-from shop_assistant.chat.answers.composition import NO_MATCH_FALLBACK
+from shop_assistant.chat.answers.composition import NO_MATCH, NOT_UNDERSTOOD
 from shop_assistant.chat.models import CardClick, Conversation, Message
 
 DEFAULT_DAYS = 7
 MAX_DAYS = 366
 TOP_NO_MATCH = 20
-# The start of the built-in no-match replies (``composition.no_match_reply``): "Sorry, we don't carry kayaks. ..."
-_BUILT_IN_NO_MATCH = re.compile(r"^Sorry, we don['’]t carry\b")
 _NOT_WORD = re.compile(r"[^\w$€£%]+")
 # Words that change nothing about what was asked for: "do you have kayaks?" and "kayaks" are one request.
 _FILLER = frozenset(
@@ -97,7 +99,7 @@ def parse_range(start: str | None, end: str | None, today: dt.date | None = None
 
 @dataclass
 class NoMatchGroup:
-    """Questions that got the no-match reply, grouped by their normalised words."""
+    """Questions answered with one kind of reply (no match, not understood), grouped by their normalised words."""
 
     key: str
     text: str  # the most frequent wording
@@ -145,6 +147,8 @@ class Report:
     days: list[Day] = field(default_factory=list)
     no_match: list[NoMatchGroup] = field(default_factory=list)
     no_match_answers: int = 0
+    not_understood: list[NoMatchGroup] = field(default_factory=list)  # what the assistant could not read
+    not_understood_answers: int = 0
 
     # Shares of two of the counts above (None when there is nothing to divide by) and medians of the lists.
     deflection_rate = _rate("deflected", "conversations")
@@ -185,15 +189,6 @@ def normalise_question(text: str) -> str:
     words = [word for word in _NOT_WORD.sub(" ", plain).split() if word not in _FILLER]
     return " ".join(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
                     for word in words)  # fmt: skip
-
-
-def is_no_match_reply(store: Store, text: str) -> bool:
-    """Whether a fixed reply is the store's no-match reply (its own, or one the chat built from the catalog)."""
-    text = text.strip()
-    own = store.no_match_reply.strip()
-    if own:
-        return text == own
-    return bool(_BUILT_IN_NO_MATCH.match(text)) or text.startswith(NO_MATCH_FALLBACK)
 
 
 def store_report(store: Store, span: Range) -> Report:
@@ -258,19 +253,17 @@ def store_report(store: Store, span: Range) -> Report:
     report.cached_tokens = tokens["cached"] or 0
     report.first_token_ms = sorted(answers.filter(first_token_ms__isnull=False).values_list("first_token_ms", flat=True))
 
-    report.no_match, report.no_match_answers = _no_match_groups(store, messages)
+    report.no_match, report.no_match_answers = _questions_answered_with(messages, NO_MATCH)
+    report.not_understood, report.not_understood_answers = _questions_answered_with(messages, NOT_UNDERSTOOD)
     return report
 
 
-def _no_match_groups(store: Store, messages) -> tuple[list[NoMatchGroup], int]:
-    """The shoppers' messages the no-match reply answered, grouped; the largest groups first."""
-    fixed = [
-        (conversation_id, at)
-        for conversation_id, at, text in messages.filter(
-            role=Message.Role.ASSISTANT, finish_reason=Message.FinishReason.FIXED
-        ).values_list("conversation_id", "created_at", "text")
-        if is_no_match_reply(store, text)
-    ]
+def _questions_answered_with(messages, kind: str) -> tuple[list[NoMatchGroup], int]:
+    """The shoppers' messages answered with ``kind`` of reply, grouped, the largest groups first; and how many
+    answers were of that kind."""
+    fixed = list(
+        messages.filter(role=Message.Role.ASSISTANT, kind=kind).values_list("conversation_id", "created_at")
+    )
     if not fixed:
         return [], 0
     asked: dict = defaultdict(list)  # conversation -> [(at, text)] of the shopper's messages
@@ -352,6 +345,7 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
         ("Prefix-cache share", _percent(report.cache_share)),
         ("Median first-token time (ms)", _number(report.median_first_token_ms, 0)),
         ("No-match replies", str(report.no_match_answers)),
+        ("Not-understood replies", str(report.not_understood_answers)),
     ]
 
 
@@ -370,3 +364,7 @@ def csat_rows(report: Report) -> list[tuple[int, int]]:
 
 def no_match_rows(report: Report) -> list[tuple[str, int, str]]:
     return [(g.text, g.count, " ".join(g.conversations)) for g in report.no_match]
+
+
+def not_understood_rows(report: Report) -> list[tuple[str, int, str]]:
+    return [(g.text, g.count, " ".join(g.conversations)) for g in report.not_understood]

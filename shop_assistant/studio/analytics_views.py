@@ -21,6 +21,7 @@ TABLES = {
     "daily": (analytics.DAILY_HEADER, analytics.daily_rows),
     "csat": (analytics.CSAT_HEADER, analytics.csat_rows),
     "no_match": (analytics.NO_MATCH_HEADER, analytics.no_match_rows),
+    "not_understood": (analytics.NO_MATCH_HEADER, analytics.not_understood_rows),
 }
 
 

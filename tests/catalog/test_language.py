@@ -44,6 +44,22 @@ def test_detect(text, expected):
     assert language.detect(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "earlier", "expected"),
+    [
+        ("¿en azul?", "¿Tienen chaquetas impermeables?", "es"),  # too short to tell: the conversation's language
+        ("en bleu ?", "Avez-vous des vestes imperméables ?", "fr"),
+        ("und blau?", "Habt ihr wasserdichte Jacken?", "de"),
+        ("in blue?", "Do you have rain jackets?", "en"),
+        ("¿en azul?", "", "en"),  # nothing before it: the store's default
+        ("¿en azul?", "hola", "en"),  # nor does one word before it tell
+        ("Do you have rain jackets?", "¿Tienen chaquetas impermeables?", "en"),  # a message that tells is its own
+    ],
+)
+def test_a_message_too_short_to_tell_is_in_the_language_of_the_one_before(text, earlier, expected):
+    assert language.detect(text, earlier=earlier) == expected
+
+
 def test_only_the_four_languages_come_back():
     assert language.detect("Hebt u waterdichte jassen voor de winter?") in language.LANGUAGES  # Dutch
     assert language.detect("Vocês têm jaquetas impermeáveis para o inverno?") in language.LANGUAGES  # Portuguese

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import translation
 
 from catalog import passages, search
 from catalog.grounding import ProductFacts
@@ -374,3 +375,16 @@ def test_a_spanish_request_for_a_person_is_answered_in_spanish_and_the_plan_says
     assert english.language == "en" and english.composition.reply == DEFAULT_REPLY
     # The language is the message's own, not left over from the one before.
     assert pipeline.plan(None, store, [], "Quiero hablar con una persona").composition.reply == spanish.composition.reply
+
+
+def test_a_follow_up_too_short_to_tell_is_answered_in_the_language_of_the_shopper_before_it(db):
+    """"¿en azul?" has too few words to tell its language: after a Spanish message it is Spanish, and what the
+    English rules cannot read of it is said in Spanish, not answered in English."""
+    from shop_assistant.chat.answers.composition import NOT_UNDERSTOOD_REPLY
+
+    store = Store.objects.create(slug="corner", name="Corner Shop")
+    follow_up = pipeline.plan(None, store, [], "¿en azul?", previous="¿Tienen chaquetas impermeables?")
+    assert follow_up.language == "es" and follow_up.composition.answer_kind == "not_understood"
+    with translation.override("es"):
+        assert follow_up.composition.reply == translation.gettext(NOT_UNDERSTOOD_REPLY) != NOT_UNDERSTOOD_REPLY
+    assert pipeline.plan(None, store, [], "¿en azul?").language == "en"  # nothing before it: the default

@@ -35,6 +35,20 @@ def test_a_redelivered_task_writes_the_same_row_again(db):
     assert conversation.last_activity_at == record.created_at
 
 
+def test_an_answer_row_keeps_what_kind_of_answer_it_was(db):
+    """Message.kind travels with the message (the Celery task's and the spool's payload) and a later write of the
+    same row keeps what it says; a shopper's message has none."""
+    store = Store.objects.create(slug="s", name="S")
+    conversation, _ = new_conversation(store)
+    question = MessageRecord(conversation.id, "user", "¿Tienen chaquetas impermeables?")
+    answer = MessageRecord(conversation.id, "assistant", "Lo siento, no he entendido tu mensaje.",
+                           finish_reason="fixed", kind="not_understood")
+    assert answer.payload()["kind"] == "not_understood"
+    record_message(question)
+    record_message(answer)
+    assert dict(Message.objects.values_list("role", "kind")) == {"user": "", "assistant": "not_understood"}
+
+
 def test_eager_celery_logs_in_order(db):
     store = Store.objects.create(slug="s", name="S")
     conversation, _ = new_conversation(store)

@@ -50,14 +50,38 @@ def test_a_single_day_and_an_empty_range(week):
     assert empty.median_first_token_ms is None
 
 
-def test_the_store_own_no_match_reply_is_recognised(week):
-    store = week.store
-    store.no_match_reply = "We only sell outdoor gear."
-    assert analytics.is_no_match_reply(store, "We only sell outdoor gear.")
-    assert not analytics.is_no_match_reply(store, "Sorry, we don't carry kayaks.")
-    store.no_match_reply = ""
-    assert analytics.is_no_match_reply(store, "Sorry, I couldn't find that in our catalog. Try other words.")
-    assert not analytics.is_no_match_reply(store, "A member of our team will be with you shortly.")
+def test_dont_sell_counts_no_match_answers_in_any_language_and_not_what_was_not_understood(store):
+    """Issue 40, item 7: "Don't sell" read the reply's English words. A Spanish, French or German no-match reply
+    was missed, and whether a question the assistant could not read counted depended on how its reply was worded.
+    Each answer's row now says what it was: the no-match replies count whatever their language; a question that
+    was not understood ("¿Tienen chaquetas impermeables?", of a store that sells rain jackets) is its own figure."""
+    from django.utils import translation
+
+    from shop_assistant.chat.answers.composition import no_match_reply, not_understood_reply
+
+    from .seed import _conversation, _message
+
+    def exchange(question: str, language: str, kind: str, day: int) -> None:
+        with translation.override(language):
+            reply = no_match_reply(store, question) if kind == "no_match" else not_understood_reply()
+        assert not reply.startswith("Sorry")  # the shopper's language, not English
+        conversation = _conversation(store, at(day))
+        _message(conversation, "user", question, at(day, seconds=1))
+        _message(conversation, "assistant", reply, at(day, seconds=2), finish_reason="fixed", kind=kind)
+
+    exchange("¿Venden bicicletas de montaña?", "es", "no_match", 0)
+    exchange("Vendez-vous des vélos de montagne ?", "fr", "no_match", 1)
+    exchange("Verkauft ihr auch Mountainbikes?", "de", "no_match", 2)
+    exchange("¿Tienen chaquetas impermeables?", "es", "not_understood", 3)
+    report = analytics.store_report(store, analytics.Range(MONDAY, SUNDAY))
+    assert sorted(g.text for g in report.no_match) == [
+        "Vendez-vous des vélos de montagne ?", "Verkauft ihr auch Mountainbikes?", "¿Venden bicicletas de montaña?"
+    ]
+    assert report.no_match_answers == 3
+    assert [(g.text, g.count) for g in report.not_understood] == [("¿Tienen chaquetas impermeables?", 1)]
+    assert report.not_understood_answers == 1
+    assert ("Not-understood replies", "1") in analytics.summary_rows(report)
+    assert analytics.not_understood_rows(report)[0][:2] == ("¿Tienen chaquetas impermeables?", 1)
 
 
 def test_normalised_questions_group_simple_variants():
@@ -140,3 +164,38 @@ def test_a_handoff_counts_once_it_happened_after_hand_back_reopen_and_a_second_r
     assert [(item.conversation.pk, item.wait) for item in waiting] == [
         (c["waiting"].pk, waiting[0].wait), (order.pk, "0 s")]
     assert figures() == before  # still one handoff of that conversation, timed from its first request
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+async def test_a_spanish_question_the_default_setup_cannot_read_is_not_understood_never_dont_sell(
+    ws, demo_store, chat_engine, chat_settings
+):
+    """Issue 40, item 7, end to end on the default setup (ANSWER_PLANNER=auto, the bundled model, which cannot
+    plan): the demo store sells rain jackets, so "¿Tienen chaquetas impermeables?" must not be told the store has
+    none nor be listed under "Don't sell"; it is answered in Spanish that it was not understood, and counted so."""
+    from channels.db import database_sync_to_async
+    from django.utils import timezone, translation
+
+    from shop_assistant.chat.answers.composition import NOT_UNDERSTOOD_REPLY
+    from shop_assistant.chat.models import Message
+
+    question = "¿Tienen chaquetas impermeables?"
+    assert chat_settings.ANSWER_PLANNER == "auto"
+    client = await ws("/ws/chat/?store=demo")
+    answer = await client.ask(question)
+    await client.close()
+    with translation.override("es"):
+        assert answer.text == translation.gettext(NOT_UNDERSTOOD_REPLY) != NOT_UNDERSTOOD_REPLY
+    assert answer.end["reply"] == "not_understood" and not answer.products
+
+    def report():
+        row = Message.objects.get(pk=answer.start["message_id"])
+        today = timezone.now().date()  # either side of it, should the test cross midnight
+        span = analytics.Range(today - dt.timedelta(days=1), today + dt.timedelta(days=1))
+        return row.kind, analytics.store_report(demo_store, span)
+
+    kind, figures = await database_sync_to_async(report)()
+    assert kind == "not_understood"
+    assert figures.no_match == [] and figures.no_match_answers == 0
+    assert [(g.text, g.count) for g in figures.not_understood] == [(question, 1)]

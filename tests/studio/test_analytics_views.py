@@ -101,11 +101,32 @@ def test_shoppers_words_are_escaped_on_the_page_and_defused_in_csv(store, client
     Message.objects.create(conversation=conversation, role="user", text="=HYPERLINK(\"x\") <img src=x onerror=alert(1)>",
                            created_at=at(2, seconds=1))
     Message.objects.create(conversation=conversation, role="assistant", finish_reason="fixed",
-                           text="Sorry, I couldn't find that in our catalog.", created_at=at(2, seconds=2))
+                           text="Sorry, I couldn't find that in our catalog.", created_at=at(2, seconds=2), kind="no_match")
     page = client.get(f"/studio/corner/analytics/?{WEEK}").content.decode()
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     rows = read_csv(client.get(f"/studio/corner/analytics/no_match.csv?{WEEK}"))
     assert rows[1][0].startswith("'=HYPERLINK")
+
+
+def test_the_owner_sees_what_was_not_understood_apart_from_what_the_store_does_not_sell(store, client):
+    """Issue 40, item 7: a Spanish question the assistant could not read is listed under its own heading and
+    export, not under "Don't sell"; a Spanish no-match reply is under "Don't sell"."""
+    for day, question, reply, kind in (
+        (2, "¿Tienen chaquetas impermeables?", "Lo siento, no he entendido tu mensaje.", "not_understood"),
+        (3, "¿Venden bicicletas de montaña?", "Lo siento, no he encontrado eso en nuestro catálogo.", "no_match"),
+    ):
+        conversation = Conversation.objects.create(store=store, resume_token_hash=str(day) * 64)
+        Conversation.objects.filter(pk=conversation.pk).update(created_at=at(day))
+        Message.objects.create(conversation=conversation, role="user", text=question, created_at=at(day, seconds=1))
+        Message.objects.create(conversation=conversation, role="assistant", finish_reason="fixed", text=reply,
+                               created_at=at(day, seconds=2), kind=kind)
+    page = client.get(f"/studio/corner/analytics/?{WEEK}").content.decode()
+    dont_sell, not_understood = page.split('id="no-match"')[1].split('id="not-understood"')
+    assert "¿Venden bicicletas de montaña?" in dont_sell and "chaquetas" not in dont_sell
+    assert "¿Tienen chaquetas impermeables?" in not_understood.split("</section>")[0]
+    assert "bicicletas" not in not_understood
+    rows = read_csv(client.get(f"/studio/corner/analytics/not_understood.csv?{WEEK}"))
+    assert [row[:2] for row in rows] == [["Question", "Times asked"], ["¿Tienen chaquetas impermeables?", "1"]]
 
 
 def test_the_page_never_writes(week, client):

@@ -46,12 +46,23 @@ IDENTITY = "identity"
 NO_ANSWER = "no_answer"
 COMPARE = "compare"  # a follow-up about the products already shown, answered from their catalog rows
 ORDER = "order"  # a question about the shopper's own order: answered from the order's row once verified
+# Nothing could be planned: a message the rules cannot read (not English) and no model planned. Saying "we don't
+# carry that" would be a claim about the catalog nobody checked.
+NOT_UNDERSTOOD = "not_understood"
+# What a model answer (MODEL) is about: its tool's topic (``tools.register``), kept with the message as its kind.
+PRODUCTS = "products"
+POLICY = "policy"
+SALE = "sale"
+SMALL_TALK = "small_talk"
 
 IDENTITY_REPLY = gettext_noop(
     "I'm {store}'s virtual shopping assistant, a computer program, not a person. I can help you find products "
     "and answer questions about the store; ask for a human agent at any time."
 )
 NO_MATCH_FALLBACK = gettext_noop("Sorry, I couldn't find that in our catalog.")
+NOT_UNDERSTOOD_REPLY = gettext_noop(
+    "Sorry, I didn't understand that. Could you say it in other words, or in English? You can also ask for a person."
+)
 TRACKING_QUESTION = "How do I track my parcel?"  # a search of the store's documents, not shown
 # "Where is my order?": the most common question a store gets, answered from the order's row once the shopper is
 # verified (``tools.order_status``). The documents' nearest sentence (a returns label "in your order email") would
@@ -114,7 +125,7 @@ _PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|b
 
 @dataclass
 class Composition:
-    kind: str  # MODEL, NO_MATCH, NO_ANSWER, HANDOFF, IDENTITY, COMPARE or ORDER
+    kind: str  # MODEL, NO_MATCH, NOT_UNDERSTOOD, NO_ANSWER, HANDOFF, IDENTITY, COMPARE, ORDER or a tool's own
     facts: str = ""
     cards: list[dict[str, Any]] = field(default_factory=list)
     quotes: list[dict[str, str]] = field(default_factory=list)
@@ -127,10 +138,20 @@ class Composition:
     # What the answer asks to be recorded once planned (an order verified, a return request for agents): applied by
     # the chat's service after planning (``orders.conversations.apply``), never by a tool, so planning only reads.
     effects: list[Any] = field(default_factory=list)
+    # What the answer is about when that is not its kind: a model answer's tool (PRODUCTS, POLICY, SALE,
+    # SMALL_TALK, set by ``tools.execute``), or a fixed reply that is no catalog miss ("nothing is on sale": SALE).
+    topic: str = ""
 
     @property
     def fixed(self) -> bool:
         return self.kind != MODEL
+
+    @property
+    def answer_kind(self) -> str:
+        """What kind of answer this is, as its message keeps it (``Message.kind``) and analytics count it: "products",
+        "no_match", "not_understood", ... Read from the answer's path, never from its words, which may be any
+        language."""
+        return self.topic or self.kind
 
 
 _FOLLOW_UP_WORDS = frozenset(
@@ -195,6 +216,11 @@ def greeting(store: Store) -> str:
 def identity_reply(store: Store) -> str:
     """The honest answer to "are you a bot?", in the active language."""
     return possessive(_(IDENTITY_REPLY).format(store=store.name), store.name)
+
+
+def not_understood_reply() -> str:
+    """The reply to a message nothing could be planned for, in the active language (the shopper's)."""
+    return _(NOT_UNDERSTOOD_REPLY)
 
 
 def no_answer_reply() -> str:

@@ -311,6 +311,7 @@ async def _finish(session: ChatSession, answer: Answer) -> None:
         finish_reason=finish,
         usage=result.usage,
         first_token_ms=None if answer.first_token is None else round((answer.first_token - answer.received) * 1000),
+        kind=prepared.composition.answer_kind,
     )
     answer_saved = await asyncio.shield(session.record(record))
     end: Frame = {"type": "end", "message_id": answer.id, "finish_reason": finish, "usage": result.usage}

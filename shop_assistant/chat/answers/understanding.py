@@ -9,6 +9,11 @@ Two planners, chosen by the setting ``ANSWER_PLANNER``:
 not in English, or one the rules did not recognise (their last-resort catalog search) whose search found nothing.
 Everything else is answered at the rules' speed. A model plan that fails validation falls back to the rules' plan:
 facts never depend on the model, only the choice of tool does.
+
+A message not in English that only the rules planned, and whose plan found nothing (``NO_MATCH``), was not
+understood: the rules read English words, so "we don't carry that" would be a claim about the catalog that nobody
+checked (issue 40: "¿Tienen chaquetas impermeables?" was told the store has none, and counted as a request the store
+cannot serve). It gets the not-understood reply in the shopper's language instead (``NOT_UNDERSTOOD``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from shop_assistant.orders import conversations
 from shop_assistant.runtime import engine_service
 
 from . import tools
-from .composition import NO_MATCH, Composition, is_small_talk
+from .composition import NO_MATCH, NOT_UNDERSTOOD, Composition, is_small_talk, not_understood_reply
 from .planning import model, rules
 
 logger = logging.getLogger(__name__)
@@ -68,6 +73,14 @@ def _adds_understanding(context: tools.Context, rules_calls: list[tools.Call], m
     return not set(re.findall(r"[a-z0-9]+", model_calls[0].arguments.query.lower())) <= asked
 
 
+def _by_the_rules(context: tools.Context, calls: list[tools.Call], composition: Composition | None) -> Composition:
+    """The rules' answer, unless they could not read the message: then the not-understood reply."""
+    composition = composition or tools.execute(context, calls)
+    if context.language != "en" and composition.kind == NO_MATCH and not composition.topic:
+        return Composition(NOT_UNDERSTOOD, reply=not_understood_reply())
+    return composition
+
+
 def understand(
     store: Store,
     text: str,
@@ -88,20 +101,20 @@ def understand(
     the chat's (its signed customer, its verified order), None for a preview. Blocking
     (database, embeddings, the engine): a worker thread.
     """
-    context = tools.Context(store, text, retrieve, previous, shown, language.detect(text), conversation,
+    context = tools.Context(store, text, retrieve, previous, shown, language.detect(text, earlier=previous), conversation,
                             conversations.state_of(conversation))
     mode = _planner_mode(engine)
     calls = rules.plan(context)
     composition = None if mode == "model" else tools.execute(context, calls)
     if mode == "rules" or (composition is not None and not _rules_fall_short(context, calls, composition)):
-        return Understood(composition or tools.execute(context, calls), calls, "rules")
+        return Understood(_by_the_rules(context, calls, composition), calls, "rules")
     titles = [str(card.get("title") or "") for card in shown]
     planned = model.plan(engine, store, prompt, text, previous, titles, priority=engine_service.PLAN_PRIORITY)
     logger.info("model plan in %.1f s for %r: %s %s", planned.seconds, text, planned.raw, planned.error)
     if composition is not None and planned.calls and not _adds_understanding(context, calls, planned.calls):
         planned = model.Planned(None, planned.raw, planned.seconds, "the same search as the rules'")
     if not planned.calls:
-        return Understood(composition or tools.execute(context, calls), calls, "rules", planned.seconds, planned.error)
+        return Understood(_by_the_rules(context, calls, composition), calls, "rules", planned.seconds, planned.error)
     return Understood(tools.execute(context, planned.calls), planned.calls, "model", planned.seconds)
 
 

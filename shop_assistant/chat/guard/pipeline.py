@@ -173,7 +173,7 @@ def plan(
     Everything is composed in the language ``text`` is written in (``Plan.language``).
     """
     # One language per message: every sentence composed for it is in the same one.
-    lang = shopper_language.detect(text)
+    lang = shopper_language.detect(text, earlier=previous)
     with freshness.one_read(), translation.override(lang):
         return replace(_plan(engine, store, turns, text, previous, version, shown, conversation), language=lang)
 

@@ -80,6 +80,7 @@ class MessageRecord:
     finish_reason: str = ""
     usage: dict[str, int] | None = None
     first_token_ms: int | None = None  # an answer's: see Message.first_token_ms
+    kind: str = ""  # an answer's: what kind of answer it was (Message.kind)
     created_at: datetime = field(default_factory=timezone.now)
     # A shopper's message being answered: the answer's row is created with it, empty and pending (no finish
     # reason), so that an answer cut by a node's death is seen as such from any node.
@@ -105,6 +106,7 @@ class MessageRecord:
             "completion_tokens": usage.get("completion_tokens"),
             "cached_tokens": usage.get("cached_tokens"),
             "first_token_ms": self.first_token_ms,
+            "kind": self.kind,
             "created_at": self.created_at.isoformat(),
         }
         if self.client_id is not None:
@@ -178,6 +180,7 @@ def store_message(payload: dict[str, Any]) -> tuple[Message, bool]:
             "completion_tokens": payload.get("completion_tokens"),
             "cached_tokens": payload.get("cached_tokens"),
             "first_token_ms": payload.get("first_token_ms"),
+            "kind": payload.get("kind") or "",
             "created_at": created_at,
         }
         if payload.get("client_id"):  # only when given: a later write of the same message never clears it

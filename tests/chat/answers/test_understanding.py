@@ -152,3 +152,40 @@ def test_model_mode_with_a_model_that_cannot_plan_answers_with_the_rules(shop, b
 def test_compose_is_the_rule_planners_answer(shop, planner):
     planner("model")
     assert compose(shop, RECOGNISED, retrieve) == understand(shop, RECOGNISED, retrieve).composition
+
+
+
+# What each answer was, as its row keeps it (``Composition.answer_kind``): one message per kind, through the real
+# tools on the demo store, planned by the rules or, where a plan is given, by a model that can plan (the stand-in
+# engine answers with that plan). "¿Tienen chaquetas impermeables?" is issue 40's item 7: the store sells rain
+# jackets, the rules cannot read Spanish, and no model planned it: not understood, never "we don't carry that".
+KINDS = [
+    ("Do you sell headlamps?", False, None, "products"),
+    ("How long does its battery last?", True, None, "details"),
+    ("I need 2 headlamps, what's the total?", False, None, "total"),
+    ("Is the Ridgeline tent big enough for three people?", False, None, "capacity"),
+    ("Which backpack is cheaper?", False, None, "compare"),
+    ("What is your return policy?", False, None, "policy"),
+    ("¿Cuál es su política de devoluciones?", False,
+     '{"name": "policy_lookup", "arguments": {"question": "What is your return policy?"}}', "policy"),
+    ("¿Qué productos están en oferta?", False, '{"name": "products_on_sale", "arguments": {}}', "sale"),
+    ("can I talk to a real person", False, None, "handoff"),
+    ("Where is my order #1001?", False, None, "order"),
+    ("hello", False, None, "small_talk"),
+    ("Are you a human or a bot?", False, None, "identity"),
+    ("Do you price match?", False, None, "no_answer"),
+    ("Do you sell kayaks?", False, None, "no_match"),
+    ("¿Venden bicicletas de montaña?", False,
+     '{"name": "search_products", "arguments": {"query": "mountain bike"}}', "no_match"),
+    ("¿Tienen chaquetas impermeables?", False, None, "not_understood"),
+]
+
+
+@pytest.mark.parametrize(("text", "shown", "plan", "kind"), KINDS, ids=[f"{row[3]}:{row[0][:24]}" for row in KINDS])
+def test_each_answer_knows_what_kind_of_answer_it_is(shop, tools_tokenizer, planner, text, shown, plan, kind):
+    planner("auto")
+    engine = RecordingEngine(tools_tokenizer, plan) if plan else None
+    cards = cards_of(shop, "Beam 400 Rechargeable Headlamp") if shown else ()
+    understood = understand(shop, text, retrieve, shown=cards, engine=engine)
+    assert understood.planner == ("model" if plan else "rules")
+    assert understood.composition.answer_kind == kind, (understood.calls, understood.composition.reply)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..composition import MODEL, NO_ANSWER, Composition, no_answer_reply
+from ..composition import MODEL, NO_ANSWER, POLICY, Composition, no_answer_reply
 from .registry import Context, register
 
 
@@ -24,6 +24,7 @@ class PolicyArguments(BaseModel):
         ("Do you offer gift wrapping?", {"question": "Do you offer gift wrapping?"}),
         ("Akzeptiert ihr PayPal?", {"question": "Do you accept PayPal?"}),
     ),
+    topic=POLICY,
 )
 def policy_lookup(context: Context, arguments: PolicyArguments) -> Composition:
     retrieved = context.retrieve(context.store, arguments.question)

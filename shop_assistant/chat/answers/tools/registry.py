@@ -5,7 +5,9 @@ Invariants:
   schema a model planner is constrained to and the validation of its plan are one definition (the models forbid
   unknown keys, as the grammar does: a misspelt "qty" is an error, never a default quantity of 1);
 - an executor reads the store's data and returns a ``Composition``; it never writes and never sees model text;
-- ``execute`` merges the results of several calls in the plan's order ("the total, and is shipping free?").
+- ``execute`` merges the results of several calls in the plan's order ("the total, and is shipping free?");
+- a model answer (``MODEL``) says what it is about by its tool's ``topic`` (``Composition.answer_kind``), which the
+  chat log keeps with the message: analytics count answers by it, whatever language they are in.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class Tool:
     run: Callable[[Context, Any], Composition]
     # (message, arguments) pairs: the model planner's few-shot examples, also checked against the schema by tests.
     examples: tuple[tuple[str, dict[str, Any]], ...] = ()
+    topic: str = ""  # what its model answers are about (``Composition.topic``): "products", "policy", ...
 
 
 @dataclass(frozen=True)
@@ -67,16 +70,21 @@ REGISTRY: dict[str, Tool] = {}
 
 
 def register(
-    name: str, description: str, arguments: type[BaseModel], examples: Sequence[tuple[str, dict[str, Any]]] = ()
+    name: str,
+    description: str,
+    arguments: type[BaseModel],
+    examples: Sequence[tuple[str, dict[str, Any]]] = (),
+    topic: str = "",
 ) -> Callable[[Callable[[Context, Any], Composition]], Callable[[Context, Any], Composition]]:
-    """Decorator: ``@register("total", "...", TotalArguments)`` over the executor."""
+    """Decorator: ``@register("total", "...", TotalArguments)`` over the executor. ``topic``: what the tool's model
+    answers are about (a fixed reply's kind says it already)."""
 
     def decorate(run: Callable[[Context, Any], Composition]) -> Callable[[Context, Any], Composition]:
         if name in REGISTRY:
             raise ValueError(f"tool {name!r} registered twice")
         if arguments.model_config.get("extra") != "forbid":
             raise ValueError(f"tool {name!r}: its arguments must forbid unknown keys (extra='forbid')")
-        REGISTRY[name] = Tool(name, description, arguments, run, tuple(examples))
+        REGISTRY[name] = Tool(name, description, arguments, run, tuple(examples), topic)
         return run
 
     return decorate
@@ -160,6 +168,13 @@ def parse_plan(raw: Any) -> list[Call]:
     return calls
 
 
+def _run(tool: Tool, context: Context, arguments: BaseModel) -> Composition:
+    composition = tool.run(context, arguments)
+    if composition.kind == MODEL and not composition.topic:
+        composition.topic = tool.topic
+    return composition
+
+
 def execute(context: Context, calls: Sequence[Call]) -> Composition:
     """Run ``calls`` in order and merge their compositions.
 
@@ -167,7 +182,7 @@ def execute(context: Context, calls: Sequence[Call]) -> Composition:
     the others' fixed replies become its ``lead``; with none, the fixed replies are joined under the first kind.
     Cards and quotes are concatenated without repeats.
     """
-    results = [REGISTRY[c.name].run(context, c.arguments) for c in calls]
+    results = [_run(REGISTRY[c.name], context, c.arguments) for c in calls]
     if len(results) == 1:
         return results[0]
     main = next((r for r in results if r.kind == HANDOFF), None)  # a request for a person is recorded as one
@@ -177,6 +192,7 @@ def execute(context: Context, calls: Sequence[Call]) -> Composition:
         facts="\n".join(r.facts for r in results if r.facts),
         products=list(main.products),
         answers=list(main.answers),
+        topic=main.topic,
     )
     if main.kind == MODEL:  # the others' sentences lead, then the opening and the model's words about ``main``
         merged.lead = [s for r in results if r is not main for s in (*r.lead, r.reply) if s]

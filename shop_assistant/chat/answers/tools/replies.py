@@ -12,6 +12,7 @@ from ..composition import (
     HANDOFF,
     IDENTITY,
     MODEL,
+    SMALL_TALK,
     Composition,
     identity_reply,
 )
@@ -45,6 +46,7 @@ def request_person(context: Context, arguments: HandoffArguments) -> Composition
     "Greetings, thanks, or asking what the assistant is; nothing to look up.",
     SmallTalkArguments,
     examples=(("hi there!", {"kind": "greeting"}), ("are you a real person?", {"kind": "identity"})),
+    topic=SMALL_TALK,
 )
 def small_talk(context: Context, arguments: SmallTalkArguments) -> Composition:
     store = context.store

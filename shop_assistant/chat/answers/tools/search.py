@@ -19,6 +19,9 @@ from ..composition import (
     MODEL,
     NO_ANSWER,
     NO_MATCH,
+    POLICY,
+    PRODUCTS,
+    SMALL_TALK,
     Composition,
     asks_about_the_store,
     asks_the_catalog,
@@ -51,6 +54,9 @@ def composition_of(retrieved) -> Composition:  # noqa: ANN001  (retrieval.Retrie
         quotes=retrieved.quotes,
         products=retrieved.products,
         answers=retrieved.answers,
+        # The store's documents answered and no product did: a question about the store ("what is your return
+        # policy?", which the rules search as words), as the policy tool would have answered it.
+        topic=POLICY if retrieved.answers and not retrieved.cards else PRODUCTS,
     )
 
 
@@ -66,6 +72,7 @@ def composition_of(retrieved) -> Composition:  # noqa: ANN001  (retrieval.Retrie
         ("Habt ihr Handschuhe?", {"query": "gloves"}),
         ("Was kostet die Fleecejacke?", {"query": "fleece jacket"}),
     ),
+    topic=PRODUCTS,
 )
 def search_products(context: Context, arguments: SearchArguments) -> Composition:
     filters = {"min_price": arguments.min_price, "max_price": arguments.max_price, "in_stock": arguments.in_stock}
@@ -80,7 +87,7 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
         return Composition(NO_ANSWER, reply=no_answer_reply())
     whole = _is_the_message(context, arguments.query)
     if is_small_talk(text) or not asks_the_catalog(text) and whole:
-        return Composition(MODEL, facts=retrieved.facts)
+        return Composition(MODEL, facts=retrieved.facts, topic=SMALL_TALK)  # talk, nothing asked of the catalog
     # What the store does not carry is said in the shopper's words: a correction that found nothing either
     # ("sun hoodie" searched as "sun hood") is not what they asked for.
     return Composition(NO_MATCH, reply=no_match_reply(context.store, text if whole else arguments.query))
