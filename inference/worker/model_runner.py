@@ -157,11 +157,13 @@ class ModelRunner:
         """The weights' scheme after load: ``requested`` where the quantized kernels run (CPU, bf16, one rank),
         else "none", logged."""
         scheme = quantization.resolve_scheme(requested)
-        if scheme != "none" and not self.model.quantize_for_cpu(scheme):
+        if scheme == "none":
+            return scheme
+        if not self.model.quantize_for_cpu(scheme):
             logger.warning("quantization=%s needs bf16 weights on one CPU rank (here %s on %s, %d ranks): not applied",
                            scheme, self.dtype, self.device, self.tp.size)
-            scheme = "none"
-        return scheme
+            return "none"
+        return self.model.quantization
 
     def _projections_kernel(self) -> str:
         """What runs the projections: "panels-fp32", "panels-amx" or "panels-avx512_bf16" (the C++ panel kernel;

@@ -9,8 +9,10 @@ dimension, into the panel layouts of ``csrc/quant_linear.cpp``, which turns them
 - int4: asymmetric, ``w = s * q + m``, ``q`` in 0..15, a bf16 scale and minimum per output and group of 32
   (5 bits a weight; the GGUF's Q4_K uses the same 32-weight groups, so its 4-bit grid is mostly kept).
 
-Activations stay bf16 (weight-only quantization: the products are exact, the sums fp32). :func:`dequantize`
-is the reference the kernel is tested against. The quantized panels replace the weight (no bf16 copy is kept);
+int8 is weight-only (bf16 activations: exact products, fp32 sums). int4 also quantizes each row of activations
+to int8 per group of 32 inside the kernel (AVX512-VNNI byte products; unpacking nibbles into bf16 made the
+kernel compute bound), which moved the 1.5B model's perplexity from 26.29 to 26.24 in emulation. :func:`dequantize`
+and :func:`reference_linear` are what the kernels are tested against. The quantized panels replace the weight (no bf16 copy is kept);
 a tied vocabulary projection keeps int8 panels, from which the embedding rows are read too.
 """
 
@@ -35,7 +37,7 @@ class QuantizedWeight:
     """One projection's weight ``[N, K]`` as quantized panels (the layouts of ``csrc/quant_linear.cpp``)."""
 
     scheme: str  # "int8" or "int4"
-    q: torch.Tensor  # int8 [N/16, K/2, 32] or uint8 [N/16, K/4, 32] (two 4-bit codes a byte)
+    q: torch.Tensor  # int8 [N/16, K/2, 32] or uint8 [N/16, K/8, 64] (two 4-bit codes a byte)
     scales: torch.Tensor  # bf16 [N/16, K/group, 16]
     mins: torch.Tensor | None  # int4: bf16 [N/16, K/group, 16]
     group: int
@@ -47,18 +49,15 @@ class QuantizedWeight:
 
 
 def kernels_ready() -> bool:
-    """The quantized panels run here: the C++ kernels are built and the CPU has AVX512-BF16."""
+    """The quantized panels run here: the C++ kernels are built and the CPU has AVX512-BF16 and AVX512-VNNI."""
     return cpu_kernels.load() and bool(torch.ops.shop_assistant.quant_linear_ready())
 
 
 def resolve_scheme(requested: str | None = None) -> str:
-    """The scheme this process runs (``EngineConfig.quantization``), "none" where the kernels cannot run (logged).
-    "auto" is int8: measured on both models, its greedy output agreed with bf16's far more often than int4's
-    (docs/quantization.md), and it still halves the bytes a decode step reads."""
+    """The scheme this process runs (``EngineConfig.quantization``: none, int8, int4 or auto, see
+    :func:`schemes_for`), "none" where the kernels cannot run (logged)."""
     scheme = (requested or "none").strip().lower()
-    if scheme == "auto":
-        scheme = "int8"
-    if scheme not in SCHEMES:
+    if scheme not in (*SCHEMES, "auto"):
         raise ValueError(f"ENGINE_QUANTIZATION must be none, int8, int4 or auto; got {scheme!r}")
     if scheme != "none" and not kernels_ready():
         logger.warning("ENGINE_QUANTIZATION=%s, but the quantized kernels need AVX512-BF16: weights stay unquantized",
@@ -107,11 +106,11 @@ def grid_levels(groups: torch.Tensor, most: int = 15) -> torch.Tensor:
 
 
 def schemes_for(weights: list[torch.Tensor], scheme: str) -> list[str]:
-    """The scheme of each weight: ``scheme``, except that int4 follows a 4-bit source's own mix: where most
-    weights lie on 4-bit grids (a Q4_K_M GGUF), those that do not were kept at more bits by the source (Q6_K) for
-    its quality, and are kept as int8 here."""
+    """The scheme of each weight: ``scheme`` ("auto" is int8: weight-only, its loss the smallest measured on both
+    models), except that int4 follows a 4-bit source's own mix: where most weights lie on 4-bit grids (a Q4_K_M
+    GGUF), those that do not were kept at more bits by the source (Q6_K) for its quality, and are int8 here."""
     if scheme != "int4":
-        return [scheme] * len(weights)
+        return ["int8"] * len(weights)
     grid = [on_4bit_grid(w) for w in weights]
     if sum(grid) < len(grid) / 2:
         return ["int4"] * len(weights)
@@ -139,10 +138,10 @@ def _pack_int8(q: torch.Tensor) -> torch.Tensor:
 
 
 def _pack_int4(q: torch.Tensor) -> torch.Tensor:
-    n, k = q.shape  # step k4, lane j, e in {0, 1}: byte 2j + e = q[j][4k4 + e] | q[j][4k4 + 2 + e] << 4
-    q = q.reshape(n // LANES, LANES, k // 4, 2, 2)  # [panel, lane, k4, half, e]
-    packed = q[:, :, :, 0, :] | (q[:, :, :, 1, :] << 4)  # [panel, lane, k4, e]
-    return packed.permute(0, 2, 1, 3).reshape(n // LANES, k // 4, 2 * LANES).contiguous()
+    n, k = q.shape  # step k8, lane j, b in 0..3: byte 4j + b = q[j][8k8 + b] | q[j][8k8 + 4 + b] << 4
+    q = q.reshape(n // LANES, LANES, k // 8, 2, 4)  # [panel, lane, k8, half, b]
+    packed = q[:, :, :, 0, :] | (q[:, :, :, 1, :] << 4)  # [panel, lane, k8, b]
+    return packed.permute(0, 2, 1, 3).reshape(n // LANES, k // 8, 4 * LANES).contiguous()
 
 
 def codes(weight: QuantizedWeight) -> torch.Tensor:
@@ -150,8 +149,8 @@ def codes(weight: QuantizedWeight) -> torch.Tensor:
     n, k = weight.shape
     if weight.scheme == "int8":
         return weight.q.reshape(n // LANES, k // 2, LANES, 2).permute(0, 2, 1, 3).reshape(n, k)
-    packed = weight.q.reshape(n // LANES, k // 4, LANES, 2).permute(0, 2, 1, 3)  # [panel, lane, k4, e]
-    q = torch.stack((packed & 15, packed >> 4), dim=3)  # [panel, lane, k4, half, e]
+    packed = weight.q.reshape(n // LANES, k // 8, LANES, 4).permute(0, 2, 1, 3)  # [panel, lane, k8, b]
+    q = torch.stack((packed & 15, packed >> 4), dim=3)  # [panel, lane, k8, half, b]
     return q.reshape(n, k)
 
 
@@ -174,11 +173,10 @@ def dequantize_rows(weight: QuantizedWeight, rows: torch.Tensor) -> torch.Tensor
     panels without de-quantizing the rest."""
     n, k = weight.shape
     panel, lane = rows // LANES, rows % LANES
-    per = 2 if weight.scheme == "int8" else 4
-    lines = weight.q.reshape(n // LANES, k // per, LANES, 2)[panel, :, lane, :]  # [T, K/per, 2]
     if weight.scheme == "int8":
-        q = lines.reshape(len(rows), k).float()
+        q = weight.q.reshape(n // LANES, k // 2, LANES, 2)[panel, :, lane, :].reshape(len(rows), k).float()
     else:
+        lines = weight.q.reshape(n // LANES, k // 8, LANES, 4)[panel, :, lane, :]  # [T, K/8, 4]
         q = torch.stack((lines & 15, lines >> 4), dim=2).reshape(len(rows), k).float()
     scales = weight.scales[panel, :, lane].float().repeat_interleave(weight.group, dim=1)
     out = q * scales
@@ -187,9 +185,30 @@ def dequantize_rows(weight: QuantizedWeight, rows: torch.Tensor) -> torch.Tensor
     return out
 
 
+def quantize_activations(x: torch.Tensor, group: int) -> torch.Tensor:
+    """``x`` as the int4 kernel multiplies it: each row's groups rounded to int8 steps of ``max |x| / 127``."""
+    g = x.float().reshape(x.shape[0], -1, group)
+    scale = g.abs().amax(-1, keepdim=True) / 127
+    inverse = torch.where(scale > 0, 127 / g.abs().amax(-1, keepdim=True), torch.zeros_like(scale))
+    return (torch.round(g * inverse) * scale).reshape(x.shape)
+
+
+def reference_linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """What :func:`linear` computes, in float64 before its one rounding (fp32 here): int8 on x as given, int4 on
+    x's int8 steps for the codes' term and on x itself for the minimums' term."""
+    x64 = x.double()
+    if weight.scheme == "int8":
+        out = x64 @ dequantize(weight).double().T
+    else:
+        scales = _per_output(weight.scales, weight.group).double()
+        mins = _per_output(weight.mins, weight.group).double()
+        out = quantize_activations(x, weight.group).double() @ (codes(weight).double() * scales).T + x64 @ mins.T
+    return (out if bias is None else out + bias.double()).float()
+
+
 def linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``x @ w.T (+ bias)`` for bf16 ``x`` ``[rows, K]`` on the quantized panels: exact bf16 products of x and
-    the codes, fp32 sums, each group's sum scaled once, the output rounded to bf16 once. Batch invariant."""
+    """``x @ w.T (+ bias)`` for bf16 ``x`` ``[rows, K]`` on the quantized panels (:func:`reference_linear` says
+    exactly what), fp32 sums, each group's sum scaled once, the output rounded to bf16 once. Batch invariant."""
     x = x if x.stride(-1) == 1 else x.contiguous()
     out = x.new_empty(x.shape[0], weight.shape[0])
     b = None if bias is None else bias.contiguous()

@@ -49,6 +49,8 @@ def engine_config_kwargs(overrides: dict[str, Any] | None = None) -> dict[str, A
     packaged = PACKAGED_MODELS.get(str(kwargs.get("model")))
     if packaged is not None and "max_model_len" not in kwargs:
         kwargs["max_model_len"] = packaged.max_model_len
+    if packaged is not None and "quantization" not in kwargs:
+        kwargs["quantization"] = packaged.quantization
     return kwargs
 
 

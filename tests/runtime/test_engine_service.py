@@ -28,3 +28,14 @@ def test_a_packaged_model_gets_its_context_unless_the_environment_sets_one(setti
     assert engine_service.engine_config_kwargs()["max_model_len"] == 3000
     settings.ENGINE = {**settings.ENGINE, "model": None, "max_model_len": None}
     assert "max_model_len" not in engine_service.engine_config_kwargs()
+
+
+def test_the_packaged_1_5b_is_served_on_its_int4_weights_unless_the_environment_says_otherwise(settings):
+    """ENGINE_QUANTIZATION unset: the 1.5B model's own scheme (int4: its GGUF's 4-bit grids kept); set, it wins;
+    the bundled model is left to the engine's default (none)."""
+    settings.ENGINE = {**settings.ENGINE, "model": "qwen2.5-1.5b", "quantization": None}
+    assert engine_service.engine_config_kwargs()["quantization"] == "int4"
+    settings.ENGINE = {**settings.ENGINE, "quantization": "none"}
+    assert engine_service.engine_config_kwargs()["quantization"] == "none"
+    settings.ENGINE = {**settings.ENGINE, "model": None, "quantization": None}
+    assert "quantization" not in engine_service.engine_config_kwargs()

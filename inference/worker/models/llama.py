@@ -360,7 +360,7 @@ class LlamaForCausalLM(nn.Module):
         return True
 
     def quantize_for_cpu(self, scheme: str) -> bool:
-        """Keep the projections' weights as ``scheme`` ("int8" or "int4") panels and the vocabulary projection as
+        """Keep the projections' weights as ``scheme`` ("int8", "int4" or "auto": ``quantization.schemes_for``) panels and the vocabulary projection as
         int8 ones (its rows are every token's embedding when tied; int4 there cost more agreement than it saved),
         on CPUs where the quantized kernels run, bf16 weights, one rank; False, changing nothing, elsewhere.
         Call before :meth:`pack_for_cpu`, which then leaves the quantized projections alone."""
@@ -369,8 +369,9 @@ class LlamaForCausalLM(nn.Module):
                 or not quantization.kernels_ready()):
             return False
         linears = [m for m in self.modules() if isinstance(m, Linear)]
-        for module, chosen in zip(linears, quantization.schemes_for([m.weight for m in linears], scheme)):
-            module.quantize(chosen)
+        chosen = quantization.schemes_for([m.weight for m in linears], scheme)
+        for module, one in zip(linears, chosen):
+            module.quantize(one)
         head = weight if self.lm_head is None else self.lm_head.weight
         if quantization.can_quantize(head, "int8"):
             self.lm_head_quantized = quantization.quantize(head, "int8")
@@ -379,11 +380,12 @@ class LlamaForCausalLM(nn.Module):
         # The embedding rows come from the tied head's panels, or from the table's own (one copy either way).
         table = self.lm_head_quantized if self.lm_head is None else None
         if table is None and quantization.can_quantize(weight, scheme):
-            table = quantization.quantize(weight, quantization.schemes_for([weight], scheme)[0])
+            table = quantization.quantize(weight, "int4" if "int4" in chosen and quantization.on_4bit_grid(weight)
+                                          else "int8")
         if table is not None:
             self.embed_tokens.quantized = table
             self.embed_tokens.weight = nn.Parameter(weight.new_empty(0), requires_grad=False)
-        self.quantization = scheme
+        self.quantization = "int4" if "int4" in chosen else "int8"
         return True
 
     def use_fused_cpu_ops(self) -> bool:
