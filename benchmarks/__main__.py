@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto",
                    help="of our engine's systems and vLLM (auto: the engine's choice, bf16 on CUDA and on CPUs with bf16 instructions); hf-static "
                         "stays float32 on CPU")
+    s.add_argument("--quantization", choices=["none", "int8", "int4", "auto"], default="none",
+                   help="our engine's weights (CPU, bf16; EngineConfig.quantization); peers run theirs as they are")
     s.add_argument("--kv-memory-mb", type=float, default=KV_MEMORY_MB, help="KV budget of our engine's systems")
     s.add_argument("--kv-blocks", type=int, help="KV budget in blocks (overrides --kv-memory-mb)")
     s.add_argument("--block-size", type=int, default=16)
@@ -138,7 +140,8 @@ def _worker_command(name: str, args: argparse.Namespace, workload_file: str, res
            "--kv-blocks", str(args.kv_blocks), "--block-size", str(args.block_size),
            "--max-num-seqs", str(args.max_num_seqs), "--max-num-batched-tokens", str(args.max_num_batched_tokens),
            "--max-model-len", str(args.max_model_len), "--hf-batch-size", str(args.hf_batch_size),
-           "--vllm-kv-gib", str(args.vllm_kv_gib), "--peer-timeout", str(args.peer_timeout)]
+           "--vllm-kv-gib", str(args.vllm_kv_gib), "--peer-timeout", str(args.peer_timeout),
+           "--quantization", args.quantization]
     for flag, value in (("--vllm-python", args.vllm_python), ("--llama-cpp-python", args.llama_cpp_python),
                         ("--gguf", args.gguf)):
         if value:

@@ -117,6 +117,7 @@ def run(workload: Workload, config: EngineConfig, progress: Any = None) -> dict[
         num_preemptions=engine.snapshot().num_preemptions - preemptions_before,
         kv_blocks=engine.snapshot().kv.num_blocks_total,
         projections=engine.runner.projections,  # the projections' kernel: panels-amx, panels-avx512_bf16, ...
+        quantization=engine.runner.quantization,  # the weights' scheme applied: none, int8, int4
         steps=kv.step_summary(),
         kv_series=kv.series(),
         records=[r.as_dict() for r in driver.records],

@@ -57,6 +57,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 max_num_seqs=args.max_num_seqs,
                 max_num_batched_tokens=args.max_num_batched_tokens,
                 max_model_len=args.max_model_len,
+                quantization=args.quantization,
             )
             result = engine_runner.run(workload, config, bar)
     finally:

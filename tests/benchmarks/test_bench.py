@@ -179,3 +179,12 @@ def test_parallel_sampling_run_shares_the_prompt(llm) -> None:
     # candidate; three separate requests would hold 3 x 10.
     assert one["peak_kv_blocks"] == 10 and three["peak_kv_blocks"] == 10 + 2 * 2
     assert three["time_per_request_s"] > 0 and three["output_tokens_per_s"] > 0
+
+
+def test_quantization_agreement_counts_tokens_up_to_the_first_difference_and_identical_outputs() -> None:
+    from benchmarks.quantization import agreement
+
+    reference = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 9]]
+    other = [[1, 2, 0, 4], [5, 6, 7, 8], [9, 1]]
+    a = agreement(reference, other)
+    assert a == {"tokens_before_divergence": (2 + 4 + 1) / 10, "identical_outputs": 1, "outputs": 3}
