@@ -15,8 +15,11 @@ from shop_assistant.chat.log.agents import send_agent_message
 from shop_assistant.chat.protocol import events
 from shop_assistant.orders.models import ConversationOrder, OrderRequest
 
-from .roles import can_work_on
+from .roles import can_work_on, stores_for
 from .services import ConsoleError
+
+DECIDED_SHOWN = 30
+NOT_FOUND = "no such request"  # of a store the agent does not work for, too: whether it exists is not told
 
 OUTCOMES = {
     (OrderRequest.Kind.RETURN, True): gettext_noop("Your return request for order #{number} was accepted."),
@@ -34,6 +37,15 @@ def pending_for(user: Any, store_id: int) -> list[OrderRequest]:
         return []
     return list(OrderRequest.objects.filter(store_id=store_id, status=OrderRequest.Status.PENDING)
                 .select_related("order").order_by("created_at"))
+
+
+def queue_for(user: Any, decided_shown: int = DECIDED_SHOWN) -> list[OrderRequest]:
+    """The queue page: every pending request of the user's stores (oldest first: the longest waiting on top),
+    then the latest decided ones (newest first), for the record."""
+    mine = OrderRequest.objects.filter(store__in=stores_for(user)).select_related("order", "store", "decided_by")
+    pending = mine.filter(status=OrderRequest.Status.PENDING).order_by("created_at", "pk")
+    decided = mine.exclude(status=OrderRequest.Status.PENDING).order_by("-decided_at", "-pk")[:decided_shown]
+    return [*pending, *decided]
 
 
 def verified_order(conversation_id: Any) -> dict[str, Any] | None:
@@ -55,7 +67,7 @@ def decide(user: Any, request_id: int, accepted: bool, note: str = "") -> OrderR
     with transaction.atomic():
         request = OrderRequest.objects.select_for_update().select_related("order").filter(pk=request_id).first()
         if request is None or not can_work_on(user, request.store_id):
-            raise ConsoleError("no such request")
+            raise ConsoleError(NOT_FOUND)
         if request.status != OrderRequest.Status.PENDING:
             raise ConsoleError("this request was decided already")
         request.status = OrderRequest.Status.ACCEPTED if accepted else OrderRequest.Status.DECLINED

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import order_views, views
 
 app_name = "console"
 
@@ -23,6 +23,8 @@ urlpatterns = [
     path("c/<uuid:pk>/export.<str:fmt>", views.export_conversation, name="export_conversation"),
     path("canned/", views.canned_replies, name="canned"),
     path("canned/<int:pk>/delete", views.delete_canned_reply, name="delete_canned"),
+    path("orders/", order_views.queue_page, name="order_requests"),
+    path("orders/<int:pk>/decide", order_views.decide, name="decide_order_request"),
     path("exports/", views.start_export, name="start_export"),
     path("exports/<int:pk>/", views.export_progress, name="export_progress"),
     path("exports/<int:pk>/download", views.export_download, name="export_download"),

@@ -20,7 +20,7 @@ from shop_assistant.chat.protocol import identity
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.runtime.params import parse_day, parse_id
 
-from . import customers, inbox, placeholders, services, transcripts
+from . import customers, inbox, order_requests, placeholders, services, transcripts
 from .access import refuse
 from shop_assistant.chat.protocol.events import agent_display_name
 from .models import Action, CannedReply, Label, Note, Notification, TranscriptExport
@@ -106,6 +106,7 @@ def conversation_page(request: HttpRequest, conversation: Conversation) -> HttpR
         "conversation": conversation,
         "title": services.conversation_title(conversation),
         "customer": customers.context_for(conversation),
+        "order": order_requests.verified_order(conversation.pk),
         "messages": Message.objects.said().filter(conversation=conversation).order_by("created_at", "id"),
         "notes": Note.objects.filter(conversation=conversation).select_related("author"),
         "actions": [(a, services.describe(a)) for a in

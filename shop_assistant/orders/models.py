@@ -109,3 +109,37 @@ class OrderRequest(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+
+
+class OrderSource(models.Model):
+    """The store's own database as its order source, saved in the studio: a SQLAlchemy URL (it may hold a password,
+    so pages show it through ``catalog.ingest.describe_source`` only) and the mapping of its columns."""
+
+    store = models.OneToOneField("catalog.Store", on_delete=models.CASCADE, related_name="order_source")
+    location = models.CharField(max_length=1000)
+    mapping = models.JSONField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class OrderImport(models.Model):
+    """One import of a store's orders (an upload, the saved database, the operator's command): the studio shows
+    the last one as the orders' freshness."""
+
+    store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="order_imports")
+    format = models.CharField(max_length=10)  # shopify, json or sql
+    source = models.CharField(max_length=1000)  # a file's name or a database URL without its password
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    created = models.PositiveIntegerField(default=0)
+    updated = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True)  # the first refused rows: where and why
+    message = models.TextField(blank=True)  # why the whole import failed; empty when it ran
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    @property
+    def succeeded(self) -> bool:
+        return not self.message

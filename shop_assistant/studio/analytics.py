@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from catalog.models import Store
 from shop_assistant.chat.answers.composition import NO_MATCH, NOT_UNDERSTOOD
 from shop_assistant.chat.models import CardClick, Conversation, Message
+from shop_assistant.orders.models import ConversationOrder, OrderRequest
 
 DEFAULT_DAYS = 7
 MAX_DAYS = 366
@@ -149,6 +150,13 @@ class Report:
     no_match_answers: int = 0
     not_understood: list[NoMatchGroup] = field(default_factory=list)  # what the assistant could not read
     not_understood_answers: int = 0
+    # Orders (issue 38): conversations where the chat asked for an order or verified one, and the requests made.
+    order_conversations: int = 0
+    order_verified: int = 0
+    order_deflected: int = 0
+    requests_pending: int = 0
+    requests_accepted: int = 0
+    requests_declined: int = 0
 
     # Shares of two of the counts above (None when there is nothing to divide by) and medians of the lists.
     deflection_rate = _rate("deflected", "conversations")
@@ -202,13 +210,13 @@ def store_report(store: Store, span: Range) -> Report:
         answers=Count("messages", filter=Q(messages__role=Message.Role.ASSISTANT) & ~Q(messages__finish_reason="")),
         agent_replies=Count("messages", filter=Q(messages__role=Message.Role.AGENT)),
     ).values("id", "created_at", "handoff_at", "answers", "agent_replies", "csat_rating")
+    rows = list(rows)
     for row in rows:
         day = by_day.get(span.day_of(row["created_at"]))
         report.conversations += 1
         if day:
             day.conversations += 1
-        # Answered without a person: the assistant answered, nobody asked for a person and no agent wrote.
-        if row["answers"] and row["handoff_at"] is None and not row["agent_replies"]:
+        if _deflected(row):
             report.deflected += 1
             if day:
                 day.deflected += 1
@@ -255,7 +263,29 @@ def store_report(store: Store, span: Range) -> Report:
 
     report.no_match, report.no_match_answers = _questions_answered_with(messages, NO_MATCH)
     report.not_understood, report.not_understood_answers = _questions_answered_with(messages, NOT_UNDERSTOOD)
+    _order_figures(report, conversations, deflected={row["id"] for row in rows if _deflected(row)})
     return report
+
+
+def _deflected(row: dict) -> bool:
+    """Answered without a person: the assistant answered, nobody asked for a person and no agent wrote."""
+    return bool(row["answers"]) and row["handoff_at"] is None and not row["agent_replies"]
+
+
+def _order_figures(report: Report, conversations, deflected: set) -> None:
+    """Order questions (a conversation the order tools worked in: ``ConversationOrder``), those answered without a
+    person, and the return, exchange and cancellation requests by outcome."""
+    states = ConversationOrder.objects.filter(conversation__in=conversations).values_list(
+        "conversation_id", "verified_at")
+    for conversation_id, verified_at in states:
+        report.order_conversations += 1
+        report.order_verified += verified_at is not None
+        report.order_deflected += conversation_id in deflected
+    outcomes = dict(OrderRequest.objects.filter(conversation__in=conversations).values_list("status")
+                    .annotate(n=Count("id")).values_list("status", "n"))
+    report.requests_pending = outcomes.get(OrderRequest.Status.PENDING, 0)
+    report.requests_accepted = outcomes.get(OrderRequest.Status.ACCEPTED, 0)
+    report.requests_declined = outcomes.get(OrderRequest.Status.DECLINED, 0)
 
 
 def _questions_answered_with(messages, kind: str) -> tuple[list[NoMatchGroup], int]:
@@ -346,6 +376,12 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
         ("Median first-token time (ms)", _number(report.median_first_token_ms, 0)),
         ("No-match replies", str(report.no_match_answers)),
         ("Not-understood replies", str(report.not_understood_answers)),
+        ("Order conversations", str(report.order_conversations)),
+        ("Order conversations verified", str(report.order_verified)),
+        ("Order conversations answered without a person", str(report.order_deflected)),
+        ("Order requests pending", str(report.requests_pending)),
+        ("Order requests accepted", str(report.requests_accepted)),
+        ("Order requests declined", str(report.requests_declined)),
     ]
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from django import forms
 from django.conf import settings
@@ -56,6 +58,40 @@ def _refusal(exc: Exception) -> forms.ValidationError:
     return forms.ValidationError(text[:1].upper() + text[1:] + ("" if text.endswith(".") else "."))
 
 
+def sql_source(location: str, password: str, mapping_text: str, validate: Callable[[Any], dict]) -> tuple[str, dict]:
+    """A database source as an owner gives it (the catalog's and the orders'): the URL checked against the
+    operator's list, early (the import checks again as it connects: catalog.outbound), with the password put in;
+    the mapping parsed and checked by ``validate``. A ValidationError that says what is wrong."""
+    try:
+        outbound.check_sql_url(location)
+    except outbound.Refused as exc:
+        raise _refusal(exc) from None
+    url = make_url(location)
+    if password:
+        url = url.set(password=password)
+    if not mapping_text.strip():
+        raise forms.ValidationError("A SQL source needs its query and columns (JSON).")
+    try:
+        mapping = validate(json.loads(mapping_text))
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise forms.ValidationError(f"The query and columns are not valid JSON: {exc}") from None
+    except SourceError as exc:
+        raise forms.ValidationError(f"The query and columns are not usable: {exc}") from None
+    return url.render_as_string(hide_password=False), mapping
+
+
+def without_password(form: forms.Form, sql: bool | None = None) -> forms.Form:
+    """After an error a form is shown again: never with a database password in it. ``sql``: the location is a
+    database URL (by default: when the form's kind says so)."""
+    if form.is_bound:
+        data = form.data.copy()
+        if data.get("kind") == "sql" if sql is None else sql:
+            data["location"] = safe_url(data.get("location", ""))
+        data["password"] = ""
+        form.data = data
+    return form
+
+
 class SourceForm(forms.ModelForm):
     password = forms.CharField(
         required=False, widget=forms.PasswordInput(render_value=False),
@@ -93,24 +129,8 @@ class SourceForm(forms.ModelForm):
         if not kind or not location:
             return data
         if kind == ImportSource.Kind.SQL:
-            # The operator's list, early; the sync checks again as it connects (catalog.outbound).
-            try:
-                outbound.check_sql_url(location)
-            except outbound.Refused as exc:
-                raise _refusal(exc) from None
-            url = make_url(location)
-            if data.get("password"):
-                url = url.set(password=data["password"])
-            location = url.render_as_string(hide_password=False)
-            text = data.get("mapping_text") or ""
-            if not text.strip():
-                raise forms.ValidationError("A SQL source needs its query and columns (JSON).")
-            try:
-                self.instance.mapping = validate_mapping(json.loads(text))
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise forms.ValidationError(f"The query and columns are not valid JSON: {exc}") from None
-            except SourceError as exc:
-                raise forms.ValidationError(f"The query and columns are not usable: {exc}") from None
+            location, self.instance.mapping = sql_source(location, data.get("password") or "",
+                                                         data.get("mapping_text") or "", validate_mapping)
         else:
             try:
                 outbound.check_feed_url(location)
@@ -122,14 +142,7 @@ class SourceForm(forms.ModelForm):
         return data
 
     def shown_again(self) -> SourceForm:
-        """After an error the form is shown again: never with a database password in it."""
-        if self.is_bound:
-            data = self.data.copy()
-            data["location"] = safe_url(data.get("location", "")) if data.get("kind") == "sql" else data.get(
-                "location", "")
-            data["password"] = ""
-            self.data = data
-        return self
+        return without_password(self)
 
 
 class ProductSearchForm(forms.Form):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import analytics_views, catalog_views, knowledge, playground_views, views
+from . import analytics_views, catalog_views, knowledge, order_views, playground_views, views
 
 app_name = "studio"
 
@@ -29,6 +29,12 @@ urlpatterns = [
     path("<slug:slug>/catalog/runs/<int:run_id>/", catalog_views.run_progress, name="catalog_run"),
     path("<slug:slug>/catalog/runs/<int:run_id>/errors.csv", catalog_views.run_errors, name="catalog_run_errors"),
     path("<slug:slug>/catalog/products/<int:product_id>/", catalog_views.product_preview, name="catalog_product"),
+    # --- orders (issue 38) ---
+    path("<slug:slug>/orders/", order_views.orders_page, name="orders"),
+    path("<slug:slug>/orders/upload", order_views.upload, name="orders_upload"),
+    path("<slug:slug>/orders/source", order_views.save_source, name="orders_source"),
+    path("<slug:slug>/orders/source/test", order_views.test_source, name="orders_test"),
+    path("<slug:slug>/orders/source/import", order_views.import_source, name="orders_import"),
     path("<slug:slug>/knowledge/", knowledge.knowledge, name="knowledge"),
     path("<slug:slug>/knowledge/new", knowledge.new_document, name="document_new"),
     path("<slug:slug>/knowledge/<int:document_id>/", knowledge.document, name="document"),

@@ -399,6 +399,7 @@
       else if (frame.kind === "handoff") { state.status = "handoff"; render(); alertHandoff(); }
       else if (frame.kind === "handed_back" && state.status === "closed") { state.status = "bot"; render(); }
       else if (frame.kind === "message") post(location.pathname + "read");
+      else if (frame.kind === "order_request") addActivity("Shopper · " + (frame.text || "order request"));
     };
     // What any agent (this one in another tab included) did to this conversation, live.
     handlers.activity = function (frame) {
@@ -585,6 +586,18 @@
 
     render();
     scroll();
+  }
+
+  // --- order requests: a shopper's new request, live (the page is a list of forms: it is not redrawn under
+  // an agent typing a note, it says there is more) ----------------------------------------------------------------
+
+  if (mode === "order-requests") {
+    var more = document.getElementById("new-requests");
+    handlers.inbox = function (frame) {
+      if (frame.kind !== "order_request" || !more) return;
+      more.hidden = false;
+      alertHandoff();
+    };
   }
 
   connect();

@@ -127,6 +127,15 @@ def test_every_missing_column_is_reported_on_its_own(sqlite_url):
         ("colour", "unknown field"), ("email", "required field not mapped"), ("placed_at", "required field not mapped")}
 
 
+def test_the_lines_columns_are_reported_with_the_orders(sqlite_url):
+    broken = {"orders": {**MAPPING["orders"], "columns": {**MAPPING["orders"]["columns"], "email": "e_mail"}},
+              "lines": {**MAPPING["lines"], "columns": {**MAPPING["lines"]["columns"], "price": "cost"}}}
+    with pytest.raises(MappingError) as raised:
+        read_orders("sql", sqlite_url, mapping=broken)
+    assert [(p.section, p.field, p.column) for p in raised.value.problems] == [
+        ("orders", "email", "e_mail"), ("lines", "price", "cost")]
+
+
 def test_the_source_is_read_only(store, sqlite_url):
     writing = {"orders": {"query": "DELETE FROM shop_orders RETURNING id AS order_no, 'x@example.com' AS mail, "
                                    "'2026-01-01' AS created",

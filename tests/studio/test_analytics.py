@@ -199,3 +199,47 @@ async def test_a_spanish_question_the_default_setup_cannot_read_is_not_understoo
     assert kind == "not_understood"
     assert figures.no_match == [] and figures.no_match_answers == 0
     assert [(g.text, g.count) for g in figures.not_understood] == [(question, 1)]
+
+
+def test_order_questions_those_resolved_without_a_person_and_the_requests_decided(store):
+    """Order conversations: those where the chat asked for an order or verified one (``ConversationOrder``);
+    requests counted by their outcome; all from the conversations started in the range."""
+    from decimal import Decimal
+
+    from django.utils import timezone
+
+    from catalog.models import Store
+    from shop_assistant.chat.models import Conversation, Message, hash_token, new_resume_token
+    from shop_assistant.orders.models import ConversationOrder, Order, OrderRequest
+
+    def conversation(target=store, **extra):
+        return Conversation.objects.create(store=target, resume_token_hash=hash_token(new_resume_token()), **extra)
+
+    def said(c, role, text):
+        Message.objects.create(conversation=c, role=role, text=text, created_at=timezone.now(),
+                               finish_reason="stop" if role == "assistant" else "")
+
+    order = Order.objects.create(store=store, number="1001", email="sam@example.com", placed_at=timezone.now())
+    order.lines.create(title="Boots", price=Decimal("159.00"))
+    verified, asked, with_agent, plain = conversation(), conversation(), conversation(), conversation()
+    for c in (verified, asked, with_agent, plain):
+        said(c, "user", "Where is my order?")
+        said(c, "assistant", "Shipped.")
+    said(with_agent, "agent", "Let me check.")
+    ConversationOrder.objects.create(conversation=verified, order=order, verified_via="email", verified_at=timezone.now())
+    ConversationOrder.objects.create(conversation=asked, waiting_for="order_status")
+    ConversationOrder.objects.create(conversation=with_agent, order=order, verified_via="email",
+                                     verified_at=timezone.now())
+    for c, status in ((verified, "accepted"), (verified, "declined"), (with_agent, "declined"), (asked, "pending")):
+        OrderRequest.objects.create(store=store, order=order, conversation=c, kind="return", status=status)
+    other = Store.objects.create(slug="elsewhere", name="Elsewhere")
+    elsewhere = conversation(other)
+    ConversationOrder.objects.create(conversation=elsewhere, waiting_for="order_status")
+
+    today = timezone.now().date()
+    report = analytics.store_report(store, analytics.Range(today, today))
+    assert (report.order_conversations, report.order_verified, report.order_deflected) == (3, 2, 2)
+    assert (report.requests_accepted, report.requests_declined, report.requests_pending) == (1, 2, 1)
+    rows = dict(analytics.summary_rows(report))
+    assert rows["Order conversations"] == "3" and rows["Order conversations answered without a person"] == "2"
+    assert (rows["Order requests accepted"], rows["Order requests declined"]) == ("1", "2")

@@ -234,9 +234,12 @@ async def _record_order_effects(session: ChatSession, effects: list[Any]) -> Non
     """What the order tools asked for (an order verified, a return request for agents), recorded before the reply
     goes out: the shopper's next message reads it ("and when will it arrive?"), and a request said to be sent is."""
     try:
-        await keeping.within_deadline(functools.partial(conversations.apply, session.conversation, effects))
+        made = await keeping.within_deadline(functools.partial(conversations.apply, session.conversation, effects))
     except Exception:  # noqa: BLE001 - the reply still goes out; the shopper can ask again
         logger.warning("conversation %s: order effects not recorded", session.conversation.id, exc_info=True)
+        return
+    for request in made:  # its order is loaded with it (``apply``): no query here, on the event loop
+        await events.order_request_created(request)
 
 
 async def _send_known_parts(session: ChatSession, message_id: str, prepared: Plan) -> None:

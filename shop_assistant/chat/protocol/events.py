@@ -19,7 +19,8 @@ Events sent to a conversation's group (the shopper's consumer ignores ``conversa
   ``reply_to`` with ``chat.answer_alive``. No reply in time: its node died (``answer_alive``).
 
 Events sent to a store's group: ``console.inbox`` with ``kind`` (started, message, handoff, assigned, handed_back,
-closed, with ``by``: agent or shopper) and ``conversation``.
+closed, with ``by``: agent or shopper; order_request, with ``request``, ``request_kind`` and ``text``) and
+``conversation``.
 """
 
 from __future__ import annotations
@@ -69,6 +70,18 @@ async def inbox_event(store_id: int, kind: str, conversation_id: uuid.UUID | str
         store_group(store_id),
         {"type": "console.inbox", "kind": kind, "conversation": str(conversation_id), **extra},
     )
+
+
+ORDER_REQUEST_TEXT = {"return": "asked to return order #{number}", "exchange": "asked to exchange items of order #{number}",
+                      "cancel": "asked to cancel order #{number}"}
+
+
+async def order_request_created(request: Any) -> None:
+    """A shopper's return, exchange or cancellation request, for the agents: the inbox, the requests page and
+    the conversation's activity hear of it now (the queue reads the database, so a missed event only delays it)."""
+    text = ORDER_REQUEST_TEXT.get(request.kind, "made an order request").format(number=request.order.number)
+    await inbox_event(request.store_id, "order_request", request.conversation_id, request=request.pk,
+                      request_kind=request.kind, text=text)
 
 
 class ConversationFeed:

@@ -148,12 +148,29 @@ def read_sql_orders(url: str, mapping: dict, *, restricted: bool = False) -> Par
         engine.dispose()
 
 
+def _line_problems(conn: sa.Connection, mapping: dict) -> list[ColumnProblem]:
+    if "lines" not in mapping:
+        return []
+    try:
+        _selected(conn, "lines", mapping["lines"], [mapping["lines"]["order_key"]]).close()
+    except MappingError as exc:
+        return exc.problems
+    except SourceError:
+        return []  # a missing table: reported when the orders' columns are fixed
+    return []
+
+
 def _read(conn: sa.Connection, mapping: dict) -> ParsedOrders:
     parsed = ParsedOrders()
     o_section = mapping["orders"]
     key = o_section.get("key")
     by_key = {}
-    for number, row in enumerate(_selected(conn, "orders", o_section, [key] if key else []).mappings(), 1):
+    try:
+        order_rows = _selected(conn, "orders", o_section, [key] if key else [])
+    except MappingError as exc:
+        # The lines' columns are checked too, so that one test of the connection names every column to fix.
+        raise MappingError(exc.problems + _line_problems(conn, mapping)) from None
+    for number, row in enumerate(order_rows.mappings(), 1):
         where = f"orders row {number}"
         try:
             record = order_from(_named(row, o_section["columns"]), where)

@@ -33,6 +33,16 @@ _WANTED = re.compile(r"\b(?:for|in|to) (?:an? |the )?((?:size |us )?(?:\d{1,2}(?
                      r"|(?:black|navy|blue|red|green|grey|gray|orange|sage|white|forest|charcoal|slate|rust))\b",
                      re.IGNORECASE)
 _FOLLOW_UP_WORDS = 12
+# "How do I return my order?", "What's your return policy for my order?", "Can I still cancel my order?": how the
+# store does it, for any order; the policy answers, quoted. What points at one order ("I want to return order
+# #1042", "return the boots from my order") is not matched: the order's tool asks for it and verifies it.
+_GENERAL = re.compile(
+    r"\bpolic(?:y|ies)\b"
+    r"|^\W*(?:how (?:do|can|would|should) i|how long do i have to|can i(?: still)?|is it (?:still )?possible to"
+    r"|do you (?:let me|allow me to))\s+(?:return|cancel|exchange|refund|send back)\s+(?:my|an|the) order\b",
+    re.IGNORECASE,
+)
+_POLICY_QUESTION_CHARS = 200  # policy_lookup's bound on its question
 
 
 def _arguments(text: str, with_number: bool) -> dict[str, object]:
@@ -62,9 +72,19 @@ def _intent(text: str, about_an_order: bool) -> list[Call]:
     return []
 
 
+def _is_general(text: str, state: object) -> bool:
+    """A question about the store's policy for orders, not about one: no number, no email, no order verified in
+    the conversation (with one verified, "can I still cancel my order?" is about that one)."""
+    if not _MY_ORDER.search(text) or getattr(state, "order", None) is not None or _arguments(text, True):
+        return False  # naming no order at all, it is the catalog search's (which finds the policy's passages)
+    return bool(_GENERAL.search(text) and (_RETURN.search(text) or _EXCHANGE.search(text) or _CANCEL.search(text)))
+
+
 def plan(context: Context) -> list[Call]:
     """The order tool's call for ``context.text``, or [] when the message is not about the shopper's order."""
     text, state = context.text, context.order_state
+    if _is_general(text, state):
+        return [call("policy_lookup", question=text[:_POLICY_QUESTION_CHARS])]
     if ORDER_STATUS_PATTERN.search(text) or _MY_ORDER.search(text):
         return _intent(text, True) or [call("order_status", **_arguments(text, True))]
     if state is None:

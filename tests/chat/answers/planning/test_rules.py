@@ -92,6 +92,15 @@ TABLE = [
      [("order_return", {"kind": "exchange", "wanted": "size L"})]),
     ("Please cancel my order 1004, riley@example.com", False,
      [("order_cancel", {"order_number": "1004", "email": "riley@example.com"})]),
+    # a general policy question with "my order" in it is the policy's, quoted; a specific order still asks/verifies
+    ("How do I return my order?", False, [("policy_lookup", {"question": "How do I return my order?"})]),
+    ("What's your return policy for my order?", False,
+     [("policy_lookup", {"question": "What's your return policy for my order?"})]),
+    ("Can I still cancel my order?", False, [("policy_lookup", {"question": "Can I still cancel my order?"})]),
+    ("How long do I have to exchange my order?", False, [("policy_lookup", {})]),
+    ("I want to return order #1042", False, [("order_return", {"order_number": "1042", "kind": "return"})]),
+    ("How do I return order #1042? sam@example.com", False,
+     [("order_return", {"order_number": "1042", "email": "sam@example.com"})]),
     # a policy question that names no order of the shopper's stays the search that finds the policy's passages
     ("Can I return boots I already wore on a hike?", False, [("search_products", {})]),
     ("What is your return policy?", False, [("search_products", {})]),

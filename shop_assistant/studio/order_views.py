@@ -1,0 +1,107 @@
+"""The studio's orders page: upload an orders file, save the store's database as the source (its column mapping),
+test the connection, import now, and the last import's time and counts (the freshness). Owners only.
+
+Thin: the forms check the input (the catalog's checks), ``orders.imports`` runs and records the imports. Order
+imports run in the request: they write rows only (no embeddings), unlike the catalog's.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from catalog.ingest import describe_source
+from catalog.models import Store
+from shop_assistant.orders import imports
+from shop_assistant.orders.models import Order, OrderImport, OrderSource
+
+from .order_forms import OrderSourceForm, OrderUploadForm
+from .views import owners_only
+
+IMPORTS_SHOWN = 10
+
+
+def _orders_url(store: Store) -> str:
+    return reverse("studio:orders", kwargs={"slug": store.slug})
+
+
+def _page(request: HttpRequest, store: Store, upload_form=None, source_form=None, failed: OrderImport | None = None,
+          status: int = 200) -> HttpResponse:
+    source = OrderSource.objects.filter(store=store).first()
+    return render(request, "studio/orders.html", {
+        "store": store,
+        "upload_form": upload_form or OrderUploadForm(),
+        "source_form": source_form or OrderSourceForm(),
+        "source": source,
+        "source_location": describe_source(source.location) if source else "",
+        "last": imports.last_import(store),
+        "imports": OrderImport.objects.filter(store=store)[:IMPORTS_SHOWN],
+        "order_count": Order.objects.filter(store=store).count(),
+        "failed": failed,
+    }, status=status)
+
+
+def _outcome(request: HttpRequest, store: Store, record: OrderImport) -> HttpResponse:
+    if not record.succeeded:
+        return _page(request, store, failed=record, status=400)
+    messages.success(request, f"Imported {record.source}: {record.created} added, {record.updated} updated, "
+                              f"{record.failed} refused.")
+    return redirect(_orders_url(store))
+
+
+@require_GET
+@owners_only
+def orders_page(request: HttpRequest, store: Store) -> HttpResponse:
+    return _page(request, store)
+
+
+@require_POST
+@owners_only
+def upload(request: HttpRequest, store: Store) -> HttpResponse:
+    form = OrderUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _page(request, store, upload_form=form, status=400)
+    data = form.cleaned_data
+    return _outcome(request, store, imports.run_import(store, data["format"], data["file"].name, text=data["text"],
+                                                       user=request.user))
+
+
+@require_POST
+@owners_only
+def save_source(request: HttpRequest, store: Store) -> HttpResponse:
+    form = OrderSourceForm(request.POST)
+    if not form.is_valid():
+        return _page(request, store, source_form=form.shown_again(), status=400)
+    OrderSource.objects.update_or_create(store=store, defaults={"location": form.cleaned_data["location"],
+                                                                "mapping": form.cleaned_data["mapping"]})
+    messages.success(request, "The order database is saved: test the connection, then import.")
+    return redirect(_orders_url(store))
+
+
+def _saved(request: HttpRequest, store: Store) -> OrderSource | None:
+    source = OrderSource.objects.filter(store=store).first()
+    if source is None:
+        messages.error(request, "Save the order database first.")
+    return source
+
+
+@require_POST
+@owners_only
+def test_source(request: HttpRequest, store: Store) -> HttpResponse:
+    source = _saved(request, store)
+    if source is not None:
+        result = imports.test_connection(source)
+        (messages.success if result.ok else messages.error)(request, result.text)
+    return redirect(_orders_url(store))
+
+
+@require_POST
+@owners_only
+def import_source(request: HttpRequest, store: Store) -> HttpResponse:
+    source = _saved(request, store)
+    if source is None:
+        return redirect(_orders_url(store))
+    return _outcome(request, store, imports.import_source(source, user=request.user))
