@@ -1,8 +1,8 @@
 """Quantized weights, measured: ``python -m benchmarks.quantization --model qwen2.5-1.5b``.
 
-For each scheme (``none`` = bf16, ``int8``, ``int4``), on one engine each, loaded in turn in this one run:
+For each scheme (``none`` = bf16, ``int8``, ``int4``), on one engine each, all loaded side by side in this run:
 - a lone shopper: time to the first token of a fresh 200-token prompt, and decode tokens/s (the time of
-  ``1 + D`` tokens less that of 1, over D), medians of ``--repeats``;
+  first token's to the last's, over D), medians of ``--repeats`` rounds taken scheme after scheme;
 - the weights' resident bytes (parameters, packed panels and quantized panels, whatever the engine keeps);
 - quality against bf16: greedy agreement over held-out prompts (tokens generated before the first token that
   differs, and outputs identical throughout) and the perplexity of a held-out text, teacher-forced.
@@ -75,21 +75,16 @@ def weight_bytes(model: LlamaForCausalLM) -> int:
     return total + (0 if model.lm_head_quantized is None else model.lm_head_quantized.nbytes)
 
 
-def single_stream(llm: LLM, decode_tokens: int, repeats: int, prompt_len: int = 200) -> dict[str, float]:
-    """TTFT of a fresh prompt and the decode rate of one sequence (tokens after the first over the time after the
-    first, from the engine's own timestamps), medians over ``repeats`` after one warm-up."""
+def single_stream(llm: LLM, decode_tokens: int, seed: int, prompt_len: int = 200) -> tuple[float, float]:
+    """(TTFT, decode tokens/s) of one fresh prompt: the tokens after the first over the time after the first,
+    from the engine's own timestamps."""
     vocab = llm.get_tokenizer().vocab_size
     params = SamplingParams(temperature=0.0, max_tokens=1 + decode_tokens, ignore_eos=True)
-    ttft, rate = [], []
-    for r in range(repeats + 1):
-        # A prompt never seen before (no prefix-cache hit): ids drawn from the ordinary part of the vocabulary.
-        g = torch.Generator().manual_seed(1000 + r)
-        ids = torch.randint(1000, min(vocab, 30000), (prompt_len,), generator=g).tolist()
-        m = llm.generate([{"prompt_token_ids": ids}], params)[0].metrics
-        if r:
-            ttft.append(m.time_to_first_token)
-            rate.append(decode_tokens / (m.last_token_time - m.first_token_time))
-    return {"ttft_s": statistics.median(ttft), "decode_tok_s": statistics.median(rate)}
+    # A prompt never seen before (no prefix-cache hit): ids drawn from the ordinary part of the vocabulary.
+    g = torch.Generator().manual_seed(1000 + seed)
+    ids = torch.randint(1000, min(vocab, 30000), (prompt_len,), generator=g).tolist()
+    m = llm.generate([{"prompt_token_ids": ids}], params)[0].metrics
+    return m.time_to_first_token, decode_tokens / (m.last_token_time - m.first_token_time)
 
 
 def greedy(llm: LLM, max_tokens: int) -> list[list[int]]:
@@ -123,18 +118,36 @@ def agreement(reference: list[list[int]], other: list[list[int]]) -> dict[str, f
             "outputs": len(reference)}
 
 
-def measure(model: str | None, scheme: str, args: argparse.Namespace) -> dict[str, Any]:
-    llm = LLM(model, dtype="bfloat16", quantization=scheme, max_model_len=1024, kv_cache_memory=256 * 2**20)
+def load(model: str | None, scheme: str) -> LLM:
+    return LLM(model, dtype="bfloat16", quantization=scheme, max_model_len=1024, kv_cache_memory=256 * 2**20)
+
+
+def measure(model: str | None, schemes: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every scheme loaded side by side; the timed rounds interleaved (scheme after scheme, round after round), so
+    a machine whose speed drifts hits them alike; quality after."""
+    engines = {scheme: load(model, scheme) for scheme in schemes}
     try:
-        runner = llm.llm_engine.runner
-        out: dict[str, Any] = {"scheme": scheme, "applied": runner.quantization, "projections": runner.projections,
-                               "weight_bytes": weight_bytes(runner.model)}
-        out.update(single_stream(llm, args.decode_tokens, args.repeats))
-        out["perplexity"] = perplexity(llm, HELD_OUT_TEXT)
-        out["greedy"] = greedy(llm, args.max_tokens)
-        return out
+        times: dict[str, list[tuple[float, float]]] = {scheme: [] for scheme in schemes}
+        for r in range(args.repeats + 1):  # round 0 warms up
+            for scheme, llm in engines.items():
+                t = single_stream(llm, args.decode_tokens, seed=r)
+                if r:
+                    times[scheme].append(t)
+        runs = []
+        for scheme, llm in engines.items():
+            runner = llm.llm_engine.runner
+            runs.append({
+                "scheme": scheme, "applied": runner.quantization, "projections": runner.projections,
+                "weight_bytes": weight_bytes(runner.model),
+                "ttft_s": statistics.median(t for t, _ in times[scheme]),
+                "decode_tok_s": statistics.median(d for _, d in times[scheme]),
+                "perplexity": perplexity(llm, HELD_OUT_TEXT),
+                "greedy": greedy(llm, args.max_tokens),
+            })
+        return runs
     finally:
-        llm.close()
+        for llm in engines.values():
+            llm.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
-    runs = [measure(args.model, scheme, args) for scheme in args.schemes.split(",")]
+    runs = measure(args.model, args.schemes.split(","), args)
     base = runs[0]
     print(f"model {args.model or 'smollm2-135m'} on {cpu_kernels.cpu_model_name()}; reference: {base['scheme']}")
     print(f"{'scheme':8} {'kernel':20} {'weights MB':>10} {'TTFT ms':>8} {'decode tok/s':>12} {'x ref':>6} "
