@@ -154,7 +154,7 @@ APP_IMPORTS: dict[str, set[str]] = {
     "ops": {"api", "chat"},  # the 503 body is the API's ApiError; health checks the chat's spool
     "orders": set(),  # the store's orders: below the chat (which tells verified shoppers) and the console
     "prompts": set(),  # the prompt's versions: below the chat (which reads) and the studio (which writes)
-    "studio": {"chat", "console", "evaluation", "prompts"},  # the preview runs the chat's pipeline; staff roles; scores use the evaluation's rules
+    "studio": {"chat", "console", "evaluation", "orders", "prompts"},  # the preview runs the chat's pipeline; staff roles; scores use the evaluation's rules; the orders source and its figures
 }
 # Project modules an app may use (the others wire the apps together, so an app importing them would be a cycle).
 APP_PROJECT_IMPORTS = {"shop_assistant.celery"}
