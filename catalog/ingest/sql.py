@@ -25,8 +25,8 @@ Nothing is written to the source: the connection is rolled back when closed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
@@ -50,6 +50,8 @@ from .records import (
     parse_quantity,
     parse_status,
 )
+
+T = TypeVar("T")
 
 PRODUCT_FIELDS = {"handle", "title", "description_html", "description", "vendor", "product_type", "tags", "status"}
 VARIANT_FIELDS = {
@@ -166,10 +168,14 @@ def safe_url(url: str) -> str:
         return "<unparsable database URL>"
 
 
-def read_sql_catalog(url: str, mapping: dict, *, restricted: bool = False) -> ParsedCatalog:
-    """Read a catalog through ``mapping``. ``restricted`` (a store owner's source): the URL must pass
-    ``catalog.outbound.check_sql_url`` here, as it connects, and the checked URL is the one connected to."""
-    validate_mapping(mapping)
+def read_from(url: str, read: Callable[[sa.Connection], T], *, restricted: bool = False,
+              read_only: bool = False) -> T:
+    """``read(connection)`` on a store's own database (the catalog's and the orders' SQL sources).
+
+    ``restricted`` (a store owner's source): the URL must pass ``catalog.outbound.check_sql_url`` here, as it
+    connects, and the checked URL is the one connected to. ``read_only``: the session refuses writes (the
+    database's own read-only transaction; SQLite's query_only) and is rolled back. Every failure to connect or
+    read is a ``SourceError`` naming the URL without its password."""
     if restricted:
         try:
             url = outbound.check_sql_url(url)
@@ -181,13 +187,33 @@ def read_sql_catalog(url: str, mapping: dict, *, restricted: bool = False) -> Pa
         raise SourceError(f"cannot use database URL {safe_url(url)}: {exc}") from None
     try:
         with engine.connect() as conn:
-            return _read(conn, mapping)
+            if read_only:
+                _read_only(conn)
+            try:
+                return read(conn)
+            finally:
+                if read_only:
+                    conn.rollback()
     except SourceError:
         raise
     except sa.exc.SQLAlchemyError as exc:
         raise SourceError(f"reading {safe_url(url)} failed: {exc.__class__.__name__}: {exc}") from None
     finally:
         engine.dispose()
+
+
+def _read_only(conn: sa.Connection) -> None:
+    dialect = conn.dialect.name
+    if dialect in ("postgresql", "mysql", "mariadb"):
+        conn.execute(sa.text("SET TRANSACTION READ ONLY"))
+    elif dialect == "sqlite":
+        conn.exec_driver_sql("PRAGMA query_only = ON")
+
+
+def read_sql_catalog(url: str, mapping: dict, *, restricted: bool = False) -> ParsedCatalog:
+    """Read a catalog through ``mapping`` (``read_from`` says what ``restricted`` means)."""
+    validate_mapping(mapping)
+    return read_from(url, lambda conn: _read(conn, mapping), restricted=restricted)
 
 
 def _read(conn: sa.Connection, mapping: dict) -> ParsedCatalog:

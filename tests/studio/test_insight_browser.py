@@ -33,6 +33,21 @@ async def log_in(page, base: str, username: str) -> None:
     await expect(page).to_have_url(f"{base}/studio/demo/")
 
 
+def seed_languages(store) -> None:
+    """Two Spanish questions on the Wednesday of the seeded week: one the store truly does not sell (the Spanish
+    no-match reply), one it sells but the bundled model could not read (the not-understood reply)."""
+    from .seed import _conversation, _message, at
+
+    sold = _conversation(store, at(2, 9))
+    _message(sold, "user", "¿Venden bicicletas?", at(2, 9, 1))
+    _message(sold, "assistant", "Lo siento, no vendemos bicicletas.", at(2, 9, 2), finish_reason="fixed",
+             kind="no_match")
+    unread = _conversation(store, at(2, 10))
+    _message(unread, "user", "¿Tienen chaquetas impermeables?", at(2, 10, 1))
+    _message(unread, "assistant", "Lo siento, no he entendido tu mensaje.", at(2, 10, 2), finish_reason="fixed",
+             kind="not_understood")
+
+
 async def test_owner_reads_analytics_asks_the_playground_and_publishes_a_scored_draft(daphne_server, demo_store, page):
     from playwright.async_api import expect
 
@@ -61,6 +76,16 @@ async def test_owner_reads_analytics_asks_the_playground_and_publishes_a_scored_
         await page.locator("#no-match").get_by_role("link", name="Export CSV").click()
     assert (await download.value).suggested_filename == "demo-no_match-2026-11-02-2026-11-08.csv"
     await page.screenshot(path=str(SCREENSHOTS / "analytics-week.png"), full_page=True)
+
+    # Issue 40 item 7: what the store does not sell is told apart from what was not understood, in any language
+    # (the answers' stored kind, not their English words).
+    await database_sync_to_async(seed_languages)(demo_store)
+    await page.reload()
+    await expect(page.locator("#no-match tr", has_text="¿Venden bicicletas?")).to_have_count(1)
+    await expect(page.locator("#no-match tr", has_text="chaquetas")).to_have_count(0)
+    await expect(page.locator("#not-understood tr", has_text="¿Tienen chaquetas impermeables?")).to_have_count(1)
+    await page.locator("#no-match").scroll_into_view_if_needed()
+    await page.screenshot(path=str(SCREENSHOTS / "analytics-languages.png"), full_page=True)
 
     # A draft with the published text and a new note, then the playground: any question, draft against published.
     await page.get_by_role("link", name="Prompt").click()

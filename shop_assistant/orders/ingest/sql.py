@@ -22,8 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from catalog import outbound
-from catalog.ingest.sql import safe_url
+from catalog.ingest.sql import read_from
 
 from .jsonfeed import order_from
 from .records import LineRecord, ParsedOrders, RowError, RowProblem, SourceError
@@ -112,40 +111,11 @@ def _named(row: Mapping[str, Any], columns: dict[str, str]) -> dict[str, Any]:
     return {field: row[column] for field, column in columns.items()}
 
 
-def _read_only(conn: sa.Connection) -> None:
-    dialect = conn.dialect.name
-    if dialect == "postgresql" or dialect in ("mysql", "mariadb"):
-        conn.execute(sa.text("SET TRANSACTION READ ONLY"))
-    elif dialect == "sqlite":
-        conn.exec_driver_sql("PRAGMA query_only = ON")
-
-
 def read_sql_orders(url: str, mapping: dict, *, restricted: bool = False) -> ParsedOrders:
-    """Read the orders through ``mapping``; ``restricted`` (a store owner's source): the URL must pass the
-    operator's allow-list here, and the checked URL is the one connected to."""
+    """Read the orders through ``mapping``, read-only (``catalog.ingest.sql.read_from`` says what ``restricted``
+    means)."""
     validate_mapping(mapping)
-    if restricted:
-        try:
-            url = outbound.check_sql_url(url)
-        except outbound.Refused as exc:
-            raise SourceError(f"cannot use database URL {safe_url(url)}: {exc}") from None
-    try:
-        engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    except Exception as exc:  # noqa: BLE001 - bad URLs and missing drivers both mean "cannot read"
-        raise SourceError(f"cannot use database URL {safe_url(url)}: {exc}") from None
-    try:
-        with engine.connect() as conn:
-            _read_only(conn)
-            try:
-                return _read(conn, mapping)
-            finally:
-                conn.rollback()
-    except SourceError:
-        raise
-    except sa.exc.SQLAlchemyError as exc:
-        raise SourceError(f"reading {safe_url(url)} failed: {exc.__class__.__name__}: {exc}") from None
-    finally:
-        engine.dispose()
+    return read_from(url, lambda conn: _read(conn, mapping), restricted=restricted, read_only=True)
 
 
 def _line_problems(conn: sa.Connection, mapping: dict) -> list[ColumnProblem]:
