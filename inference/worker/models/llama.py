@@ -360,8 +360,8 @@ class LlamaForCausalLM(nn.Module):
         return True
 
     def quantize_for_cpu(self, scheme: str) -> bool:
-        """Keep the projections' weights as ``scheme`` ("int8", "int4" or "auto": ``quantization.schemes_for``) panels and the vocabulary projection as
-        int8 ones (its rows are every token's embedding when tied; int4 there cost more agreement than it saved),
+        """Keep the projections' weights as ``scheme`` panels ("int8", "int4" or "auto": ``quantization.schemes_for``)
+        and the vocabulary projection as int8 ones (its rows are every token's embedding when tied; int4 there cost more agreement than it saved),
         on CPUs where the quantized kernels run, bf16 weights, one rank; False, changing nothing, elsewhere.
         Call before :meth:`pack_for_cpu`, which then leaves the quantized projections alone."""
         weight = self.embed_tokens.weight
@@ -379,9 +379,9 @@ class LlamaForCausalLM(nn.Module):
                 self.lm_head.weight = nn.Parameter(head.new_empty(0), requires_grad=False)
         # The embedding rows come from the tied head's panels, or from the table's own (one copy either way).
         table = self.lm_head_quantized if self.lm_head is None else None
-        if table is None and quantization.can_quantize(weight, scheme):
-            table = quantization.quantize(weight, "int4" if "int4" in chosen and quantization.on_4bit_grid(weight)
-                                          else "int8")
+        own = "int4" if "int4" in chosen and quantization.on_4bit_grid(weight) else "int8"
+        if table is None and quantization.can_quantize(weight, own):
+            table = quantization.quantize(weight, own)
         if table is not None:
             self.embed_tokens.quantized = table
             self.embed_tokens.weight = nn.Parameter(weight.new_empty(0), requires_grad=False)
