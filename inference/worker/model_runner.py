@@ -54,14 +54,18 @@ _DTYPES = {
 }  # fmt: skip
 
 
-def resolve_dtype(name: str | torch.dtype, device: torch.device) -> torch.dtype:
+def resolve_dtype(name: str | torch.dtype, device: torch.device, quantized: bool = False) -> torch.dtype:
     """"auto": bf16 on CUDA (fp16 where bf16 is missing) and on CPUs with bf16 instructions (AVX512-BF16,
-    AMX), where it is the faster mode; fp32 on other CPUs (faster there, and the exact-parity mode)."""
+    AMX), where it is the faster mode; fp32 on other CPUs (faster there, and the exact-parity mode), unless the
+    weights are to be quantized (``quantized``): the quantized kernels take bf16 activations on any CPU that runs
+    them (AVX2 included), and int8/int4 weights are the point of asking for them."""
     if isinstance(name, torch.dtype):
         return name
     if name == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if device.type == "cpu" and quantized:
+            return torch.bfloat16
         return torch.bfloat16 if device.type == "cpu" and cpu_kernels.cpu_has_bf16_instructions() else torch.float32
     try:
         return _DTYPES[name]
@@ -109,7 +113,9 @@ class ModelRunner:
         self.device = rank_device(config.device, tp.rank)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
-        self.dtype = resolve_dtype(config.dtype, self.device)
+        one_cpu = self.device.type == "cpu" and tp.size == 1  # where quantized weights can run
+        scheme = quantization.resolve_scheme(config.quantization) if one_cpu else config.quantization
+        self.dtype = resolve_dtype(config.dtype, self.device, quantized=one_cpu and scheme != "none")
         if tp.size == 1:
             self.model_config, weights = load_weights(self.model_path, self.dtype, self.device)
         else:  # sliced on the host: a device only ever holds its rank's share
@@ -124,7 +130,7 @@ class ModelRunner:
             self.model_config, weights, self.backend, config.max_model_len, self.dtype, self.device, tp
         )
         del weights
-        self.quantization = self._quantize(config.quantization)
+        self.quantization = self._quantize(scheme)
         self.packed_linears = config.cpu_packed_linears and self.model.pack_for_cpu(
             config.max_num_seqs, panels=config.cpu_small_linears, all_rows=config.batch_invariant
         )

@@ -11,7 +11,10 @@ dimension, into the panel layouts of ``csrc/quant_linear.cpp``, which turns them
 
 int8 is weight-only (bf16 activations: exact products, fp32 sums). int4 also quantizes each row of activations
 to int8 per group of 32 inside the kernel (AVX512-VNNI byte products; unpacking nibbles into bf16 made the
-kernel compute bound), which moved the 1.5B model's perplexity from 26.29 to 26.24 in emulation. :func:`dequantize`
+kernel compute bound), which moved the 1.5B model's perplexity from 26.29 to 26.24 in emulation. The int4 mode's
+8-bit tensors (those a 4-bit source kept at more bits, and the vocabulary projection) are ``w8a8``: int8 codes,
+group of 32, times the same int8 activations, one VNNI instruction per 4 inputs (the weight-only int8 kernel
+spends 5 conversions per 16 codes turning them into bf16, which made these tensors a third of an int4 step). :func:`dequantize`
 and :func:`reference_linear` are what the kernels are tested against. The quantized panels replace the weight (no bf16 copy is kept);
 a tied vocabulary projection keeps int8 panels, from which the embedding rows are read too.
 """
@@ -27,17 +30,17 @@ from inference.worker.attention import cpu_kernels
 
 logger = logging.getLogger(__name__)
 
-SCHEMES = ("none", "int8", "int4")
+SCHEMES = ("none", "int8", "int4")  # what ENGINE_QUANTIZATION names; "w8a8" is a tensor's scheme inside int4
 LANES = 16  # outputs per panel: the AVX-512 kernels' vector width
-GROUPS = {"int8": (64, 32), "int4": (32,)}  # group sizes along K, preferred first (the first dividing K is used)
+GROUPS = {"int8": (64, 32), "int4": (32,), "w8a8": (32,)}  # group sizes along K, preferred first (the first dividing K is used)
 
 
 @dataclass(frozen=True)
 class QuantizedWeight:
     """One projection's weight ``[N, K]`` as quantized panels (the layouts of ``csrc/quant_linear.cpp``)."""
 
-    scheme: str  # "int8" or "int4"
-    q: torch.Tensor  # int8 [N/16, K/2, 32] or uint8 [N/16, K/8, 64] (two 4-bit codes a byte)
+    scheme: str  # "int8", "w8a8" or "int4"
+    q: torch.Tensor  # int8 [N/16, K/2, 32], uint8 [N/16, K/4, 64] (w8a8: code + 128) or [N/16, K/8, 64] (int4)
     scales: torch.Tensor  # bf16 [N/16, K/group, 16]
     mins: torch.Tensor | None  # int4: bf16 [N/16, K/group, 16]
     group: int
@@ -48,9 +51,15 @@ class QuantizedWeight:
         return sum(t.numel() * t.element_size() for t in (self.q, self.scales, self.mins) if t is not None)
 
 
+def kernel_isa() -> int:
+    """Which quantized kernels this CPU runs: 2 with AVX512-BF16 and AVX512-VNNI (int8, w8a8, int4), 1 with AVX2
+    and FMA (w8a8, int4: the weight-only int8 kernel's bf16 products need AVX512-BF16), 0 none (or no compiler)."""
+    return int(torch.ops.shop_assistant.quant_linear_isa()) if cpu_kernels.load() else 0
+
+
 def kernels_ready() -> bool:
-    """The quantized panels run here: the C++ kernels are built and the CPU has AVX512-BF16 and AVX512-VNNI."""
-    return cpu_kernels.load() and bool(torch.ops.shop_assistant.quant_linear_ready())
+    """The quantized panels run here (AVX2 and FMA at least, and the C++ kernels built)."""
+    return kernel_isa() > 0
 
 
 def resolve_scheme(requested: str | None = None) -> str:
@@ -60,7 +69,7 @@ def resolve_scheme(requested: str | None = None) -> str:
     if scheme not in (*SCHEMES, "auto"):
         raise ValueError(f"ENGINE_QUANTIZATION must be none, int8, int4 or auto; got {scheme!r}")
     if scheme != "none" and not kernels_ready():
-        logger.warning("ENGINE_QUANTIZATION=%s, but the quantized kernels need AVX512-BF16: weights stay unquantized",
+        logger.warning("ENGINE_QUANTIZATION=%s, but the quantized kernels need AVX2 and FMA: weights stay unquantized",
                        scheme)
         return "none"
     return scheme
@@ -77,10 +86,11 @@ def quantize(weight: torch.Tensor, scheme: str) -> QuantizedWeight:
     n, k = weight.shape
     group = next(g for g in GROUPS[scheme] if k % g == 0)
     w = weight.detach().float().reshape(n, k // group, group)
-    if scheme == "int8":
+    if scheme in ("int8", "w8a8"):
         scale = (w.abs().amax(-1) / 127).clamp_min(1e-12).bfloat16()
         q = torch.round(w / scale.float().unsqueeze(-1)).clamp(-127, 127).to(torch.int8).reshape(n, k)
-        return QuantizedWeight("int8", _pack_int8(q), _panel_major(scale), None, group, (n, k))
+        packed = _pack_int8(q) if scheme == "int8" else _pack_w8a8(q)
+        return QuantizedWeight(scheme, packed, _panel_major(scale), None, group, (n, k))
     lo, hi = w.amin(-1), w.amax(-1)
     scale = ((hi - lo) / grid_levels(w)).clamp_min(1e-12).bfloat16()
     low = lo.bfloat16()
@@ -108,13 +118,21 @@ def grid_levels(groups: torch.Tensor, most: int = 15) -> torch.Tensor:
 def schemes_for(weights: list[torch.Tensor], scheme: str) -> list[str]:
     """The scheme of each weight: ``scheme`` ("auto" is int8: weight-only, its loss the smallest measured on both
     models), except that int4 follows a 4-bit source's own mix: where most weights lie on 4-bit grids (a Q4_K_M
-    GGUF), those that do not were kept at more bits by the source (Q6_K) for its quality, and are int8 here."""
+    GGUF), those that do not were kept at more bits by the source (Q6_K) for its quality, and are w8a8 here (8-bit
+    codes on the int4 kernels' int8 activations)."""
     if scheme != "int4":
-        return ["int8"] * len(weights)
+        return [eight_bit()] * len(weights)
     grid = [on_4bit_grid(w) for w in weights]
     if sum(grid) < len(grid) / 2:
         return ["int4"] * len(weights)
-    return ["int4" if g else "int8" for g in grid]
+    return ["int4" if g else "w8a8" for g in grid]
+
+
+def eight_bit() -> str:
+    """The 8-bit scheme of this CPU: weight-only int8 with AVX512-BF16 (exact bf16 products), else w8a8 (the
+    activations on int8 steps too, as int4's are: AVX2 has no bf16 products, and its byte products need both
+    operands as bytes)."""
+    return "int8" if kernel_isa() >= 2 else "w8a8"
 
 
 def on_4bit_grid(weight: torch.Tensor) -> bool:
@@ -137,6 +155,12 @@ def _pack_int8(q: torch.Tensor) -> torch.Tensor:
     return q.reshape(n // LANES, LANES, k // 2, 2).permute(0, 2, 1, 3).reshape(n // LANES, k // 2, 2 * LANES).contiguous()
 
 
+def _pack_w8a8(q: torch.Tensor) -> torch.Tensor:
+    n, k = q.shape  # step k4, lane j, b in 0..3: byte 4j + b = q[j][4k4 + b] + 128
+    u = (q.to(torch.int16) + 128).to(torch.uint8)
+    return u.reshape(n // LANES, LANES, k // 4, 4).permute(0, 2, 1, 3).reshape(n // LANES, k // 4, 4 * LANES).contiguous()
+
+
 def _pack_int4(q: torch.Tensor) -> torch.Tensor:
     n, k = q.shape  # step k8, lane j, b in 0..3: byte 4j + b = q[j][8k8 + b] | q[j][8k8 + 4 + b] << 4
     q = q.reshape(n // LANES, LANES, k // 8, 2, 4)  # [panel, lane, k8, half, b]
@@ -145,10 +169,13 @@ def _pack_int4(q: torch.Tensor) -> torch.Tensor:
 
 
 def codes(weight: QuantizedWeight) -> torch.Tensor:
-    """The codes ``[N, K]`` back out of the panels (int8 as is; int4 as 0..15)."""
+    """The codes ``[N, K]`` back out of the panels (int8 and w8a8 as -127..127; int4 as 0..15)."""
     n, k = weight.shape
     if weight.scheme == "int8":
         return weight.q.reshape(n // LANES, k // 2, LANES, 2).permute(0, 2, 1, 3).reshape(n, k)
+    if weight.scheme == "w8a8":
+        u = weight.q.reshape(n // LANES, k // 4, LANES, 4).permute(0, 2, 1, 3).reshape(n, k)
+        return (u.to(torch.int16) - 128).to(torch.int8)
     packed = weight.q.reshape(n // LANES, k // 8, LANES, 4).permute(0, 2, 1, 3)  # [panel, lane, k8, b]
     q = torch.stack((packed & 15, packed >> 4), dim=3)  # [panel, lane, k8, half, b]
     return q.reshape(n, k)
@@ -175,6 +202,8 @@ def dequantize_rows(weight: QuantizedWeight, rows: torch.Tensor) -> torch.Tensor
     panel, lane = rows // LANES, rows % LANES
     if weight.scheme == "int8":
         q = weight.q.reshape(n // LANES, k // 2, LANES, 2)[panel, :, lane, :].reshape(len(rows), k).float()
+    elif weight.scheme == "w8a8":
+        q = weight.q.reshape(n // LANES, k // 4, LANES, 4)[panel, :, lane, :].reshape(len(rows), k).float() - 128
     else:
         lines = weight.q.reshape(n // LANES, k // 8, LANES, 4)[panel, :, lane, :]  # [T, K/8, 4]
         q = torch.stack((lines & 15, lines >> 4), dim=2).reshape(len(rows), k).float()
@@ -186,7 +215,7 @@ def dequantize_rows(weight: QuantizedWeight, rows: torch.Tensor) -> torch.Tensor
 
 
 def quantize_activations(x: torch.Tensor, group: int) -> torch.Tensor:
-    """``x`` as the int4 kernel multiplies it: each row's groups rounded to int8 steps of ``max |x| / 127``."""
+    """``x`` as the int4 and w8a8 kernels multiply it: each row's groups rounded to int8 steps of ``max |x| / 127``."""
     g = x.float().reshape(x.shape[0], -1, group)
     scale = g.abs().amax(-1, keepdim=True) / 127
     inverse = torch.where(scale > 0, 127 / g.abs().amax(-1, keepdim=True), torch.zeros_like(scale))
@@ -194,11 +223,13 @@ def quantize_activations(x: torch.Tensor, group: int) -> torch.Tensor:
 
 
 def reference_linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """What :func:`linear` computes, in float64 before its one rounding (fp32 here): int8 on x as given, int4 on
-    x's int8 steps for the codes' term and on x itself for the minimums' term."""
+    """What :func:`linear` computes, in float64 before its one rounding (fp32 here): int8 on x as given, w8a8 on
+    x's int8 steps, int4 on x's int8 steps for the codes' term and on x itself for the minimums' term."""
     x64 = x.double()
     if weight.scheme == "int8":
         out = x64 @ dequantize(weight).double().T
+    elif weight.scheme == "w8a8":
+        out = quantize_activations(x, weight.group).double() @ dequantize(weight).double().T
     else:
         scales = _per_output(weight.scales, weight.group).double()
         mins = _per_output(weight.mins, weight.group).double()
@@ -214,6 +245,8 @@ def linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None =
     b = None if bias is None else bias.contiguous()
     if weight.scheme == "int8":
         torch.ops.shop_assistant.quant_linear_int8_(out, x, weight.q, weight.scales, b, weight.group)
+    elif weight.scheme == "w8a8":
+        torch.ops.shop_assistant.quant_linear_w8a8_(out, x, weight.q, weight.scales, b, weight.group)
     else:
         torch.ops.shop_assistant.quant_linear_int4_(out, x, weight.q, weight.scales, weight.mins, b, weight.group)
     return out

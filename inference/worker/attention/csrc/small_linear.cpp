@@ -58,7 +58,7 @@ void rows_times_panels(const float* x, int64_t ldx, const float* packed, const f
       const VecF wk = load_vec(w + k * kLanes);
       __builtin_prefetch(w + (k + kAhead) * kLanes);
 #pragma GCC unroll 16
-      for (int m = 0; m < kM; ++m) acc[m] += x[m * ldx + k] * wk;
+      for (int m = 0; m < kM; ++m) acc[m] = fma_vec(splat(x[m * ldx + k]), wk, acc[m]);
     }
     const VecF b = bias != nullptr ? load_vec(bias + p * kLanes) : VecF{};
 #pragma GCC unroll 16

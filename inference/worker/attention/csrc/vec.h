@@ -96,6 +96,23 @@ inline float sum_lanes(VecF v) {
   return s;
 }
 inline VecF min_vec(VecF a, VecF b) { return a < b ? a : b; }
+// a * b + c rounded once, as one instruction wherever the CPU has one. Written out because -ffp-contract=fast
+// lets the compiler fuse `c += a * b` in one instantiation of a kernel and not in another: on an AVX2 CPU
+// (Zen 3) the 1-row and the 3-row tiles of the fp32 panels summed the same products differently, so a token's
+// logits depended on the rows beside it (tests/inference/worker/test_model_runner.py, batch invariance).
+inline VecF fma_vec(VecF a, VecF b, VecF c) {
+#if defined(__AVX512F__)  // kLanes 16
+  return reinterpret_cast<VecF>(_mm512_fmadd_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512>(b),
+                                                reinterpret_cast<__m512>(c)));
+#elif defined(__AVX__) && defined(__FMA__)  // kLanes 8
+  return reinterpret_cast<VecF>(_mm256_fmadd_ps(reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b),
+                                                reinterpret_cast<__m256>(c)));
+#else
+  VecF r;
+  for (int i = 0; i < kLanes; ++i) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+  return r;
+#endif
+}
 // fast_exp on a vector; above 88.7 it returns about 3e38 (expf: infinity), so that 1 + exp(-x) in SiLU stays
 // finite for very negative x.
 inline VecF exp_vec(VecF x) {

@@ -1,6 +1,7 @@
 """The quantized panel kernels (``csrc/quant_linear.cpp``) against their reference (``quantization.reference_linear``).
 
-They run only where AVX512-BF16 and AVX512-VNNI do (the skip reason names this CPU, so CI's log says where they ran)."""
+They run where AVX2 and FMA do, the weight-only int8 one where AVX512-BF16 does too (the skip reason names this
+CPU, so CI's log says where they ran)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from inference.worker import quantization
 from inference.worker.attention import cpu_kernels
 
 pytestmark = pytest.mark.skipif(
-    not quantization.kernels_ready(), reason=f"needs AVX512-BF16 and AVX512-VNNI; this CPU: {cpu_kernels.cpu_model_name()}"
+    not quantization.kernels_ready(), reason=f"needs AVX2 and FMA; this CPU: {cpu_kernels.cpu_model_name()}"
 )
 
-SCHEMES = ("int8", "int4")
+# The weight-only int8 kernel needs AVX512-BF16 (elsewhere the 8-bit scheme is w8a8: quantization.eight_bit).
+SCHEMES = ("int8", "w8a8", "int4") if quantization.kernel_isa() >= 2 else ("w8a8", "int4")
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -59,11 +61,20 @@ def test_strided_rows_are_read_in_place() -> None:
 
 
 def test_bad_arguments_are_refused_with_the_reason() -> None:
-    weight = quantization.quantize(torch.randn(32, 128), "int8")
+    weight = quantization.quantize(torch.randn(32, 128), "w8a8")
     with pytest.raises(RuntimeError, match="bfloat16"):
         quantization.linear(torch.randn(2, 128), weight)
     with pytest.raises(RuntimeError, match="shapes|layout"):
-        torch.ops.shop_assistant.quant_linear_int8_(
+        torch.ops.shop_assistant.quant_linear_w8a8_(
             torch.empty(2, 48, dtype=torch.bfloat16), torch.randn(2, 128).bfloat16(), weight.q, weight.scales, None,
             weight.group,
         )
+
+
+@pytest.mark.skipif(quantization.kernel_isa() >= 2, reason="this CPU has AVX512-BF16: weight-only int8 runs here")
+def test_without_avx512_bf16_the_8bit_scheme_is_w8a8_and_weight_only_int8_is_refused_by_name() -> None:
+    assert quantization.eight_bit() == "w8a8"
+    assert quantization.schemes_for([torch.randn(32, 64)], "int8") == ["w8a8"]
+    weight = quantization.quantize(torch.randn(32, 128), "int8")
+    with pytest.raises(RuntimeError, match="AVX512-BF16"):
+        quantization.linear(torch.randn(2, 128).bfloat16(), weight)
