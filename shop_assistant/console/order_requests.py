@@ -56,6 +56,7 @@ def verified_order(conversation_id: Any) -> dict[str, Any] | None:
     order = state.order
     return {"number": order.number, "status": order.fulfillment_status, "via": state.verified_via,
             "placed_at": order.placed_at, "fulfilled_at": order.fulfilled_at, "delivered_at": order.delivered_at,
+            "expected_on": order.expected_on, "currency": order.currency,
             "carrier": order.carrier, "tracking_url": order.tracking_url,
             "items": [{"title": line.title, "variant": line.variant, "quantity": line.quantity, "price": line.price}
                       for line in order.lines.all()],

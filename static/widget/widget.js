@@ -32,10 +32,12 @@
 
   // ---------------------------------------------------------------------------------------------------------
   // Safe markdown: a small subset (paragraphs, line breaks, bulleted and numbered lists, **bold**, *italics*,
-  // [links](https://...)), built as DOM nodes. Nothing here ever assigns HTML.
+  // [links](https://...), bare https:// addresses), built as DOM nodes. Nothing here ever assigns HTML.
   // ---------------------------------------------------------------------------------------------------------
 
-  var INLINE = /\*\*([^*\n]+?)\*\*|__([^_\n]+?)__|\*([^*\s][^*\n]*?)\*|\b_([^_\s][^_\n]*?)_\b|\[([^\]\n]+)\]\(([^()\s]+)\)/;
+  // A bare address (the order replies' tracking link) is a link too; the sentence's punctuation after it is not
+  // part of it ("tracking: https://..., expected Dec 6."), and matching it whole keeps its underscores literal.
+  var INLINE = /\*\*([^*\n]+?)\*\*|__([^_\n]+?)__|\*([^*\s][^*\n]*?)\*|\b_([^_\s][^_\n]*?)_\b|\[([^\]\n]+)\]\(([^()\s]+)\)|(https?:\/\/[^\s<>"]*[^\s<>".,;:!?'")\]])/i;
 
   function safeHttpUrl(raw) {
     try {
@@ -62,13 +64,14 @@
         appendInline(em, match[3] !== undefined ? match[3] : match[4]);
         parent.appendChild(em);
       } else {
-        var href = safeHttpUrl(match[6]);
+        var bare = match[7] !== undefined;
+        var href = safeHttpUrl(bare ? match[7] : match[6]);
         if (href) {
           var a = document.createElement("a");
           a.href = href;
           a.target = "_blank";
           a.rel = "noopener noreferrer nofollow";
-          a.appendChild(document.createTextNode(match[5]));
+          a.appendChild(document.createTextNode(bare ? match[7] : match[5]));
           parent.appendChild(a);
         } else {
           parent.appendChild(document.createTextNode(match[0])); // not http(s): leave it as the text it was

@@ -205,6 +205,7 @@ async def test_markdown_is_rendered_safely(daphne_server, page):
                 'Hello **bold** and *italic* <img src=x onerror="window.pwned=1"> <script>window.pwned=2</script>',
                 '- one [shop](https://shop.example/p?a=1&b=2)',
                 '- two [bad](javascript:alert(1)) [worse](data:text/html,hi)',
+                'Shipped, tracking: https://track.example/t?n=1Z_9_A, expected Dec 6. Not javascript:alert(3).',
                 '1. first',
                 '2. second',
             ].join('\\n');
@@ -227,7 +228,11 @@ async def test_markdown_is_rendered_safely(daphne_server, page):
     assert result["dangerous"] == 0 and result["xss"] == 0
     assert '<img src=x onerror="window.pwned=1">' in result["text"]  # shown as text, not parsed
     assert result["strong"] == ["bold"] and result["em"] == ["italic"]
-    assert result["links"] == [["shop", "https://shop.example/p?a=1&b=2", "noopener noreferrer nofollow"]]
+    # A bare address (the order replies' tracking link) is a link, without the sentence's comma after it.
+    assert result["links"] == [["shop", "https://shop.example/p?a=1&b=2", "noopener noreferrer nofollow"],
+                               ["https://track.example/t?n=1Z_9_A", "https://track.example/t?n=1Z_9_A",
+                                "noopener noreferrer nofollow"]]
+    assert "https://track.example/t?n=1Z_9_A, expected Dec 6. Not javascript:alert(3)." in result["text"]
     assert "[bad](javascript:alert(1))" in result["text"]  # non-http(s) links stay plain text
     assert result["ul"] == 2 and result["ol"] == 2
 

@@ -20,7 +20,8 @@ def _order(store, number: str, **extra) -> Order:
     defaults = {"email": "sam@example.com", "placed_at": timezone.now() - dt.timedelta(days=5),
                 "fulfillment_status": "fulfilled", "fulfilled_at": timezone.now() - dt.timedelta(days=3),
                 "carrier": "UPS", "tracking_url": "https://track.example.com/1Z999", "financial_status": "partially_refunded"}
-    order = Order.objects.create(store=store, number=number, **{**defaults, **extra})
+    order = Order.objects.create(store=store, number=number, currency="EUR", expected_on=dt.date(2026, 12, 9),
+                                 **{**defaults, **extra})
     order.lines.create(title="Cascade <Fleece> Jacket", variant="M", quantity=1, price=Decimal("79.00"))
     return order
 
@@ -124,6 +125,7 @@ def test_the_context_panel_shows_the_verified_order_not_the_address_or_payment(d
     html = http_client(world.users["agent"]).get(f"/console/c/{conversation.pk}/").content.decode()
     assert 'id="order"' in html and "#1002" in html
     assert "Cascade &lt;Fleece&gt; Jacket" in html and "UPS" in html
+    assert "79.00 EUR" in html and "<dt>Expected</dt><dd>Dec 9, 2026</dd>" in html  # in transit: when it arrives
     assert 'href="https://track.example.com/1Z999"' in html
     assert "partially_refunded" not in html and "Address" not in html
     assert "return" in html and "pending" in html  # the order's request, linked to the queue
