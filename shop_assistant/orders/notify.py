@@ -19,6 +19,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from . import background
 from .models import OrderRequest
 
 logger = logging.getLogger(__name__)
@@ -43,9 +44,7 @@ def outcome_text(request: OrderRequest) -> str:
 
 def queue_outcome_email(request: OrderRequest, language: str) -> None:
     """Email the outcome (in ``language``) once the caller's transaction commits, on a worker."""
-    from .tasks import queue  # the tasks import this module
-
-    queue("orders.email_outcome", request.pk, language)
+    background.queue("orders.email_outcome", request.pk, language)
 
 
 def send_outcome_email(request_id: int, language: str) -> bool:

@@ -31,6 +31,7 @@ from django.utils import timezone
 from catalog import outbound
 from shop_assistant.runtime.retry import retrying
 
+from . import background
 from .models import OrderRequest, OrderWebhook, WebhookDelivery
 
 SIGNATURE_HEADER = "X-Shop-Assistant-Signature"
@@ -127,9 +128,7 @@ def announce(request: OrderRequest, event: str) -> WebhookDelivery | None:
         return None
     delivery = WebhookDelivery.objects.create(store_id=request.store_id, request=request, event=event,
                                               url=webhook.url, payload=event_body(request, event))
-    from .tasks import queue  # the tasks import this module
-
-    queue("orders.deliver_webhook", delivery.pk)
+    background.queue("orders.deliver_webhook", delivery.pk)
     return delivery
 
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from catalog.models import Store
 from shop_assistant.console.models import StoreMembership
 from shop_assistant.console.order_requests import decide
-from shop_assistant.orders import conversations, tasks, webhooks
+from shop_assistant.orders import background, conversations, webhooks
 from shop_assistant.orders.models import Order, OrderRequest, OrderWebhook, WebhookDelivery
 from tests.console.conftest import make_conversation
 
@@ -223,7 +223,7 @@ def test_the_agents_decision_does_not_wait_for_a_slow_server(transactional_db, s
     decide(agent, request.pk, True, "")
     took = time.monotonic() - started
     assert took < 1.5, took
-    tasks.wait_idle()
+    background.wait_idle()
     delivery = WebhookDelivery.objects.get(store=store)
     assert delivery.status == "delivered" and len(server.received) == 1
 
