@@ -418,3 +418,36 @@ def check_feed_url(url: str, *, networks: Iterable | None = None) -> None:
         raise
     except FetchError:
         pass
+
+
+def post(url: str, body: bytes, headers: Mapping[str, str], *, timeout: float = 10,
+         networks: Iterable | None = None) -> tuple[int, str]:
+    """POST ``body`` to a studio-configured URL (an owner's webhook): (status, reason) of the answer.
+
+    The same checks as a feed's GET, made when it connects (public unicast addresses, or the operator's
+    ``CATALOG_FEED_ALLOWED_NETWORKS``; Refused otherwise), pinned to the checked address; a redirect is not
+    followed (it is the answer: a webhook that moved is the owner's to fix). FetchError for a connection that
+    failed; the body of the answer is not read beyond its status."""
+    target = parse_feed_url(url)
+    addresses = resolve(target, restricted=True, networks=networks)
+    error: Exception | None = None
+    for address in addresses:
+        connection = _PinnedConnection(target, address, timeout)
+        try:
+            connection.putrequest("POST", target.target, skip_host=True, skip_accept_encoding=True)
+            connection.putheader("Host", target.host_header)
+            connection.putheader("User-Agent", USER_AGENT)
+            connection.putheader("Content-Length", str(len(body)))
+            for name, value in headers.items():
+                connection.putheader(name, value)
+            connection.endheaders(body)
+            response = connection.getresponse()
+            return response.status, response.reason
+        except ConnectionRefusedError as exc:
+            error = exc  # the host's next address may answer
+        except (OSError, http.client.HTTPException) as exc:
+            error = exc
+            break
+        finally:
+            connection.close()
+    raise FetchError(f"cannot reach {url}: {error or 'no address'}")

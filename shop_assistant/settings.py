@@ -233,7 +233,32 @@ CELERY_BEAT_SCHEDULE = {
         "task": "catalog.run_scheduled_syncs",
         "schedule": float(os.environ.get("CATALOG_SYNC_CHECK_SECONDS", "60")),
     },
+    # The studio's scheduled order imports, by the same check (shop_assistant/orders/tasks.py).
+    "orders-scheduled-imports": {
+        "task": "orders.run_scheduled_imports",
+        "schedule": float(os.environ.get("CATALOG_SYNC_CHECK_SECONDS", "60")),
+    },
 }
+# Orders (shop_assistant/orders; docs/operations.md, "Orders: the owner's webhook and the shopper's email"): an
+# owner's webhook gets ORDERS_WEBHOOK_ATTEMPTS tries, waits doubling from ORDERS_WEBHOOK_RETRY_WAIT seconds, each
+# POST cut after ORDERS_WEBHOOK_TIMEOUT seconds; where it may connect is CATALOG_FEED_ALLOWED_NETWORKS' decision.
+# With eager tasks (no REDIS_URL) the orders' tasks run on a background thread of the web process, not in the
+# agent's request (ORDERS_TASKS_IN_THREAD).
+ORDERS_WEBHOOK_ATTEMPTS = env_int("ORDERS_WEBHOOK_ATTEMPTS", 5)
+ORDERS_WEBHOOK_RETRY_WAIT = env_float("ORDERS_WEBHOOK_RETRY_WAIT", 2.0)
+ORDERS_WEBHOOK_TIMEOUT = env_float("ORDERS_WEBHOOK_TIMEOUT", 10.0)
+ORDERS_TASKS_IN_THREAD = env_bool("ORDERS_TASKS_IN_THREAD", True)
+# The outcome of a request mailed to a shopper who left the chat: Django's email settings, from the environment
+# (the console backend, which prints the email to the log, unless EMAIL_BACKEND says otherwise).
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "shop-assistant@localhost")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 30)
 
 # Where catalog imports started from the studio may connect: the operator's decision, not a store owner's
 # (catalog/outbound.py; docs/operations.md, "Outbound connections"). CATALOG_SQL_HOSTS: the database servers

@@ -16,3 +16,7 @@ CHAT_LIMITS = {**CHAT_LIMITS, "messages_per_minute_per_ip": 100000}  # noqa: F40
 
 # The test process is not a node (see settings.NODE_LISTENER); daphne subprocesses in tests use the real settings.
 NODE_LISTENER = False
+
+# The orders' eager tasks (webhook deliveries, outcome emails) run in line in the test process, never on a thread
+# that would outlive the test's database; the test of the thread turns it back on.
+ORDERS_TASKS_IN_THREAD = False

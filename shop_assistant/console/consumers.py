@@ -134,6 +134,9 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
     async def chat_answer_probe(self, event: dict[str, Any]) -> None:
         """For the shopper's connections (chat.events.answer_alive): a console writes no answer."""
 
+    async def chat_presence_probe(self, event: dict[str, Any]) -> None:
+        """For the shopper's connections (chat.events.shopper_connected): an agent is not the shopper."""
+
     async def console_inbox(self, event: dict[str, Any]) -> None:
         if event.get("conversation"):
             self.announced.add(str(event["conversation"]))

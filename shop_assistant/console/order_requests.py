@@ -1,18 +1,24 @@
 """Agents decide the return, exchange and cancellation requests the chat started: accept or decline, with a
-note; the shopper is told the outcome in the widget, as a message of the conversation. Deciding changes the
-request only: the store's own system is changed by the agent there (the assistant never changes an order).
+note; the shopper is told the outcome in the widget, as a message of the conversation, in the conversation's
+language, and by email to the order's address when no connection of theirs is open (``orders.notify``). Deciding
+changes the request only: the store's own system is changed by the agent there, or by the owner's webhook, which
+hears of the decision (``orders.webhooks``); the assistant never changes an order.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
-from django.utils.translation import gettext_noop
+from django.utils import timezone, translation
 
+from catalog import language as shopper_language
 from shop_assistant.chat.log.agents import send_agent_message
+from shop_assistant.chat.models import Message
 from shop_assistant.chat.protocol import events
+from shop_assistant.orders import notify, webhooks
 from shop_assistant.orders.models import ConversationOrder, OrderRequest
 
 from .roles import can_work_on, stores_for
@@ -20,15 +26,6 @@ from .services import ConsoleError
 
 DECIDED_SHOWN = 30
 NOT_FOUND = "no such request"  # of a store the agent does not work for, too: whether it exists is not told
-
-OUTCOMES = {
-    (OrderRequest.Kind.RETURN, True): gettext_noop("Your return request for order #{number} was accepted."),
-    (OrderRequest.Kind.RETURN, False): gettext_noop("Your return request for order #{number} was declined."),
-    (OrderRequest.Kind.EXCHANGE, True): gettext_noop("Your exchange request for order #{number} was accepted."),
-    (OrderRequest.Kind.EXCHANGE, False): gettext_noop("Your exchange request for order #{number} was declined."),
-    (OrderRequest.Kind.CANCEL, True): gettext_noop("Your order #{number} is cancelled."),
-    (OrderRequest.Kind.CANCEL, False): gettext_noop("Your request to cancel order #{number} was declined."),
-}
 
 
 def pending_for(user: Any, store_id: int) -> list[OrderRequest]:
@@ -74,9 +71,24 @@ def decide(user: Any, request_id: int, accepted: bool, note: str = "") -> OrderR
         request.status = OrderRequest.Status.ACCEPTED if accepted else OrderRequest.Status.DECLINED
         request.note, request.decided_by, request.decided_at = note.strip()[:2000], user, timezone.now()
         request.save(update_fields=["status", "note", "decided_by", "decided_at"])
+        webhooks.announce(request, webhooks.DECIDED[request.status])  # sent once this commits
     if request.conversation_id:
-        from django.utils.translation import gettext as _
-
-        text = _(OUTCOMES[(request.kind, accepted)]).format(number=request.order.number)
-        send_agent_message(request.conversation_id, f"{text} {request.note}".strip(), events.agent_display_name(user))
+        language = conversation_language(request.conversation_id)
+        with translation.override(language):
+            text = notify.outcome_text(request)
+        # Asked before the message goes out, while the shopper's connections have nothing else to do. The message
+        # waits in the conversation for the shopper's return; one who left hears of it by email now.
+        present = async_to_sync(events.shopper_connected)(request.conversation_id)
+        send_agent_message(request.conversation_id, text, events.agent_display_name(user))
+        if not present:
+            notify.queue_outcome_email(request, language)
     return request
+
+
+def conversation_language(conversation_id: Any) -> str:
+    """The language the shopper wrote in (their latest messages, as the chat detects it for its answers)."""
+    said = list(Message.objects.filter(conversation_id=conversation_id, role=Message.Role.USER)
+                .order_by("-created_at").values_list("text", flat=True)[:2])
+    if not said:
+        return settings.LANGUAGE_CODE
+    return shopper_language.detect(said[0], earlier=said[1] if len(said) > 1 else "")

@@ -7,3 +7,7 @@ class OrdersConfig(AppConfig):
 
     name = "shop_assistant.orders"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The tasks are sent by name (``background.queue``): registered in every process, web and worker alike.
+        from . import tasks  # noqa: F401

@@ -5,8 +5,12 @@ studio shows. Reading and writing are ``ingest``'s; this module only runs them a
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from django.utils import timezone
 
 from catalog.ingest import describe_source
 from catalog.models import Store
@@ -15,6 +19,8 @@ from .ingest import SourceError, apply_orders, read_orders
 from .models import OrderImport, OrderSource
 
 ERRORS_KEPT = 50  # refused rows listed on the page; the count is of all of them
+
+logger = logging.getLogger(__name__)
 
 
 def run_import(store: Store, fmt: str, source: str, *, text: str | None = None, mapping: dict | None = None,
@@ -39,6 +45,39 @@ def run_import(store: Store, fmt: str, source: str, *, text: str | None = None, 
 
 def import_source(source: OrderSource, user: Any = None) -> OrderImport:
     return run_import(source.store, "sql", source.location, mapping=source.mapping, user=user)
+
+
+def schedule(source: OrderSource, now: datetime | None = None) -> None:
+    """Set the next due time after the schedule changed: one interval from now, or none when off (not saved)."""
+    interval = source.interval()
+    source.next_due_at = (now or timezone.now()) + interval if interval else None
+
+
+def due_sources(now: datetime | None = None):
+    return OrderSource.objects.exclude(schedule=OrderSource.Schedule.OFF).filter(
+        next_due_at__lte=now or timezone.now()).select_related("store")
+
+
+def run_due_imports(now: datetime | None = None) -> list[int]:
+    """Import every scheduled order source that is due (celery beat, through ``orders.run_scheduled_imports``, as
+    the catalog's scheduled syncs); returns the new imports' ids. A source is claimed by moving its due time one
+    interval on with a conditional update first, so two beat schedulers never import it twice; an import that
+    fails is recorded like any other (the studio shows why) and the source stays on its schedule."""
+    now = now or timezone.now()
+    done = []
+    for source in due_sources(now):
+        interval = source.interval()
+        if interval is None:
+            continue
+        claimed = OrderSource.objects.filter(pk=source.pk, next_due_at=source.next_due_at).update(
+            next_due_at=now + interval)
+        if not claimed:
+            continue
+        record = import_source(source)
+        done.append(record.pk)
+        logger.info("scheduled order import of %s: #%s %s", source.store, record.pk,
+                    "done" if record.succeeded else f"failed: {record.message}")
+    return done
 
 
 @dataclass(frozen=True)

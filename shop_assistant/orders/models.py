@@ -6,6 +6,8 @@ payment details are never imported, so no answer can disclose them.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
 
@@ -75,6 +77,8 @@ class ConversationOrder(models.Model):
     verified_at = models.DateTimeField(null=True, blank=True)
     waiting_for = models.CharField(max_length=30, blank=True)  # the tool that asked for an email / a number
     number_given = models.CharField(max_length=40, blank=True)
+    # The message the pending question is about ("exchange the boots from order 1003" while asking which size).
+    pending_text = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
 
@@ -106,6 +110,8 @@ class OrderRequest(models.Model):
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     note = models.TextField(blank=True)  # the agent's, told to the shopper with the outcome
+    # The outcome went by email too: the shopper had no live connection when it was decided (``orders.notify``).
+    emailed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -115,10 +121,25 @@ class OrderSource(models.Model):
     """The store's own database as its order source, saved in the studio: a SQLAlchemy URL (it may hold a password,
     so pages show it through ``catalog.ingest.describe_source`` only) and the mapping of its columns."""
 
+    class Schedule(models.TextChoices):
+        OFF = "off", "Off (import by hand)"
+        QUARTER = "15min", "Every 15 minutes"
+        HOURLY = "hourly", "Every hour"
+        DAILY = "daily", "Every day"
+
+    INTERVALS = {Schedule.QUARTER: timedelta(minutes=15), Schedule.HOURLY: timedelta(hours=1),
+                 Schedule.DAILY: timedelta(days=1)}
+
     store = models.OneToOneField("catalog.Store", on_delete=models.CASCADE, related_name="order_source")
     location = models.CharField(max_length=1000)
     mapping = models.JSONField()
     updated_at = models.DateTimeField(auto_now=True)
+    # Imported on this schedule by celery beat (``orders.run_scheduled_imports``, as the catalog's sources are).
+    schedule = models.CharField(max_length=6, choices=Schedule.choices, default=Schedule.OFF)
+    next_due_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    def interval(self) -> timedelta | None:
+        return self.INTERVALS.get(self.schedule)
 
 
 class OrderImport(models.Model):
@@ -143,3 +164,41 @@ class OrderImport(models.Model):
     @property
     def succeeded(self) -> bool:
         return not self.message
+
+
+class OrderWebhook(models.Model):
+    """The owner's endpoint that hears of the chat's requests and the agents' decisions (``orders.webhooks``), so
+    that their own system can act on an accepted one. Each POST is signed with ``secret`` (HMAC-SHA256), which the
+    server generates and the studio shows once, when it is made or rotated."""
+
+    store = models.OneToOneField("catalog.Store", on_delete=models.CASCADE, related_name="order_webhook")
+    url = models.URLField(max_length=1000)
+    secret = models.CharField(max_length=100)
+    active = models.BooleanField(default=True)
+    secret_rotated_at = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class WebhookDelivery(models.Model):
+    """One event sent (or refused) to a store's webhook: what the studio lists as the last deliveries."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"  # a 2xx answer
+        FAILED = "failed"  # every attempt failed: the last error or status is kept
+        REFUSED = "refused"  # the operator's outbound rules do not allow the URL: not attempted
+
+    store = models.ForeignKey("catalog.Store", on_delete=models.CASCADE, related_name="order_webhook_deliveries")
+    request = models.ForeignKey(OrderRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    event = models.CharField(max_length=40)  # order_request.created, .accepted, .declined
+    url = models.URLField(max_length=1000)
+    payload = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]

@@ -45,6 +45,7 @@ EXCHANGE_REQUESTED = gettext_noop(
     "here in this chat; nothing changes on your order until then."
 )
 FOR_WANTED = gettext_noop(" (for {wanted})")
+ASK_WANTED = gettext_noop("Which size or colour would you like instead of {items} from order #{number}?")
 CANCEL_REQUESTED = gettext_noop(
     "Order #{number} hasn't shipped yet, so I've asked our team to cancel it. A person will confirm it here in "
     "this chat; nothing changes on your order until then."

@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 from catalog.models import Variant
 
 from . import replies
-from .conversations import Requested
+from .conversations import EXCHANGE_WANTED, Requested, Waiting
 from .models import Order, OrderLine, OrderRequest
 from .policy import Exclusion, ReturnRules
 
@@ -82,6 +82,11 @@ def check(order: Order, text: str, rules: ReturnRules, kind: str, wanted: str = 
     if not eligible:
         return decision
     names = ", ".join(replies.line_text(line) for line in eligible)
+    if kind == OrderRequest.Kind.EXCHANGE and not wanted:
+        # An exchange for nothing said is no request an agent can act on: ask, and keep what was asked about.
+        decision.sentences.append(_(replies.ASK_WANTED).format(items=names, number=order.number))
+        decision.effects.append(Waiting(EXCHANGE_WANTED, order.number, text))
+        return decision
     if kind == OrderRequest.Kind.EXCHANGE:
         extra = _(replies.FOR_WANTED).format(wanted=wanted) if wanted else ""
         decision.sentences.append(_(replies.EXCHANGE_REQUESTED).format(items=names, number=order.number, wanted=extra))

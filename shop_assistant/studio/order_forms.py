@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from django import forms
 
+from catalog import outbound
 from shop_assistant.orders.ingest import validate_mapping
+from shop_assistant.orders.models import OrderSource
 
 from .catalog_forms import UploadForm, sql_source, without_password
 
@@ -41,3 +43,22 @@ class OrderSourceForm(forms.Form):
 
     def shown_again(self) -> OrderSourceForm:
         return without_password(self, sql=True)
+
+
+class OrderScheduleForm(forms.Form):
+    schedule = forms.ChoiceField(choices=OrderSource.Schedule.choices, label="Import on a schedule")
+
+
+class OrderWebhookForm(forms.Form):
+    """The owner's webhook URL, checked against the operator's outbound rules now (and again at each delivery)."""
+
+    url = forms.URLField(max_length=1000, label="Webhook URL", assume_scheme="https",
+                         help_text="We POST each request and each decision here, signed with the secret below.")
+
+    def clean_url(self) -> str:
+        url = self.cleaned_data["url"].strip()
+        try:
+            outbound.check_feed_url(url)
+        except outbound.Refused as exc:
+            raise forms.ValidationError(str(exc).replace("a feed must", "a webhook must")) from None
+        return url

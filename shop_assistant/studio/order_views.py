@@ -15,10 +15,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from catalog.ingest import describe_source
 from catalog.models import Store
-from shop_assistant.orders import imports
-from shop_assistant.orders.models import Order, OrderImport, OrderSource
+from shop_assistant.orders import imports, webhooks
+from shop_assistant.orders.models import Order, OrderImport, OrderSource, OrderWebhook
 
-from .order_forms import OrderSourceForm, OrderUploadForm
+from .order_forms import OrderScheduleForm, OrderSourceForm, OrderUploadForm, OrderWebhookForm
 from .views import owners_only
 
 IMPORTS_SHOWN = 10
@@ -29,8 +29,9 @@ def _orders_url(store: Store) -> str:
 
 
 def _page(request: HttpRequest, store: Store, upload_form=None, source_form=None, failed: OrderImport | None = None,
-          status: int = 200) -> HttpResponse:
+          status: int = 200, webhook_form=None, new_secret: str = "") -> HttpResponse:
     source = OrderSource.objects.filter(store=store).first()
+    webhook = OrderWebhook.objects.filter(store=store, active=True).first()
     return render(request, "studio/orders.html", {
         "store": store,
         "upload_form": upload_form or OrderUploadForm(),
@@ -41,6 +42,11 @@ def _page(request: HttpRequest, store: Store, upload_form=None, source_form=None
         "imports": OrderImport.objects.filter(store=store)[:IMPORTS_SHOWN],
         "order_count": Order.objects.filter(store=store).count(),
         "failed": failed,
+        "schedule_form": OrderScheduleForm(initial={"schedule": source.schedule if source else "off"}),
+        "webhook": webhook,
+        "webhook_form": webhook_form or OrderWebhookForm(initial={"url": webhook.url if webhook else ""}),
+        "new_secret": new_secret,  # shown on this answer only: it is not kept anywhere a page reads it again
+        "deliveries": webhooks.last_deliveries(store),
     }, status=status)
 
 
@@ -105,3 +111,50 @@ def import_source(request: HttpRequest, store: Store) -> HttpResponse:
     if source is None:
         return redirect(_orders_url(store))
     return _outcome(request, store, imports.import_source(source, user=request.user))
+
+
+@require_POST
+@owners_only
+def source_schedule(request: HttpRequest, store: Store) -> HttpResponse:
+    source = _saved(request, store)
+    form = OrderScheduleForm(request.POST)
+    if source is not None and form.is_valid():
+        source.schedule = form.cleaned_data["schedule"]
+        imports.schedule(source)
+        source.save(update_fields=["schedule", "next_due_at", "updated_at"])
+        messages.success(request, f"Order imports: {source.get_schedule_display().lower()}.")
+    elif source is not None:
+        messages.error(request, "Choose one of the schedules.")
+    return redirect(_orders_url(store))
+
+
+@require_POST
+@owners_only
+def save_webhook(request: HttpRequest, store: Store) -> HttpResponse:
+    """Save the URL; a new webhook's secret is shown on this answer, once (no redirect: it is not kept for a GET)."""
+    form = OrderWebhookForm(request.POST)
+    if not form.is_valid():
+        return _page(request, store, webhook_form=form, status=400)
+    _webhook, secret = webhooks.save(store, form.cleaned_data["url"])
+    if not secret:
+        messages.success(request, "The webhook URL is saved; its secret is unchanged.")
+        return redirect(_orders_url(store))
+    return _page(request, store, new_secret=secret)
+
+
+@require_POST
+@owners_only
+def rotate_webhook_secret(request: HttpRequest, store: Store) -> HttpResponse:
+    webhook = OrderWebhook.objects.filter(store=store, active=True).first()
+    if webhook is None:
+        messages.error(request, "Save a webhook URL first.")
+        return redirect(_orders_url(store))
+    return _page(request, store, new_secret=webhooks.rotate(webhook))
+
+
+@require_POST
+@owners_only
+def remove_webhook(request: HttpRequest, store: Store) -> HttpResponse:
+    OrderWebhook.objects.filter(store=store).delete()  # a new one gets a new secret
+    messages.success(request, "The webhook is off: no more events are sent.")
+    return redirect(_orders_url(store))

@@ -139,3 +139,24 @@ async def test_a_return_request_waits_for_an_agent_and_the_order_is_not_changed(
     assert (request.kind, request.status, request.lines) == ("return", "pending", ["Cascade Fleece Jacket (M / Forest)"])
     order = await database_sync_to_async(Order.objects.get)(store=demo_store, number="1003")
     assert order.fulfillment_status == "delivered"
+
+
+@pytest.mark.slow
+async def test_an_exchange_asks_for_the_size_and_the_answer_makes_the_request_with_it(demo_store, chat_engine,  # noqa: F811
+                                                                                     chat_settings):
+    """Two turns: the size comes in the answer to the chat's question, and the request keeps it, for the items the
+    first message named (the boots, not the rest of the order)."""
+    session, listener = await _session({"id": "c-11", "email": "sam@example.com"})
+    asked = _text(await listener.say(session, "I'd like to exchange the boots from order 1003"))
+    assert "Which size or colour would you like instead of Trailblazer" in asked
+    assert await database_sync_to_async(_requests)(session) == []
+    made = _text(await listener.say(session, "size 10"))
+    again = _text(await listener.say(session, "a 10"))  # asked and answered: a second "10" is no second request
+    await session.close()
+    assert "exchange request for Trailblazer Waterproof Hiking Boots" in made and "(for size 10)" in made
+    request = await database_sync_to_async(OrderRequest.objects.get)()
+    assert (request.kind, request.wanted, request.status) == ("exchange", "size 10", "pending")
+    assert len(request.lines) == 1 and request.lines[0].startswith("Trailblazer Waterproof Hiking Boots")
+    assert "exchange request" not in again
+    state = await database_sync_to_async(ConversationOrder.objects.get)(conversation_id=session.conversation.pk)
+    assert state.waiting_for == "" and state.order_id == request.order_id

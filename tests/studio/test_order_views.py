@@ -103,3 +103,54 @@ def test_a_source_outside_the_operators_list_is_refused_and_no_password_is_shown
         "mapping_text": json.dumps(MAPPING)})
     assert "s3cret-pw" in OrderSource.objects.get(store=store).location
     assert b"s3cret-pw" not in client.get("/studio/corner/orders/").content
+
+
+def test_the_import_schedule_is_saved_with_its_next_time(store, owner, agent, sqlite_url):
+    client = _client(owner)
+    assert client.post("/studio/corner/orders/source/schedule", {"schedule": "hourly"}, follow=True).status_code == 200
+    assert not OrderSource.objects.exists()  # nothing saved to schedule yet
+    client.post("/studio/corner/orders/source", {"location": sqlite_url, "mapping_text": json.dumps(MAPPING)})
+    assert _client(agent).post("/studio/corner/orders/source/schedule", {"schedule": "daily"}).status_code == 403
+    page = client.post("/studio/corner/orders/source/schedule", {"schedule": "hourly"}, follow=True).content.decode()
+    source = OrderSource.objects.get(store=store)
+    assert source.schedule == "hourly" and source.next_due_at is not None
+    assert "Order imports: every hour." in page and 'value="hourly" selected' in page
+    client.post("/studio/corner/orders/source/schedule", {"schedule": "never"})
+    assert OrderSource.objects.get(store=store).schedule == "hourly"
+
+
+def test_the_webhook_secret_is_shown_once_and_rotated(store, owner, agent, settings):
+    from shop_assistant.orders.models import OrderWebhook, WebhookDelivery
+
+    settings.CATALOG_FEED_ALLOWED_NETWORKS = []
+    client = _client(owner)
+    assert _client(agent).post("/studio/corner/orders/webhook", {"url": "https://93.184.215.14/hook"}).status_code == 403
+    made = client.post("/studio/corner/orders/webhook", {"url": "https://93.184.215.14/hook"})
+    webhook = OrderWebhook.objects.get(store=store)
+    assert made.status_code == 200 and webhook.secret in made.content.decode()
+    page = client.get("/studio/corner/orders/").content.decode()
+    assert webhook.secret not in page and "https://93.184.215.14/hook" in page  # never shown again
+    rotated = client.post("/studio/corner/orders/webhook/rotate").content.decode()
+    new = OrderWebhook.objects.get(store=store).secret
+    assert new != webhook.secret and new in rotated and webhook.secret not in rotated
+    # Changing the URL keeps the secret (and does not show it).
+    changed = client.post("/studio/corner/orders/webhook", {"url": "https://93.184.215.15/hook"}, follow=True)
+    assert OrderWebhook.objects.get(store=store).secret == new and new not in changed.content.decode()
+    # The last deliveries, with their outcome.
+    WebhookDelivery.objects.create(store=store, event="order_request.accepted", url="https://93.184.215.15/hook",
+                                   payload={}, status="failed", attempts=5, response_status=503, error="HTTP 503 <b>x</b>")
+    page = client.get("/studio/corner/orders/").content.decode()
+    assert "order_request.accepted" in page and "HTTP 503 &lt;b&gt;x&lt;/b&gt;" in page
+    client.post("/studio/corner/orders/webhook/remove")
+    assert not OrderWebhook.objects.exists()
+
+
+def test_a_webhook_inside_the_servers_network_is_refused_when_saved(store, owner, settings):
+    from shop_assistant.orders.models import OrderWebhook
+
+    settings.CATALOG_FEED_ALLOWED_NETWORKS = []
+    refused = _client(owner).post("/studio/corner/orders/webhook", {"url": "http://127.0.0.1:8080/hook"})
+    assert refused.status_code == 400 and not OrderWebhook.objects.exists()
+    assert "an address inside the server&#x27;s own network; a webhook must be on the public internet" in refused.content.decode()
+    settings.CATALOG_FEED_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    assert _client(owner).post("/studio/corner/orders/webhook", {"url": "http://127.0.0.1:8080/hook"}).status_code == 200

@@ -159,5 +159,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             except Exception as exc:  # noqa: BLE001 - the other side then ends the answer; ours overwrites that
                 logger.warning("channel layer: answer probe reply failed (%s)", exc)
 
+    async def chat_presence_probe(self, event: Frame) -> None:
+        """Someone (an agent's decision, events.shopper_connected) asks whether the shopper is still here."""
+        if self.session is not None:
+            try:
+                await self.channel_layer.send(str(event["reply_to"]), {"type": "chat.present"})
+            except Exception as exc:  # noqa: BLE001 - the asker then takes the shopper for gone: emailed too
+                logger.warning("channel layer: presence reply failed (%s)", exc)
+
     async def conversation_frame(self, event: Frame) -> None:
         """A copy of a chat frame for the console (see console.events); the shopper already has it."""

@@ -17,6 +17,8 @@ Events sent to a conversation's group (the shopper's consumer ignores ``conversa
 - ``chat.answer_probe`` (``message_id``, ``reply_to``): a node resuming the conversation asks whether the answer
   its database shows in progress is still being written; the connection writing it (on any node) replies to
   ``reply_to`` with ``chat.answer_alive``. No reply in time: its node died (``answer_alive``).
+- ``chat.presence_probe`` (``reply_to``): is the shopper still here? Each of the shopper's open connections (on
+  any node) replies ``chat.present``; no reply in time: the shopper left (``shopper_connected``).
 
 Events sent to a store's group: ``console.inbox`` with ``kind`` (started, message, handoff, assigned, handed_back,
 closed, with ``by``: agent or shopper; order_request, with ``request``, ``request_kind`` and ``text``) and
@@ -177,6 +179,26 @@ async def answer_alive(conversation_id: uuid.UUID | str, message_id: str, timeou
         return False
     except Exception:  # noqa: BLE001 - Redis down: nobody can be asked
         logger.warning("channel layer: answer probe failed", exc_info=True)
+    return False
+
+
+async def shopper_connected(conversation_id: uuid.UUID | str, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether the shopper has a connection open on the conversation now (any node, through the channel layer).
+
+    Nothing records connections: the open ones answer. False when the channel layer cannot be reached either
+    (the caller then uses the other way to reach the shopper: told twice rather than not at all)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    try:
+        reply_to = await layer.new_channel()
+        await layer.group_send(group_name(conversation_id), {"type": "chat.presence_probe", "reply_to": reply_to})
+        reply = await asyncio.wait_for(layer.receive(reply_to), timeout)
+        return reply.get("type") == "chat.present"
+    except asyncio.TimeoutError:
+        return False
+    except Exception:  # noqa: BLE001 - Redis down: nobody can be asked
+        logger.warning("channel layer: presence probe failed", exc_info=True)
     return False
 
 

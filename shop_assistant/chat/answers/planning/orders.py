@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from shop_assistant.orders import verification
+from shop_assistant.orders.conversations import EXCHANGE_WANTED
 
 from ..composition import ORDER_STATUS_PATTERN
 from ..tools.registry import Call, Context, call
@@ -33,6 +34,17 @@ _WANTED = re.compile(r"\b(?:for|in|to) (?:an? |the )?((?:size |us )?(?:\d{1,2}(?
                      r"|(?:black|navy|blue|red|green|grey|gray|orange|sage|white|forest|charcoal|slate|rust))\b",
                      re.IGNORECASE)
 _FOLLOW_UP_WORDS = 12
+# The answer to "which size or colour would you like instead?": "size 10", "a 10", "US 10.5, please", "L", "medium",
+# "in black". Read only while the chat waits for it (``EXCHANGE_WANTED``), and only when nothing but a size or a
+# colour is said besides these words: "I'm not sure" holds an "m" and is no size.
+_SIZE_WORD = re.compile(r"\d{1,2}(?:\.5)?|xxs|xs|s|m|l|xl|xxl|xxxl|small|medium|large|x-large")
+_COLOUR_WORD = re.compile(r"black|navy|blue|red|green|grey|gray|orange|sage|white|forest|charcoal|slate|rust|brown|tan|"
+                          r"olive|khaki|beige|yellow|purple|pink")
+_SIZE_SYSTEMS = {"us": "US", "eu": "EU", "uk": "UK"}
+_ANSWER_FILLER = frozenset(
+    "a an the size in for please pls thanks thank you one ones i i'd id like want take i'll ill make it how about "
+    "maybe ok okay then instead would be great can get have colour color".split())
+_ANSWER_WORDS = re.compile(r"[a-z0-9.'-]+")
 # "How do I return my order?", "What's your return policy for my order?", "Can I still cancel my order?": how the
 # store does it, for any order; the policy answers, quoted. What points at one order ("I want to return order
 # #1042", "return the boots from my order") is not matched: the order's tool asks for it and verifies it.
@@ -72,6 +84,22 @@ def _intent(text: str, about_an_order: bool) -> list[Call]:
     return []
 
 
+def wanted_answer(text: str) -> str:
+    """The size or colour a short answer says, as the request will show it ("size 10", "US 10", "L", "black"),
+    or "" when the message says anything else too."""
+    words = [word.strip(".'") for word in _ANSWER_WORDS.findall(text.lower())]
+    system = next((_SIZE_SYSTEMS[word] for word in words if word in _SIZE_SYSTEMS), "")
+    said = [word for word in words if word and word not in _ANSWER_FILLER and word not in _SIZE_SYSTEMS]
+    if len(said) != 1:
+        return ""
+    word = said[0]
+    if _SIZE_WORD.fullmatch(word):
+        if word[0].isdigit():
+            return f"{system} {word}" if system else f"size {word}"
+        return f"size {word.upper()}" if len(word) <= 4 and "-" not in word else word
+    return word if _COLOUR_WORD.fullmatch(word) else ""
+
+
 def _is_general(text: str, state: object) -> bool:
     """A question about the store's policy for orders, not about one: no number, no email, no order verified in
     the conversation (with one verified, "can I still cancel my order?" is about that one)."""
@@ -90,9 +118,16 @@ def plan(context: Context) -> list[Call]:
     if state is None:
         return []
     short = len(text.split()) <= _FOLLOW_UP_WORDS
+    if state.waiting_for == EXCHANGE_WANTED and state.order is not None and short:
+        wanted = wanted_answer(text)
+        if wanted:  # the size the chat asked for: the exchange of the items the asking message named
+            return [call("order_return", order_number=state.order.number, kind="exchange", wanted=wanted)]
     if state.waiting_for and short:
         given = _arguments(text, True)
-        if given:  # the number or email the chat asked for
+        if given and state.waiting_for != EXCHANGE_WANTED:  # the number or email the chat asked for
+            if state.waiting_for == "order_return" and _EXCHANGE.search(context.previous):
+                wanted = _WANTED.search(context.previous)  # "exchange the boots": asked before the email was
+                given.update(kind="exchange", **({"wanted": wanted.group(1)} if wanted else {}))
             return [call(state.waiting_for, **given)]
     if state.order is not None and short and _POINTS_BACK.search(text):
         return _intent(text, False)

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shop_assistant.orders import returns
+from shop_assistant.orders.conversations import EXCHANGE_WANTED
 from shop_assistant.orders.policy import return_rules
 
 from ..composition import Composition
@@ -36,8 +37,14 @@ def order_return(context: Context, arguments: OrderReturnArguments) -> Compositi
     if access.order is None:
         return access.composition
     rules = return_rules(context.store)
-    # The message that asked for the return names the items; a reply giving only the email does not.
-    text = f"{context.previous} {context.text}" if context.order_state and context.order_state.waiting_for else context.text
+    # The message that asked for the return names the items; a reply giving only the email (or the size) does not.
+    state = context.order_state
+    if state and state.waiting_for == EXCHANGE_WANTED and state.pending_text:
+        text = f"{state.pending_text} {context.text}"
+    elif state and state.waiting_for:
+        text = f"{context.previous} {context.text}"
+    else:
+        text = context.text
     decision = returns.check(access.order, text, rules, arguments.kind, arguments.wanted or "")
     quotes = [{"title": rules.title, "text": sentence} for sentence in dict.fromkeys(decision.policy)]
     return answered(access, " ".join(decision.sentences), quotes, decision.effects)

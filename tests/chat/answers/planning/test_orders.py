@@ -1,0 +1,54 @@
+"""The rule planner's order follow-ups (shop_assistant/chat/answers/planning/orders.py): the answer to "which size
+would you like?" is read as the exchange's size, and an exchange asked before the email stays an exchange."""
+
+from __future__ import annotations
+
+import pytest
+
+from catalog.models import Store
+from shop_assistant.chat.answers.planning.orders import plan, wanted_answer
+from shop_assistant.chat.answers.retrieval import retrieve
+from shop_assistant.chat.answers.tools import Context
+from shop_assistant.orders.conversations import EXCHANGE_WANTED, OrderState
+from shop_assistant.orders.models import Order
+
+
+@pytest.mark.parametrize(("text", "wanted"), [
+    ("size 10", "size 10"), ("a 10", "size 10"), ("10", "size 10"), ("US 10.5, please", "US 10.5"),
+    ("L", "size L"), ("an XL please", "size XL"), ("medium", "medium"), ("in black", "black"),
+    ("I'd like a 9 then", "size 9"),
+    ("I'm not sure", ""), ("what sizes do you have?", ""), ("size 10 and a refund", ""), ("thanks", ""),
+])
+def test_an_answer_that_says_only_a_size_or_a_colour_is_read_as_one(text, wanted):
+    assert wanted_answer(text) == wanted
+
+
+def _context(text: str, state: OrderState, previous: str = "") -> Context:
+    return Context(Store(slug="s", name="S"), text, retrieve, previous, [], "en", conversation=object(),
+                   order_state=state)
+
+
+def _calls(text: str, state: OrderState, previous: str = "") -> list[tuple[str, dict]]:
+    return [(c.name, c.arguments.model_dump(exclude_none=True)) for c in plan(_context(text, state, previous))]
+
+
+def test_the_size_asked_for_makes_the_exchange_of_the_verified_order():
+    state = OrderState(order=Order(number="1003"), via="email", waiting_for=EXCHANGE_WANTED, number_given="1003",
+                       pending_text="I'd like to exchange the boots from order 1003")
+    assert _calls("size 10", state) == [("order_return", {"order_number": "1003", "kind": "exchange",
+                                                          "wanted": "size 10"})]
+    assert _calls("a 10", state)[0][1]["wanted"] == "size 10"
+    # Not an answer: read as any message is (here: nothing about the order).
+    assert _calls("I'm not sure yet", state) == []
+    # Nothing asked: "size 10" alone means nothing about an order.
+    assert _calls("size 10", OrderState(order=Order(number="1003"), via="email")) == []
+
+
+def test_an_exchange_asked_before_the_email_stays_an_exchange():
+    state = OrderState(waiting_for="order_return", number_given="1003")
+    assert _calls("sam@example.com", state, previous="I'd like to exchange the boots from order 1003") == [
+        ("order_return", {"email": "sam@example.com", "kind": "exchange"})]
+    assert _calls("sam@example.com", state, previous="exchange the boots from order 1003 for a size 10") == [
+        ("order_return", {"email": "sam@example.com", "kind": "exchange", "wanted": "size 10"})]
+    assert _calls("sam@example.com", state, previous="I want to return the boots from order 1003") == [
+        ("order_return", {"email": "sam@example.com", "kind": "return"})]
