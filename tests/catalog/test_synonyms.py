@@ -144,7 +144,9 @@ def test_proposals_come_from_the_catalogs_vocabulary_in_the_models_schema(shop):
     assert asked[0]["required"] == ["tents", "backpacking", "tent"]  # the type, the tags, the title's nouns
     assert asked[0]["additionalProperties"] is False
     proposed = SearchSynonym.objects.filter(store=shop, status=SearchSynonym.Status.PROPOSED)
-    assert {(row.term, row.replacement) for row in proposed} == {("tienda", "tent"), ("carpa", "tent"), ("otra", "tents")}
+    assert {(row.term, row.replacement) for row in proposed} == {
+        ("tienda", "tent"), ("carpa", "tent"), ("otra", "tents")
+    }
     assert result.added == 3
     # Used by the search only once accepted.
     assert synonyms.apply(shop, "busco una carpa grande", "es").query == "busco una carpa grande"

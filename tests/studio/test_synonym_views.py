@@ -93,7 +93,9 @@ def test_forms_need_the_csrf_token(store, owner, rows):
 def test_the_owner_adds_and_deletes_a_synonym_and_the_search_reads_it(store, owner):
     client = Client()
     client.force_login(owner)
-    response = client.post(f"{BASE}/add", {"language": "es", "term": "Chaqueta impermeable", "replacement": "rain jacket"})
+    response = client.post(
+        f"{BASE}/add", {"language": "es", "term": "Chaqueta impermeable", "replacement": "rain jacket"}
+    )
     assert response.status_code == 302
     assert synonyms.apply(store, "¿Tienen chaquetas impermeables?", "es").query == "rain jacket"
     page = client.get(f"{BASE}/").content.decode()
@@ -112,7 +114,9 @@ def test_a_bad_synonym_is_refused_with_the_reason(store, owner):
 
 
 def test_the_page_escapes_what_it_shows(store, owner):
-    SearchSynonym.objects.create(store=store, language="es", term="<script>alert(1)</script> tienda", replacement="tent")
+    SearchSynonym.objects.create(
+        store=store, language="es", term="<script>alert(1)</script> tienda", replacement="tent"
+    )
     client = Client()
     client.force_login(owner)
     page = client.get(f"{BASE}/").content.decode()
