@@ -39,6 +39,7 @@ import json
 import re
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -369,6 +370,7 @@ def export_csv(store: Store) -> str:
 LANGUAGE_NAMES = {"es": "Spanish", "fr": "French", "de": "German"}
 MAX_TRANSLATIONS = 3
 PROPOSAL_BATCH = 24
+MAX_TERMS_PER_TRANSLATION = 2
 
 
 def vocabulary(store: Store, english_words: frozenset[str] = frozenset()) -> list[str]:
@@ -438,12 +440,17 @@ def propose(
             except (ValueError, TypeError) as exc:
                 result.errors.append(f"{language}: {batch[0]}…: {exc}")
                 continue
-            for english, translations in answer.items() if isinstance(answer, dict) else ():
-                if english not in batch or not isinstance(translations, list):
-                    continue
+            answer = {k: v for k, v in answer.items() if k in batch and isinstance(v, list)} if isinstance(
+                answer, dict) else {}
+            # One word given for many terms is no translation of any ("cargadores de sueño" for "down", "winter"
+            # and "poles": the 1.5B, greedy, 2026-12-06): a word may stand for a singular and its plural, no more.
+            given = Counter(" ".join(words(str(t))) for values in answer.values() for t in dict.fromkeys(map(str, values)))
+            for english, translations in answer.items():
                 for translation in translations[:MAX_TRANSLATIONS]:
                     folded = " ".join(words(str(translation)))
                     if not folded or folded == english or folded in existing or check(language, translation, english):
+                        continue
+                    if given[folded] > MAX_TERMS_PER_TRANSLATION:
                         continue
                     existing.add(folded)
                     rows.append((language, str(translation).strip(), english))

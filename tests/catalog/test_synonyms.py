@@ -198,3 +198,15 @@ def test_the_demo_store_ships_its_synonyms_and_keeps_the_owners_edits(demo):
     finally:
         row.replacement = "tent"
         row.save()
+
+
+def test_a_word_proposed_for_many_terms_is_no_translation(shop):
+    from catalog.models import Product
+
+    Product.objects.create(store=shop, handle="tent", title="Tent", product_type="Tents", tags="winter, down")
+
+    def ask(prompt: str, schema: dict) -> str:  # what the 1.5B answered, greedy: one word for everything
+        return json.dumps({term: ["cargadores de sueño"] for term in schema["required"]})
+
+    assert synonyms.propose(shop, ask, languages=("es",), english_words=frozenset({"tent"})).added == 0
+    assert not SearchSynonym.objects.filter(store=shop, term="cargadores de sueño").exists()
