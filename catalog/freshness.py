@@ -3,7 +3,7 @@
 Each index remembers the stamp it was built from and is rebuilt when the stamp differs, so a change made anywhere
 (this process, a Celery worker, the admin, another node) is seen by the next question. The stamp is one SQL
 statement: the row counts and latest ``updated_at`` of the store's products, variants and documents, and its
-products' latest ``embedded_at``.
+products' latest ``embedded_at``, and the count and latest edit of its search synonyms (``synonyms``).
 
 A question's planning reads it once (``one_read``): retrieval, the passages and the opening then see one
 consistent catalog for the cost of one query, where each of them used to read its own (six aggregate queries
@@ -20,7 +20,7 @@ from typing import Any
 
 from django.db import connection
 
-from .models import Product, Store, StoreDocument, Variant
+from .models import Product, SearchSynonym, Store, StoreDocument, Variant
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class CatalogStamp:
     products: tuple[Any, ...]  # (count, latest updated_at, latest embedded_at)
     variants: tuple[Any, ...]  # (count, latest updated_at)
     documents: tuple[Any, ...]  # (count, latest updated_at)
+    synonyms: tuple[Any, ...] = ()  # (count, latest updated_at) of the store's search synonyms
 
 
 _local = threading.local()
@@ -58,12 +59,15 @@ def read_stamp(store: Store | None) -> CatalogStamp:
         _aggregate(Product, ("updated_at", "embedded_at"), store),
         _aggregate(Variant, ("updated_at",), store),
         _aggregate(StoreDocument, ("updated_at",), store),
+        _aggregate(SearchSynonym, ("updated_at",), store),
     ]
     sql = "SELECT * FROM " + ", ".join(f"({query}) AS part{index}" for index, (query, _) in enumerate(parts))
     with connection.cursor() as cursor:
         cursor.execute(sql, [param for _, params in parts for param in params])
         row = cursor.fetchone()
-    stamp = CatalogStamp(products=tuple(row[0:3]), variants=tuple(row[3:5]), documents=tuple(row[5:7]))
+    stamp = CatalogStamp(
+        products=tuple(row[0:3]), variants=tuple(row[3:5]), documents=tuple(row[5:7]), synonyms=tuple(row[7:9])
+    )
     if held is not None:
         held[key] = stamp
     return stamp

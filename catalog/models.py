@@ -415,3 +415,44 @@ class DocumentVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document} v{self.version} ({self.status})"
+
+
+class SearchSynonym(models.Model):
+    """A shopper's word in one language -> the store's own words for it ("es", "chaqueta impermeable" -> "rain
+    jacket"), as Shopify's and Algolia's search synonyms: the store's search reads a message in that language with
+    its terms replaced by the store's words (``catalog.synonyms``). Proposed rows (the translation generator's)
+    are used only once the owner accepts them."""
+
+    class Language(models.TextChoices):
+        EN = "en", "English"
+        ES = "es", "Spanish"
+        FR = "fr", "French"
+        DE = "de", "German"
+
+    class Status(models.TextChoices):
+        ACCEPTED = "accepted", "Accepted: used by the search"
+        PROPOSED = "proposed", "Proposed: waiting for the owner"
+
+    class Source(models.TextChoices):
+        OWNER = "owner", "Written by the owner"
+        FILE = "file", "Uploaded file"
+        GENERATED = "generated", "Proposed by the model"
+        DEMO = "demo", "Demo store's file"
+
+    store = models.ForeignKey(Store, on_delete=models.CASCADE, related_name="search_synonyms")
+    language = models.CharField(max_length=2, choices=Language.choices)
+    term = models.CharField(max_length=100, help_text="The shopper's word or words, as written (any case, accents).")
+    replacement = models.CharField(max_length=200, help_text="The store's own word or words the term means.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACCEPTED)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.OWNER)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["store", "language", "term"]
+        constraints = [
+            models.UniqueConstraint(fields=["store", "language", "term"], name="search_synonym_unique_per_store")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.language}: {self.term} -> {self.replacement}"

@@ -28,7 +28,8 @@ before this ran), 2026-12-05, 2-core AMD EPYC:
 - ~0.1 ms a call (p50; ~0.17 ms when it detects the language itself), plus the catalog stamp's read, which
   ``freshness.one_read`` shares with the rest of the question.
 
-Use: ``language.detect(text)`` once per message, then ``search.search(terms.correct(store, text, lang=lang), ...)``;
+Use: ``language.detect(text)`` once per message, then ``search.search(terms.search_words(store, text, lang=lang),
+...)``: the store's search synonyms for the message's language first (``catalog.synonyms``), then the typos;
 ``corrections(store, text)`` says which words changed (to show "showing results for headlamp", or to log).
 """
 
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
 
-from . import embeddings, language, search
+from . import embeddings, language, search, synonyms
 from .models import Store
 from .text import stem
 
@@ -168,3 +169,12 @@ def correct(store: Store | None, text: str, *, lang: str | None = None) -> str:
         return match.group() if target is None else _cased_like(match.group(), target)
 
     return _WORD.sub(replace, text)
+
+
+def search_words(store: Store | None, text: str, *, lang: str | None = None) -> str:
+    """What the catalog search should read for a shopper's ``text``: the store's search synonyms for its language
+    applied (``synonyms.apply``: "¿Tienen chaquetas impermeables?" -> "rain jacket waterproof"), then its typos
+    of the store's words corrected (``correct``, English only). Unchanged when neither applies."""
+    lang = lang or language.detect(text)
+    catalog_words = search.get_index(store).vocabulary if store is not None else ()
+    return correct(store, synonyms.apply(store, text, lang, catalog_words).query, lang=lang)

@@ -13,7 +13,8 @@ from django.db import transaction
 from catalog.embeddings import embed_products
 from catalog.ingest import read_source
 from catalog.ingest.upsert import apply_catalog
-from catalog.models import Store
+from catalog import synonyms
+from catalog.models import SearchSynonym, Store
 from shop_assistant.console.models import Label
 from shop_assistant.demo.orders import load_demo_orders
 from shop_assistant.studio import services
@@ -21,6 +22,8 @@ from shop_assistant.prompts.defaults import DEFAULT_SYSTEM_PROMPT
 from shop_assistant.prompts.models import SampleQuestion
 
 CATALOG_PATH = Path(__file__).resolve().parent / "demo_catalog.json"
+# Its search synonyms (Spanish, French, German -> the catalog's words), reviewed data like the products.
+SYNONYMS_PATH = Path(__file__).resolve().parent / "demo_synonyms.csv"
 STORE_SLUG = "demo"
 STORE_NAME = "Demo Outfitters"
 STAFF_USERNAME = "staff"
@@ -104,6 +107,11 @@ def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResu
                 SampleQuestion(store=store, text=text, position=position) for position, text in enumerate(SAMPLE_QUESTIONS)
             )
             result.changes.append(f"added {len(SAMPLE_QUESTIONS)} sample questions")
+        if not SearchSynonym.objects.filter(store=store).exists():  # the owner's edits are theirs to keep
+            loaded = synonyms.import_csv(store, SYNONYMS_PATH.read_text(encoding="utf-8"), SearchSynonym.Source.DEMO)
+            if loaded.errors:
+                raise RuntimeError(f"the demo synonyms have errors: {loaded.errors[:3]}")
+            result.changes.append(f"added {loaded.added} search synonyms")
         added = load_demo_orders(store)
         if added:
             result.changes.append(f"added {added} demo orders")

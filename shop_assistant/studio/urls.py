@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import analytics_views, catalog_views, knowledge, order_views, playground_views, views
+from . import analytics_views, catalog_views, knowledge, order_views, playground_views, synonym_views, views
 
 app_name = "studio"
 
@@ -29,6 +29,13 @@ urlpatterns = [
     path("<slug:slug>/catalog/runs/<int:run_id>/", catalog_views.run_progress, name="catalog_run"),
     path("<slug:slug>/catalog/runs/<int:run_id>/errors.csv", catalog_views.run_errors, name="catalog_run_errors"),
     path("<slug:slug>/catalog/products/<int:product_id>/", catalog_views.product_preview, name="catalog_product"),
+    # --- search synonyms (issue 35, item 4) ---
+    path("<slug:slug>/catalog/synonyms/", synonym_views.synonyms_page, name="synonyms"),
+    path("<slug:slug>/catalog/synonyms/add", synonym_views.add, name="synonyms_add"),
+    path("<slug:slug>/catalog/synonyms/accept", synonym_views.accept, name="synonyms_accept"),
+    path("<slug:slug>/catalog/synonyms/upload", synonym_views.upload, name="synonyms_upload"),
+    path("<slug:slug>/catalog/synonyms.csv", synonym_views.export, name="synonyms_export"),
+    path("<slug:slug>/catalog/synonyms/<int:synonym_id>/delete", synonym_views.delete, name="synonyms_delete"),
     # --- orders (issue 38) ---
     path("<slug:slug>/orders/", order_views.orders_page, name="orders"),
     path("<slug:slug>/orders/upload", order_views.upload, name="orders_upload"),

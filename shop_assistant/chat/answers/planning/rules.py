@@ -207,8 +207,9 @@ def plan(context: Context) -> list[Call]:
         return planned
     if context.shown and _POINTS_BACK.search(text) and len(text.split()) <= _FOLLOW_UP_WORDS:
         return [call("product_details", product="it", question=text)]
-    # "do u hav a hedlamp": the catalog's own word for a typo of it (English only: other languages' words collide)
-    arguments: dict[str, object] = {"query": terms.correct(context.store, text, lang=context.language)}
+    # "¿Tienen chaquetas impermeables?": the store's synonyms for the message's language; "do u hav a hedlamp": the
+    # catalog's own word for a typo of it (English only: other languages' words collide)
+    arguments: dict[str, object] = {"query": terms.search_words(context.store, text, lang=context.language)}
     budget = _budget(text)
     if budget is not None:
         arguments["max_price"] = budget

@@ -94,5 +94,6 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
 
 
 def _is_the_message(context: Context, query: str) -> bool:
-    """The query is the shopper's whole message, as the rule planner searches it (its typos corrected)."""
-    return query == context.text or query == terms.correct(context.store, context.text, lang=context.language)
+    """The query is the shopper's whole message, as the rule planner searches it (the store's synonyms applied,
+    its typos corrected)."""
+    return query == context.text or query == terms.search_words(context.store, context.text, lang=context.language)
