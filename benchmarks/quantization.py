@@ -1,6 +1,6 @@
 """Quantized weights, measured: ``python -m benchmarks.quantization --model qwen2.5-1.5b``.
 
-For each scheme (``none`` = bf16, ``int8``, ``int4``), on one engine each, all loaded side by side in this run:
+For each scheme (``none`` = bf16, or fp32 on a CPU without bf16 instructions; ``int8``, ``int4``), on one engine each, all loaded side by side in this run:
 - a lone shopper: time to the first token of a fresh 200-token prompt, and decode tokens/s (the time of
   first token's to the last's, over D), medians of ``--repeats`` rounds taken scheme after scheme;
 - the weights' resident bytes (parameters, packed panels and quantized panels, whatever the engine keeps);
@@ -119,7 +119,9 @@ def agreement(reference: list[list[int]], other: list[list[int]]) -> dict[str, f
 
 
 def load(model: str | None, scheme: str) -> LLM:
-    return LLM(model, dtype="bfloat16", quantization=scheme, max_model_len=1024, kv_cache_memory=256 * 2**20)
+    # "auto": bf16 where the CPU has bf16 instructions; on an AVX2 CPU the unquantized reference runs fp32 (its
+    # bf16 projections do not run there) and the quantized schemes bf16 activations (model_runner.resolve_dtype).
+    return LLM(model, dtype="auto", quantization=scheme, max_model_len=1024, kv_cache_memory=256 * 2**20)
 
 
 def measure(model: str | None, schemes: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
