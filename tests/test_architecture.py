@@ -149,7 +149,7 @@ APP_IMPORTS: dict[str, set[str]] = {
     "api": set(),
     "chat": {"orders", "prompts"},  # the store's published prompt and sample questions; the order tools read orders
     "console": {"chat", "orders"},  # the conversations it shows; the verified order and the requests agents decide
-    "demo": {"console", "orders", "prompts", "studio"},  # the demo store's staff; its prompt and sample questions
+    "demo": {"chat", "console", "orders", "prompts", "studio"},  # the demo store's support hours, staff, prompt and samples
     "evaluation": {"chat", "demo", "prompts"},  # asks the chat about the demo store, under its published prompt
     "ops": {"api", "chat"},  # the 503 body is the API's ApiError; health checks the chat's spool
     "orders": set(),  # the store's orders: below the chat (which tells verified shoppers) and the console
