@@ -44,6 +44,15 @@ def _document_url(store: Store, document: StoreDocument) -> str:
     return reverse("studio:document", kwargs={"slug": store.slug, "document_id": document.pk})
 
 
+def _with_diff(
+    request: HttpRequest, template: str, store: Store, doc: StoreDocument, old: DocumentVersion | None,
+    new: DocumentVersion, **context: DocumentVersion | None,
+) -> HttpResponse:
+    """A page about one of the document's versions, with what changed from ``old`` (the published or the
+    previous version; None: everything is new) to ``new``."""
+    return render(request, template, {"store": store, "document": doc, **context, "diff": documents.diff(old, new)})
+
+
 @require_GET
 @owners_only
 def knowledge(request: HttpRequest, store: Store) -> HttpResponse:
@@ -134,12 +143,8 @@ def document_draft(request: HttpRequest, store: Store, doc: StoreDocument, versi
             messages.success(request, f"Draft v{version.version} saved.")
             return redirect("studio:document_draft", slug=store.slug, document_id=doc.pk, version_id=version.pk)
     published = documents.published_version(doc)
-    return render(
-        request,
-        "studio/document_draft.html",
-        {"store": store, "document": doc, "version": version, "published": published,
-         "diff": documents.diff(published, version)},
-    )
+    return _with_diff(request, "studio/document_draft.html", store, doc, published, version,
+                      version=version, published=published)
 
 
 @require_POST
@@ -169,12 +174,8 @@ def document_confirm_rollback(
             request, f"v{target.version} is not an earlier published version: there is nothing to roll back to."
         )
         return redirect(_document_url(store, doc))
-    return render(
-        request,
-        "studio/rollback.html",
-        {"store": store, "document": doc, "target": target, "published": published,
-         "diff": documents.diff(published, target)},
-    )
+    return _with_diff(request, "studio/rollback.html", store, doc, published, target,
+                      target=target, published=published)
 
 
 @require_POST
@@ -204,9 +205,5 @@ def document_version(request: HttpRequest, store: Store, doc: StoreDocument, ver
         DocumentVersion.objects.filter(document=doc, version__lt=version.version)
         .exclude(status=DocumentVersion.Status.DRAFT).first()
     )
-    return render(
-        request,
-        "studio/document_version.html",
-        {"store": store, "document": doc, "version": version, "previous": previous,
-         "diff": documents.diff(previous, version)},
-    )
+    return _with_diff(request, "studio/document_version.html", store, doc, previous, version,
+                      version=version, previous=previous)
