@@ -136,6 +136,18 @@ async def test_open_connections_are_capped_per_address(asgi_app, demo_store, set
     await fourth.disconnect()
 
 
+def allow_origins(store, origins: str) -> None:
+    WidgetSettings.objects.update_or_create(store=store, defaults={"allowed_origins": origins})
+
+
+def other_store(origins: str):
+    from catalog.models import Store
+
+    store = Store.objects.create(slug="other", name="Other")
+    allow_origins(store, origins)
+    return store
+
+
 @pytest.mark.parametrize(
     ("origin", "host", "allowed"),
     [
@@ -154,18 +166,6 @@ async def test_open_connections_are_capped_per_address(asgi_app, demo_store, set
         ("https://brand.example.evil", None, False),
     ],
 )
-def allow_origins(store, origins: str) -> None:
-    WidgetSettings.objects.update_or_create(store=store, defaults={"allowed_origins": origins})
-
-
-def other_store(origins: str):
-    from catalog.models import Store
-
-    store = Store.objects.create(slug="other", name="Other")
-    allow_origins(store, origins)
-    return store
-
-
 async def test_the_origin_must_match_scheme_host_and_port(asgi_app, demo_store, origin, host, allowed):
     await database_sync_to_async(allow_origins)(demo_store, "https://shop.example.com\nhttps://.brand.example")
     comm = communicator(asgi_app, origin=origin, host=host)
