@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{run['decode_tok_s']:12.1f} {run['decode_tok_s'] / base['decode_tok_s']:6.2f} {run['perplexity']:7.3f} "
               f"{a['tokens_before_divergence']:6.1%} {a['identical_outputs']:>3}/{a['outputs']}")
     if args.json:
-        flags = cpu_kernels._cpu_flags()
+        flags = cpu_kernels.cpu_flags()
         with open(args.json, "w") as f:
             json.dump({"model": args.model or "smollm2-135m", "cpu": cpu_kernels.cpu_model_name(),
                        "flags": [x for x in flags.split() if x.startswith(("avx", "amx"))],

@@ -14,7 +14,8 @@ from .models import ImportRun
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 
 
-def _decode(data: bytes) -> str:
+def decode_upload(data: bytes) -> str:
+    """An uploaded file's text: UTF-8 (with or without a BOM), else Windows-1252 as spreadsheets save it."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -61,7 +62,7 @@ class ImportRunForm(forms.ModelForm):
             if fmt == ImportRun.Format.SQL:
                 raise forms.ValidationError("SQL imports read a database: give its URL instead of a file.")
             self.instance.source = upload.name
-            self.instance.upload = _decode(upload.read())
+            self.instance.upload = decode_upload(upload.read())
             if not self.instance.upload.lstrip("\ufeff").strip():
                 raise forms.ValidationError("The file is empty.")
         else:
@@ -73,7 +74,7 @@ class ImportRunForm(forms.ModelForm):
             except outbound.Refused as exc:
                 raise forms.ValidationError(f"The database URL cannot be used: {exc}.") from None
             mapping_source = data.get("mapping_file")
-            text = _decode(mapping_source.read()) if mapping_source else (data.get("mapping_text") or "")
+            text = decode_upload(mapping_source.read()) if mapping_source else (data.get("mapping_text") or "")
             if not text.strip():
                 raise forms.ValidationError("A SQL import needs a mapping (upload it or paste it).")
             try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import secrets
 from datetime import timedelta
 from decimal import Decimal
+from typing import Self
 
 from django.conf import settings
 from django.db import models
@@ -18,18 +19,12 @@ def new_cache_salt() -> str:
     return secrets.token_hex(16)
 
 
-def new_widget_key() -> str:
-    return f"pk_{secrets.token_urlsafe(18)}"
-
-
 class Store(models.Model):
-    """One shop. Its cache salt keeps its KV-cache blocks apart from every other store's."""
+    """One shop. Its cache salt keeps its KV-cache blocks apart from every other store's.
 
-    class ModelText(models.TextChoices):
-        # What the model may add after an answer's opening (the sentences composed from the store's data).
-        OFF = "off", "Off: openings only, no model text"
-        CHECKED = "checked", "Checked: each model sentence shown only if the store's data supports it"
-        UNCHECKED = "unchecked", "Unchecked: the model's text as it comes (prices and stock still guarded)"
+    What the owner sets for the assistant lives with the app that reads it (``StoreSettings`` below): the chat's
+    answers and widget in ``shop_assistant.chat.models``, the conversations' retention in the console's.
+    """
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
@@ -37,35 +32,6 @@ class Store(models.Model):
     base_url = models.URLField(blank=True, help_text="Product links are built from this and the handle.")
     cache_salt = models.CharField(max_length=64, default=new_cache_salt, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
-
-    # --- what the owner controls (the studio edits these; the chat reads them) ---
-    greeting = models.TextField(blank=True, help_text="First line the widget shows; empty: the default greeting.")
-    no_match_reply = models.TextField(
-        blank=True, help_text="Fixed reply when the catalog has nothing for a request; empty: a reply built from "
-        "the store's product types."
-    )
-    handoff_reply = models.TextField(blank=True, help_text="Fixed reply when a shopper asks for a person.")
-    model_text = models.CharField(max_length=10, choices=ModelText.choices, default=ModelText.CHECKED)
-    # kind -> wordings of an answer's first sentence ("We have the {product} for {price}."); a kind left out
-    # uses the defaults of shop_assistant.chat.answers.opening.
-    opening_templates = models.JSONField(default=dict, blank=True)
-    # {"timezone": "Europe/Berlin", "weekdays": [0, 1, 2, 3, 4], "open": "09:00", "close": "17:00"}
-    # (weekdays: Monday is 0); empty: agents are always reachable.
-    support_hours = models.JSONField(default=dict, blank=True)
-    # Chat decoding; null: the site-wide default from settings.CHAT.
-    answer_max_tokens = models.PositiveIntegerField(null=True, blank=True)
-    temperature = models.FloatField(null=True, blank=True)
-    repetition_penalty = models.FloatField(null=True, blank=True)
-    frequency_penalty = models.FloatField(null=True, blank=True)
-    presence_penalty = models.FloatField(null=True, blank=True)
-    # Origins ("https://shop.example.com") allowed to embed the widget, one per line.
-    widget_allowed_origins = models.TextField(blank=True)
-    # Never sent to a browser: the widget names its store by slug and the websocket checks the page's origin
-    # (widget_allowed_origins), so the embed snippet carries no key. It seeds the store's customer-signing key
-    # (shop_assistant.chat.protocol.identity.store_secret), which only the store's owners see.
-    widget_key = models.CharField(max_length=64, unique=True, default=new_widget_key, editable=False)
-    # Conversations older than this many days are deleted by the retention job; null: kept.
-    retention_days = models.PositiveIntegerField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.name
@@ -75,6 +41,29 @@ class Store(models.Model):
         if not self.base_url:
             return ""
         return f"{self.base_url.rstrip('/')}/products/{handle}"
+
+
+class StoreSettings(models.Model):
+    """Base of one store's settings kept by the app that reads them: one row per store (its ``store`` a
+    one-to-one primary key), holding the field defaults until the owner changes them. ``of(store)`` is the one
+    way to read them."""
+
+    class Meta:
+        abstract = True
+
+    @classmethod
+    def of(cls, store: Store) -> Self:
+        """The store's row, made with the defaults on first use, and kept on ``store`` so that later reads of the
+        same store object query nothing (read it where the store is loaded: on the event loop it must be there
+        already). An unsaved store gets unsaved defaults."""
+        accessor = cls._meta.get_field("store").remote_field.get_accessor_name()
+        try:
+            return getattr(store, accessor)
+        except cls.DoesNotExist:
+            pass
+        own = cls(store=store) if store.pk is None else cls.objects.get_or_create(store=store)[0]
+        setattr(store, accessor, own)
+        return own
 
 
 class Product(models.Model):

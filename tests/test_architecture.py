@@ -27,10 +27,11 @@ def _module_files(root: Path) -> dict[str, Path]:
     return mods
 
 
-def _imports(name: str, path: Path) -> set[str]:
-    """Every module this one imports, at any depth of its code, except under ``if TYPE_CHECKING``."""
+def _imports(name: str, path: Path, typing_too: bool = False) -> set[str]:
+    """Every module this one imports, at any depth of its code, except under ``if TYPE_CHECKING`` (unless
+    ``typing_too``); ``from a import b`` gives both ``a`` and ``a.b`` (a module or a name)."""
     tree = ast.parse(path.read_text())
-    typing_only = {
+    typing_only = set() if typing_too else {
         id(sub)
         for node in ast.walk(tree)
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
@@ -43,14 +44,42 @@ def _imports(name: str, path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-                package = package[: len(package) - node.level + 1]
-                base = ".".join(package + ([base] if base else []))
+            base = _from_base(name, path, node)
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
     return found
+
+
+def _from_base(name: str, path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module a ``from ... import`` reads from (relative imports resolved against ``name``)."""
+    base = node.module or ""
+    if node.level:
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        package = package[: len(package) - node.level + 1]
+        base = ".".join(package + ([base] if base else []))
+    return base
+
+
+def _module_attributes(name: str, path: Path, modules: set[str]) -> set[str]:
+    """``module.attribute`` for every attribute read off an imported module of ours (``opening._money(...)`` after
+    ``from ..answers import opening``): a private name reached that way is imported all the same."""
+    tree = ast.parse(path.read_text())
+    bound: dict[str, str] = {}  # local name -> the module it is
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:  # "import a.b" binds a; "import a.b as c" binds c to a.b
+                local = alias.asname or alias.name.split(".")[0]
+                bound[local] = alias.name if alias.asname else local
+        elif isinstance(node, ast.ImportFrom):
+            base = _from_base(name, path, node)
+            for alias in node.names:
+                if f"{base}.{alias.name}" in modules:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+    return {
+        f"{bound[node.value.id]}.{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+    }
 
 
 def import_graph(root: Path) -> dict[str, set[str]]:
@@ -149,7 +178,7 @@ APP_IMPORTS: dict[str, set[str]] = {
     "api": set(),
     "chat": {"orders", "prompts"},  # the store's published prompt and sample questions; the order tools read orders
     "console": {"chat", "orders"},  # the conversations it shows; the verified order and the requests agents decide
-    "demo": {"console", "orders", "prompts", "studio"},  # the demo store's staff; its prompt and sample questions
+    "demo": {"chat", "console", "orders", "prompts", "studio"},  # the demo store's support hours, staff, prompt and samples
     "evaluation": {"chat", "demo", "prompts"},  # asks the chat about the demo store, under its published prompt
     "ops": {"api", "chat"},  # the 503 body is the API's ApiError; health checks the chat's spool
     "orders": set(),  # the store's orders: below the chat (which tells verified shoppers) and the console
@@ -234,6 +263,48 @@ def test_packages_and_apps_import_only_what_they_may():
     graph = import_graph(REPO_ROOT)
     assert {unit(name) for name in graph} >= {"inference", "catalog", "runtime", "tools", "benchmarks", *APPS}
     assert import_violations(graph) == []
+
+
+def is_private(dotted: str) -> bool:
+    """A leading-underscore module or name anywhere in the path (``__init__``, ``__all__`` and the like are not)."""
+    return any(part.startswith("_") and not part.endswith("__") for part in dotted.split("."))
+
+
+def private_imports(imports: dict[str, set[str]]) -> list[str]:
+    """``importer -> imported`` for every private module or name a module takes from another package or app: what
+    starts with an underscore is its owner's to change, so another one leaning on it is an edge nobody sees."""
+    return sorted(
+        f"{importer} -> {target}"
+        for importer, targets in imports.items()
+        for target in targets
+        if target.split(".")[0] in PACKAGES and is_private(target) and unit(target) != unit(importer)
+    )
+
+
+def test_the_private_import_rule_catches_a_private_import():
+    imports = {
+        "shop_assistant.studio.views": {"shop_assistant.chat.answers.opening._money", "shop_assistant.chat.models"},
+        "shop_assistant.console.tasks": {"shop_assistant.chat.log._spool", "catalog.models.__all__"},
+        "shop_assistant.chat.answers.comparison": {"shop_assistant.chat.answers.opening._money"},  # its own app
+        "catalog.search": {"shop_assistant.runtime._engine.load"},
+        "inference.worker.parallel": {"os._exit"},  # not ours
+    }
+    assert private_imports(imports) == [
+        "catalog.search -> shop_assistant.runtime._engine.load",
+        "shop_assistant.console.tasks -> shop_assistant.chat.log._spool",
+        "shop_assistant.studio.views -> shop_assistant.chat.answers.opening._money",
+    ]
+
+
+def test_no_module_imports_another_apps_private_module_or_name():
+    """Within a package or app, private names are shared freely; across them only the public ones are (a type
+    imported for annotations only counts too: it is coupling all the same)."""
+    files = _module_files(REPO_ROOT)
+    imports = {
+        name: _imports(name, path, typing_too=True) | _module_attributes(name, path, set(files))
+        for name, path in files.items()
+    }
+    assert private_imports(imports) == []
 
 
 def test_the_engine_imports_nothing_of_the_web():

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Conversation, Message
+from .models import AnswerSettings, Conversation, Message, WidgetSettings
 
 
 class MessageInline(admin.TabularInline):
@@ -32,3 +32,13 @@ class MessageAdmin(admin.ModelAdmin):
     @admin.display(description="text")
     def short_text(self, obj: Message) -> str:
         return obj.text[:80]
+
+
+@admin.register(AnswerSettings)
+class AnswerSettingsAdmin(admin.ModelAdmin):
+    list_display = ("store", "model_text", "answer_max_tokens", "temperature")
+
+
+@admin.register(WidgetSettings)
+class WidgetSettingsAdmin(admin.ModelAdmin):
+    list_display = ("store", "allowed_origins")  # the key is never shown: it seeds the store's signing secret

@@ -1,4 +1,4 @@
-"""Conversations and their messages.
+"""Conversations and their messages; the store's settings of its answers and of its widget.
 
 A new conversation's id and resume token are chosen when a websocket connects (the ``ready`` frame carries them),
 but its row is written together with its first message (``conversations.draft_conversation``), so a connection
@@ -18,6 +18,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from catalog.models import StoreSettings
+
 
 def hash_token(token: str) -> str:
     """Only this hash is stored, so a database leak does not hand out live resume tokens."""
@@ -26,6 +28,71 @@ def hash_token(token: str) -> str:
 
 def new_resume_token() -> str:
     return secrets.token_urlsafe(32)
+
+
+def new_widget_key() -> str:
+    return f"pk_{secrets.token_urlsafe(18)}"
+
+
+class AnswerSettings(StoreSettings):
+    """How the store's assistant answers: its own fixed replies, the wordings answers open with, what the model may
+    add and how it samples, and when agents take over. The studio edits these; the chat reads them
+    (``AnswerSettings.of(store)``)."""
+
+    class ModelText(models.TextChoices):
+        # What the model may add after an answer's opening (the sentences composed from the store's data).
+        OFF = "off", "Off: openings only, no model text"
+        CHECKED = "checked", "Checked: each model sentence shown only if the store's data supports it"
+        UNCHECKED = "unchecked", "Unchecked: the model's text as it comes (prices and stock still guarded)"
+
+    store = models.OneToOneField(
+        "catalog.Store", on_delete=models.CASCADE, primary_key=True, related_name="answer_settings"
+    )
+    greeting = models.TextField(blank=True, help_text="First line the widget shows; empty: the default greeting.")
+    no_match_reply = models.TextField(
+        blank=True, help_text="Fixed reply when the catalog has nothing for a request; empty: a reply built from "
+        "the store's product types."
+    )
+    handoff_reply = models.TextField(blank=True, help_text="Fixed reply when a shopper asks for a person.")
+    model_text = models.CharField(max_length=10, choices=ModelText.choices, default=ModelText.CHECKED)
+    # kind -> wordings of an answer's first sentence ("We have the {product} for {price}."); a kind left out
+    # uses the defaults of shop_assistant.chat.answers.opening.
+    opening_templates = models.JSONField(default=dict, blank=True)
+    # {"timezone": "Europe/Berlin", "weekdays": [0, 1, 2, 3, 4], "open": "09:00", "close": "17:00"}
+    # (weekdays: Monday is 0); empty: agents are always reachable.
+    support_hours = models.JSONField(default=dict, blank=True)
+    # Chat decoding; null: the site-wide default from settings.CHAT.
+    answer_max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    repetition_penalty = models.FloatField(null=True, blank=True)
+    frequency_penalty = models.FloatField(null=True, blank=True)
+    presence_penalty = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "answer settings"
+
+    def __str__(self) -> str:
+        return f"answers of {self.store}"
+
+
+class WidgetSettings(StoreSettings):
+    """Where the store's widget may be embedded, and the key its shoppers' identities are signed with."""
+
+    store = models.OneToOneField(
+        "catalog.Store", on_delete=models.CASCADE, primary_key=True, related_name="widget_settings"
+    )
+    # Origins ("https://shop.example.com") allowed to embed the widget, one per line.
+    allowed_origins = models.TextField(blank=True)
+    # Never sent to a browser: the widget names its store by slug and the websocket checks the page's origin
+    # (allowed_origins), so the embed snippet carries no key. It seeds the store's customer-signing key
+    # (shop_assistant.chat.protocol.identity.store_secret), which only the store's owners see.
+    key = models.CharField(max_length=64, unique=True, default=new_widget_key, editable=False)
+
+    class Meta:
+        verbose_name_plural = "widget settings"
+
+    def __str__(self) -> str:
+        return f"widget of {self.store}"
 
 
 class Conversation(models.Model):

@@ -15,6 +15,7 @@ from django.urls import path
 from shop_assistant.runtime.origins import OriginGate, allowed_origins, origin_allowed
 
 from .log import conversations
+from .models import WidgetSettings
 from .protocol.consumers import ChatConsumer
 
 __all__ = ["StrictOriginValidator", "allowed_origins", "origin_allowed", "websocket_urlpatterns"]
@@ -26,7 +27,7 @@ def _store_origins(slug: str | None, resume_token: str | None = None) -> list[st
     first store without one). A token alone must not be judged by the first store's list."""
     conversation = conversations.resume_conversation(resume_token, slug) if resume_token else None
     store = conversation.store if conversation is not None else conversations.default_store(slug)
-    return store.widget_allowed_origins.split() if store is not None else []
+    return WidgetSettings.of(store).allowed_origins.split() if store is not None else []
 
 
 async def chat_store_origins(scope: dict[str, Any]) -> list[str]:

@@ -1,12 +1,26 @@
 from django.contrib import admin
 
-from .models import Action, CannedReply, Label, Note, Notification, StoreMembership, TranscriptExport
+from .models import (
+    Action,
+    CannedReply,
+    Label,
+    Note,
+    Notification,
+    RetentionSettings,
+    StoreMembership,
+    TranscriptExport,
+)
 
 
 @admin.register(StoreMembership)
 class StoreMembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "store", "role", "created_at"]
     list_filter = ["store", "role"]
+
+
+@admin.register(RetentionSettings)
+class RetentionSettingsAdmin(admin.ModelAdmin):
+    list_display = ["store", "retention_days"]
 
 
 @admin.register(CannedReply)

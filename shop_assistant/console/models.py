@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from catalog.models import StoreSettings
+
 
 class StoreMembership(models.Model):
     class Role(models.TextChoices):
@@ -22,6 +24,23 @@ class StoreMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} {self.role} of {self.store}"
+
+
+class RetentionSettings(StoreSettings):
+    """How long the store keeps its conversations: the console's retention job (``tasks.apply_retention``) deletes
+    older ones."""
+
+    store = models.OneToOneField(
+        "catalog.Store", on_delete=models.CASCADE, primary_key=True, related_name="retention_settings"
+    )
+    # Conversations idle longer than this many days are deleted; null: kept.
+    retention_days = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "retention settings"
+
+    def __str__(self) -> str:
+        return f"retention of {self.store}"
 
 
 class Label(models.Model):

@@ -38,7 +38,7 @@ def _notify(conversation: Conversation, kind: str, **extra: Any) -> None:
 
 
 def _to_widget(conversation: Conversation, event_type: str, agent: str) -> None:
-    async_to_sync(events._group_send)(group_name(conversation.id), {"type": event_type, "agent": agent})
+    async_to_sync(events.send_to_group)(group_name(conversation.id), {"type": event_type, "agent": agent})
 
 
 def console_group(conversation_id: uuid.UUID | str) -> str:
@@ -54,7 +54,7 @@ def user_group(user_id: int) -> str:
 
 def _broadcast(action: Action, **extra: Any) -> None:
     """An action on the conversation, live to every console watching it (activity list, notes, labels)."""
-    async_to_sync(events._group_send)(
+    async_to_sync(events.send_to_group)(
         console_group(action.conversation_id), {"type": "console.activity", **activity_row(action), **extra}
     )
 
@@ -271,7 +271,7 @@ def assign(user: Any, conversation_id: uuid.UUID, assignee_id: int) -> Conversat
     _notify(conversation, "assigned", agent=agent_name(assignee))
     _broadcast(action, assigned_to=agent_name(assignee))
     if notification is not None:
-        async_to_sync(events._group_send)(user_group(assignee.pk), {"type": "console.notification",
+        async_to_sync(events.send_to_group)(user_group(assignee.pk), {"type": "console.notification",
                                                                     **notification_row(notification)})
     return conversation
 

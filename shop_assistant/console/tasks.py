@@ -8,11 +8,10 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
-from catalog.models import Store
 from shop_assistant.chat.models import Conversation
 
 from . import transcripts
-from .models import TranscriptExport
+from .models import RetentionSettings, TranscriptExport
 from .roles import stores_for
 
 logger = logging.getLogger(__name__)
@@ -46,8 +45,10 @@ def apply_retention(now: str | None = None) -> dict[str, int]:
     """Delete conversations (and their messages, notes, actions) idle longer than their store's retention_days."""
     moment = dt.datetime.fromisoformat(now) if now else timezone.now()
     deleted: dict[str, int] = {}
-    for store in Store.objects.filter(retention_days__isnull=False):
-        cutoff = moment - dt.timedelta(days=store.retention_days)
+    # A store without a row keeps everything (the default), so only the rows that say otherwise are read.
+    for own in RetentionSettings.objects.filter(retention_days__isnull=False).select_related("store"):
+        store = own.store
+        cutoff = moment - dt.timedelta(days=own.retention_days)
         old = Conversation.objects.filter(store=store, last_activity_at__lt=cutoff)
         count = old.count()
         old.delete()

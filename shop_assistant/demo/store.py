@@ -15,6 +15,7 @@ from catalog.ingest import read_source
 from catalog.ingest.upsert import apply_catalog
 from catalog import synonyms
 from catalog.models import SearchSynonym, Store
+from shop_assistant.chat.models import AnswerSettings
 from shop_assistant.console.models import Label
 from shop_assistant.demo.orders import load_demo_orders
 from shop_assistant.studio import services
@@ -83,11 +84,13 @@ def load_demo_store(embed: bool = True, password: str | None = None) -> DemoResu
                 "name": STORE_NAME,
                 "currency": "USD",
                 "base_url": "https://demo-outfitters.example",
-                "support_hours": SUPPORT_HOURS,
             },
         )
         result = DemoResult(store=store)
         if created:
+            answers = AnswerSettings.of(store)
+            answers.support_hours = SUPPORT_HOURS
+            answers.save()
             result.changes.append(f'created the store "{STORE_NAME}" ({STORE_SLUG})')
         imported = apply_catalog(store, read_source("json", str(CATALOG_PATH)))
         if imported.errors:

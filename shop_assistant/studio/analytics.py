@@ -28,7 +28,7 @@ from django.db.models.functions import Coalesce
 
 from catalog.models import Store
 from shop_assistant.chat.answers.composition import NO_MATCH, NOT_UNDERSTOOD
-from shop_assistant.chat.models import CardClick, Conversation, Message
+from shop_assistant.chat.models import AnswerSettings, CardClick, Conversation, Message
 from shop_assistant.orders.models import ConversationOrder, OrderRequest
 
 DEFAULT_DAYS = 7
@@ -51,7 +51,7 @@ HANDOFF_AT = Coalesce("first_handoff_requested_at", "handoff_requested_at")
 def store_zone(store: Store) -> ZoneInfo:
     """The store's time zone: the one its support hours are kept in (the studio's settings), else UTC."""
     try:
-        return ZoneInfo((store.support_hours or {}).get("timezone") or "UTC")
+        return ZoneInfo((AnswerSettings.of(store).support_hours or {}).get("timezone") or "UTC")
     except (ZoneInfoNotFoundError, ValueError, TypeError, AttributeError):
         return UTC  # the studio validates the setting; a bad one must not break the page
 

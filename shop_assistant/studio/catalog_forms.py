@@ -11,7 +11,7 @@ from django.conf import settings
 from sqlalchemy.engine import make_url
 
 from catalog import outbound
-from catalog.forms import MAX_UPLOAD_BYTES, _decode
+from catalog.forms import MAX_UPLOAD_BYTES, decode_upload
 from catalog.ingest import SourceError, detect_format
 from catalog.ingest.sql import safe_url, validate_mapping
 from catalog.models import ImportRun, ImportSource
@@ -45,7 +45,7 @@ class UploadForm(forms.Form):
         if fmt not in (ImportRun.Format.SHOPIFY, ImportRun.Format.JSON):
             raise forms.ValidationError("Upload a Shopify CSV or a JSON feed; add a database as a source.")
         data["format"] = fmt
-        data["text"] = _decode(upload.read())
+        data["text"] = decode_upload(upload.read())
         if not data["text"].lstrip("\ufeff").strip():
             # Nothing to import; and an import never reads anything but the uploaded bytes.
             raise forms.ValidationError("The file is empty.")

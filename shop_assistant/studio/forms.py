@@ -9,6 +9,7 @@ from django import forms
 
 from catalog.models import Store
 from shop_assistant.chat.answers.opening import DEFAULT_TEMPLATES, PLACEHOLDERS, TEMPLATE_LABELS, template_errors
+from shop_assistant.chat.models import AnswerSettings, WidgetSettings
 from shop_assistant.prompts.models import PromptVersion
 
 MAX_SAMPLE_QUESTIONS = 10
@@ -65,10 +66,27 @@ def _origin(line: str) -> str:
 
 
 class StoreSettingsForm(forms.ModelForm):
+    """The store itself: its name, currency and the base of its product links."""
+
     base_url = forms.URLField(
         required=False, assume_scheme="https", label="Base URL",
         help_text="Product links are built from this and the product's handle.",
     )
+
+    class Meta:
+        model = Store
+        fields = ["name", "currency", "base_url"]
+
+    def clean_currency(self) -> str:
+        currency = self.cleaned_data["currency"].strip().upper()
+        if len(currency) != 3 or not currency.isalpha():
+            raise forms.ValidationError("A three-letter ISO 4217 code, e.g. USD or EUR.")
+        return currency
+
+
+class AnswerSettingsForm(forms.ModelForm):
+    """How the assistant answers (the chat's ``AnswerSettings``): replies, openings, sampling, support hours."""
+
     support_timezone = forms.CharField(required=False, label="Time zone", initial="UTC")
     support_weekdays = forms.TypedMultipleChoiceField(
         choices=WEEKDAYS, coerce=int, required=False, widget=forms.CheckboxSelectMultiple, label="Days"
@@ -77,29 +95,16 @@ class StoreSettingsForm(forms.ModelForm):
     support_close = forms.TimeField(required=False, label="Closes", widget=forms.TimeInput(attrs={"type": "time"}))
 
     class Meta:
-        model = Store
-        fields = [
-            "name",
-            "currency",
-            "base_url",
-            "greeting",
-            "answer_max_tokens",
-            "temperature",
-            "model_text",
-            "no_match_reply",
-            "handoff_reply",
-            "widget_allowed_origins",
-        ]
+        model = AnswerSettings
+        fields = ["greeting", "answer_max_tokens", "temperature", "model_text", "no_match_reply", "handoff_reply"]
         widgets = {
             "model_text": forms.RadioSelect,
             "greeting": forms.Textarea(attrs={"rows": 2}),
             "no_match_reply": forms.Textarea(attrs={"rows": 2}),
             "handoff_reply": forms.Textarea(attrs={"rows": 2}),
-            "widget_allowed_origins": forms.Textarea(attrs={"rows": 3, "placeholder": "https://shop.example.com"}),
         }
         labels = {
             "answer_max_tokens": "Answer length (tokens)",
-            "widget_allowed_origins": "Sites allowed to embed",
             "model_text": "The model's own sentences",
         }
         help_texts = {
@@ -107,7 +112,6 @@ class StoreSettingsForm(forms.ModelForm):
             "model may add after them. The preview shows what was kept and what was left out.",
             "answer_max_tokens": "Longest answer in tokens; empty: the site default.",
             "temperature": "0 answers the same way every time; up to 1 varies more. Empty: the site default.",
-            "widget_allowed_origins": "One origin per line, e.g. https://shop.example.com.",
         }
 
     def __init__(self, *args, **kwargs) -> None:
@@ -132,12 +136,6 @@ class StoreSettingsForm(forms.ModelForm):
                 support_close=hours.get("close"),
             )
 
-    def clean_currency(self) -> str:
-        currency = self.cleaned_data["currency"].strip().upper()
-        if len(currency) != 3 or not currency.isalpha():
-            raise forms.ValidationError("A three-letter ISO 4217 code, e.g. USD or EUR.")
-        return currency
-
     def clean_answer_max_tokens(self) -> int | None:
         value = self.cleaned_data["answer_max_tokens"]
         if value is not None and not 16 <= value <= 2048:
@@ -150,11 +148,6 @@ class StoreSettingsForm(forms.ModelForm):
             raise forms.ValidationError("Between 0 and 2.")
         return value
 
-    def clean_widget_allowed_origins(self) -> str:
-        lines = [line.strip() for line in self.cleaned_data["widget_allowed_origins"].splitlines() if line.strip()]
-        origins = list(dict.fromkeys(_origin(line) for line in lines))
-        return "\n".join(origins)
-
     def clean_support_timezone(self) -> str:
         name = self.cleaned_data["support_timezone"].strip() or "UTC"
         try:
@@ -165,7 +158,7 @@ class StoreSettingsForm(forms.ModelForm):
 
     def clean_model_text(self) -> str:
         # Left out of the post (an older page): the store keeps its setting.
-        return self.cleaned_data.get("model_text") or self.instance.model_text or Store.ModelText.CHECKED
+        return self.cleaned_data.get("model_text") or self.instance.model_text or AnswerSettings.ModelText.CHECKED
 
     def opening_fields(self) -> list[forms.BoundField]:
         return [self[f"opening_{kind}"] for kind in DEFAULT_TEMPLATES]
@@ -199,3 +192,19 @@ class StoreSettingsForm(forms.ModelForm):
                 "close": closes.strftime("%H:%M"),
             }
         return data
+
+
+class WidgetSettingsForm(forms.ModelForm):
+    """Where the widget may be embedded (the chat's ``WidgetSettings``)."""
+
+    class Meta:
+        model = WidgetSettings
+        fields = ["allowed_origins"]
+        widgets = {"allowed_origins": forms.Textarea(attrs={"rows": 3, "placeholder": "https://shop.example.com"})}
+        labels = {"allowed_origins": "Sites allowed to embed"}
+        help_texts = {"allowed_origins": "One origin per line, e.g. https://shop.example.com."}
+
+    def clean_allowed_origins(self) -> str:
+        lines = [line.strip() for line in self.cleaned_data["allowed_origins"].splitlines() if line.strip()]
+        origins = list(dict.fromkeys(_origin(line) for line in lines))
+        return "\n".join(origins)

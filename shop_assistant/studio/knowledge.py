@@ -44,6 +44,16 @@ def _document_url(store: Store, document: StoreDocument) -> str:
     return reverse("studio:document", kwargs={"slug": store.slug, "document_id": document.pk})
 
 
+def _beside_published(
+    request: HttpRequest, template: str, store: Store, doc: StoreDocument, name: str, version: DocumentVersion
+) -> HttpResponse:
+    """A page about ``version`` (``name`` in ``template``) beside the document's published version, with what
+    would change for shoppers: a draft before it is published, an earlier version before it is rolled back to."""
+    published = documents.published_version(doc)
+    context = {"store": store, "document": doc, name: version, "published": published}
+    return render(request, template, {**context, "diff": documents.diff(published, version)})
+
+
 @require_GET
 @owners_only
 def knowledge(request: HttpRequest, store: Store) -> HttpResponse:
@@ -133,13 +143,7 @@ def document_draft(request: HttpRequest, store: Store, doc: StoreDocument, versi
                 return document_publish(request, store.slug, doc.pk, version.pk)
             messages.success(request, f"Draft v{version.version} saved.")
             return redirect("studio:document_draft", slug=store.slug, document_id=doc.pk, version_id=version.pk)
-    published = documents.published_version(doc)
-    return render(
-        request,
-        "studio/document_draft.html",
-        {"store": store, "document": doc, "version": version, "published": published,
-         "diff": documents.diff(published, version)},
-    )
+    return _beside_published(request, "studio/document_draft.html", store, doc, "version", version)
 
 
 @require_POST
@@ -163,18 +167,12 @@ def document_confirm_rollback(
 ) -> HttpResponse:
     """What a rollback would change for shoppers, before the owner confirms it: the prompt's confirm step
     (``studio/rollback.html``); the POST goes to ``studio:document_rollback``."""
-    published = documents.published_version(doc)
     if target.status != DocumentVersion.Status.ARCHIVED:
         messages.error(
             request, f"v{target.version} is not an earlier published version: there is nothing to roll back to."
         )
         return redirect(_document_url(store, doc))
-    return render(
-        request,
-        "studio/rollback.html",
-        {"store": store, "document": doc, "target": target, "published": published,
-         "diff": documents.diff(published, target)},
-    )
+    return _beside_published(request, "studio/rollback.html", store, doc, "target", target)
 
 
 @require_POST

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from catalog import synonyms
-from catalog.forms import MAX_UPLOAD_BYTES, _decode
+from catalog.forms import MAX_UPLOAD_BYTES, decode_upload
 from catalog.models import SearchSynonym, Store
 
 from .views import owners_only
@@ -106,7 +106,7 @@ def upload(request: HttpRequest, store: Store) -> HttpResponse:
     form = SynonymUploadForm(request.POST, request.FILES)
     if not form.is_valid():
         return _page(request, store, upload_form=form, status=400)
-    result = synonyms.import_csv(store, _decode(form.cleaned_data["file"].read()))
+    result = synonyms.import_csv(store, decode_upload(form.cleaned_data["file"].read()))
     messages.success(request, f"{result.added} added, {result.updated} updated.")
     for error in result.errors[:10]:
         messages.error(request, error)

@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.templatetags.static import static
@@ -20,13 +21,21 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from catalog.models import Store
+from shop_assistant.chat.models import AnswerSettings, WidgetSettings
 from shop_assistant.console.access import refuse
 from shop_assistant.console.roles import Role, can_work_on, stores_for
 from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 from shop_assistant.runtime.params import parse_id
 
 from . import budget, scoring, services, tasks
-from .forms import DraftForm, SampleQuestionsForm, StoreSettingsForm, sample_questions
+from .forms import (
+    AnswerSettingsForm,
+    DraftForm,
+    SampleQuestionsForm,
+    StoreSettingsForm,
+    WidgetSettingsForm,
+    sample_questions,
+)
 from .prewarm import node_status
 from .preview import preview_events
 from .versioning import PromptError
@@ -302,14 +311,21 @@ def count_tokens(request: HttpRequest, store: Store) -> JsonResponse:
 
 @owners_only
 def store_settings(request: HttpRequest, store: Store) -> HttpResponse:
-    form = StoreSettingsForm(request.POST or None, instance=store)
-    if request.method == "POST" and form.is_valid():
-        form.save()
+    data = request.POST or None
+    # One page, three owners: the store's own fields, the chat's answer settings and its widget's.
+    form = StoreSettingsForm(data, instance=store)
+    answers = AnswerSettingsForm(data, instance=AnswerSettings.of(store))
+    widget = WidgetSettingsForm(data, instance=WidgetSettings.of(store))
+    if request.method == "POST" and all([each.is_valid() for each in (form, answers, widget)]):  # every error shown
+        with transaction.atomic():
+            for each in (form, answers, widget):
+                each.save()
         messages.success(request, "Settings saved.")
         return redirect("studio:settings", slug=store.slug)
     script = request.build_absolute_uri(static("widget/widget.js"))
     snippet = f'<script src="{script}" data-store="{store.slug}" async></script>'
-    return render(request, "studio/settings.html", {"store": store, "form": form, "snippet": snippet})
+    context = {"store": store, "form": form, "answers": answers, "widget": widget, "snippet": snippet}
+    return render(request, "studio/settings.html", context)
 
 
 # --- preview stream ---------------------------------------------------------------------------------------

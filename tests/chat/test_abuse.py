@@ -9,7 +9,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from shop_assistant.chat.models import Conversation, Message
+from shop_assistant.chat.models import Conversation, Message, WidgetSettings
 from shop_assistant.runtime.limits import reset_shared_limits
 
 from .conftest import ANSWERED, FRAME_TIMEOUT, ORIGIN, collect_answer
@@ -136,6 +136,18 @@ async def test_open_connections_are_capped_per_address(asgi_app, demo_store, set
     await fourth.disconnect()
 
 
+def allow_origins(store, origins: str) -> None:
+    WidgetSettings.objects.update_or_create(store=store, defaults={"allowed_origins": origins})
+
+
+def other_store(origins: str):
+    from catalog.models import Store
+
+    store = Store.objects.create(slug="other", name="Other")
+    allow_origins(store, origins)
+    return store
+
+
 @pytest.mark.parametrize(
     ("origin", "host", "allowed"),
     [
@@ -155,8 +167,7 @@ async def test_open_connections_are_capped_per_address(asgi_app, demo_store, set
     ],
 )
 async def test_the_origin_must_match_scheme_host_and_port(asgi_app, demo_store, origin, host, allowed):
-    demo_store.widget_allowed_origins = "https://shop.example.com\nhttps://.brand.example"
-    await database_sync_to_async(demo_store.save)()
+    await database_sync_to_async(allow_origins)(demo_store, "https://shop.example.com\nhttps://.brand.example")
     comm = communicator(asgi_app, origin=origin, host=host)
     connected, _ = await comm.connect(timeout=FRAME_TIMEOUT)
     assert connected is allowed
@@ -165,11 +176,7 @@ async def test_the_origin_must_match_scheme_host_and_port(asgi_app, demo_store, 
 
 
 async def test_a_store_origin_is_not_allowed_for_another_store(asgi_app, demo_store):
-    from catalog.models import Store
-
-    await database_sync_to_async(Store.objects.create)(
-        slug="other", name="Other", widget_allowed_origins="https://other.example"
-    )
+    await database_sync_to_async(other_store)("https://other.example")
     comm = communicator(asgi_app, path="/ws/chat/?store=demo", origin="https://other.example")
     connected, _ = await comm.connect(timeout=FRAME_TIMEOUT)
     assert not connected
@@ -178,13 +185,8 @@ async def test_a_store_origin_is_not_allowed_for_another_store(asgi_app, demo_st
 async def test_resuming_by_token_alone_is_judged_by_the_conversations_own_store(asgi_app, demo_store):
     """Before: ``?resume=`` without ``?store=`` was judged by the first store's origins (issue 39, item 8): the
     other store's own widget could not resume its chats, and the first store's widget could open the other's."""
-    from catalog.models import Store
-
-    await database_sync_to_async(Store.objects.create)(
-        slug="other", name="Other", widget_allowed_origins="https://other.example"
-    )
-    demo_store.widget_allowed_origins = "https://demo-widget.example"
-    await database_sync_to_async(demo_store.save)()
+    await database_sync_to_async(other_store)("https://other.example")
+    await database_sync_to_async(allow_origins)(demo_store, "https://demo-widget.example")
     comm, ready = await open_chat(asgi_app, path="/ws/chat/?store=other", origin="https://other.example")
     await comm.disconnect()
     assert ready["store"]["slug"] == "other"

@@ -19,6 +19,7 @@ from shop_assistant.chat.answers.composition import (
 )
 from shop_assistant.chat.answers.retrieval import retrieve
 from shop_assistant.chat.answers.understanding import compose
+from shop_assistant.chat.models import AnswerSettings
 
 
 @pytest.mark.parametrize(
@@ -82,9 +83,10 @@ def test_the_near_miss_daypack_is_not_a_laptop(demo_store):
 
 
 def test_the_store_can_word_its_own_no_match_reply(demo_store):
-    demo_store.no_match_reply = "Not in our range, sorry! Ask us for a special order."
-    assert no_match_reply(demo_store, "Do you sell laptops?") == demo_store.no_match_reply
-    assert compose(demo_store, "Do you sell laptops?", retrieve).reply == demo_store.no_match_reply
+    own = AnswerSettings.of(demo_store)
+    own.no_match_reply = "Not in our range, sorry! Ask us for a special order."
+    assert no_match_reply(demo_store, "Do you sell laptops?") == own.no_match_reply
+    assert compose(demo_store, "Do you sell laptops?", retrieve).reply == own.no_match_reply
 
 
 def test_requests_for_a_person_and_identity_questions_are_fixed(demo_store):
@@ -127,9 +129,10 @@ def test_what_was_asked_for():
 def test_the_greeting_is_the_owner_s_text_or_one_naming_the_store():
     from catalog.models import Store
 
-    store = Store(slug="corner", name="Corner Shop", greeting="  Welcome <b>in</b>!\n")
+    store = Store(slug="corner", name="Corner Shop")
+    own = AnswerSettings(store=store, greeting="  Welcome <b>in</b>!\n")
     assert greeting(store) == "Welcome <b>in</b>!"  # as written: the widget shows it as text
-    store.greeting = " "
+    own.greeting = " "
     assert greeting(store) == (
         "Hi! I'm Corner Shop's shopping assistant. Ask me about our products, sizes, shipping or returns."
     )
@@ -268,6 +271,6 @@ def test_fixed_replies_in_the_shoppers_language_and_english_unchanged(db, langua
         assert no_match_reply(store, "Do you have some?") == f"{NO_MATCH_FALLBACK} Try other words, or ask for a person."
         assert (order_reply(), no_answer_reply()) == (NEED_NUMBER, NO_ANSWER_REPLY)
         assert identity_reply(store).startswith("I'm Corner Shop's virtual shopping assistant")
-    store.no_match_reply = "Not in our range."
+    AnswerSettings.of(store).no_match_reply = "Not in our range."
     with translation.override(language):
         assert no_match_reply(store, "¿Venden kayaks?") == "Not in our range."  # the store's words

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from catalog.models import Store
+from shop_assistant.chat.models import AnswerSettings
 from shop_assistant.chat.guard.decoding import (
     HUMAN_CLAIM_STOPS,
     FigureFilter,
@@ -87,7 +88,8 @@ def test_offering_a_person_is_not_a_claim(text):
 def test_store_settings_override_the_site_defaults(settings):
     settings.CHAT = {**settings.CHAT, "max_tokens": 100, "temperature": 0.3, "repetition_penalty": 1.1,
                      "frequency_penalty": 0.2, "presence_penalty": 0.0, "seed": 7}
-    store = Store(slug="s", name="S", answer_max_tokens=60, temperature=None, repetition_penalty=1.3)
+    store = Store(slug="s", name="S")
+    AnswerSettings(store=store, answer_max_tokens=60, temperature=None, repetition_penalty=1.3)  # the store's own
     decoding = decoding_for(store)
     assert (decoding.max_tokens, decoding.temperature, decoding.repetition_penalty) == (60, 0.3, 1.3)
     assert (decoding.frequency_penalty, decoding.presence_penalty, decoding.seed) == (0.2, 0.0, 7)

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from catalog.models import Store
-from shop_assistant.chat.models import CardClick, Conversation, Message
+from shop_assistant.chat.models import AnswerSettings, CardClick, Conversation, Message
 from shop_assistant.chat.log.conversations import new_conversation
 from shop_assistant.chat.log.writes import MessageRecord, write_message
 from shop_assistant.console import services
@@ -235,8 +235,8 @@ async def test_a_handoff_out_of_hours_says_when_agents_are_back_and_asks_for_an_
     now = timezone.now()
     # Hours that exclude the present moment: opening in two hours, closing in three (every day).
     opens, closes = (now + timedelta(hours=2)).strftime("%H:00"), (now + timedelta(hours=3)).strftime("%H:00")
-    shop.support_hours = {"timezone": "UTC", "open": opens, "close": closes}
-    await database_sync_to_async(shop.save)(update_fields=["support_hours"])
+    hours = {"timezone": "UTC", "open": opens, "close": closes}
+    await database_sync_to_async(AnswerSettings.objects.update_or_create)(store=shop, defaults={"support_hours": hours})
 
     client = await ws()
     await client.send({"type": "message", "text": "Can I talk to a person?"})
@@ -261,8 +261,8 @@ async def test_a_handoff_out_of_hours_says_when_agents_are_back_and_asks_for_an_
 
 
 async def test_a_handoff_in_hours_asks_for_no_email(chat_engine, chat_settings, shop, ws):
-    shop.support_hours = {}  # agents always there
-    await database_sync_to_async(shop.save)(update_fields=["support_hours"])
+    # agents always there
+    await database_sync_to_async(AnswerSettings.objects.update_or_create)(store=shop, defaults={"support_hours": {}})
     client = await ws()
     answer = await client.ask("Can I talk to a person?")
     assert answer.end["reply"] == "handoff" and "ask_email" not in answer.end

@@ -17,7 +17,7 @@ from shop_assistant.chat.log.handoff import (
     reply_for,
     request_handoff,
 )
-from shop_assistant.chat.models import Conversation
+from shop_assistant.chat.models import AnswerSettings, Conversation
 
 BERLIN_OFFICE = {"timezone": "Europe/Berlin", "weekdays": [0, 1, 2, 3, 4], "open": "09:00", "close": "17:00"}
 # 2026-12-01 is a Tuesday; Berlin is UTC+1 in December.
@@ -61,12 +61,13 @@ def test_support_hours_decide_when_agents_are_back():
 
 
 def test_reply_inside_and_outside_support_hours():
-    store = Store(name="Shop", slug="shop", support_hours=BERLIN_OFFICE)
+    store = Store(name="Shop", slug="shop")
+    own = AnswerSettings(store=store, support_hours=BERLIN_OFFICE)
     assert reply_for(store, TUESDAY_NOON_BERLIN) == DEFAULT_REPLY
     away = reply_for(store, TUESDAY_NIGHT_BERLIN)
     assert "agents are back at 09:00 tomorrow (Europe/Berlin)" in away
     assert "back at 09:00 Monday" in reply_for(store, SATURDAY_BERLIN)
-    store.handoff_reply = "Hold on, a colleague is coming."
+    own.handoff_reply = "Hold on, a colleague is coming."
     assert reply_for(store, TUESDAY_NOON_BERLIN) == "Hold on, a colleague is coming."
     assert reply_for(store, TUESDAY_NIGHT_BERLIN).startswith("Hold on, a colleague is coming. Our team is away")
 
@@ -147,15 +148,16 @@ def test_the_handoff_reply_in_the_shoppers_language(language, now, back):
 
     from catalog.language import detect
 
-    store = Store(name="Shop", slug="shop", support_hours=BERLIN_OFFICE)
+    store = Store(name="Shop", slug="shop")
+    answers = AnswerSettings(store=store, support_hours=BERLIN_OFFICE)
     with translation.override(language):
         present, away = reply_for(store, TUESDAY_NOON_BERLIN), reply_for(store, now)
-        store.handoff_reply = "Hold on, a colleague is coming."
+        answers.handoff_reply = "Hold on, a colleague is coming."
         own = reply_for(store, TUESDAY_NOON_BERLIN)
     assert present != DEFAULT_REPLY and detect(present) == language and detect(away) == language
     assert back in away
     assert own == "Hold on, a colleague is coming."  # the store's words are its own
     with translation.override("en"):
-        store.handoff_reply = ""
+        answers.handoff_reply = ""
         assert reply_for(store, TUESDAY_NOON_BERLIN) == DEFAULT_REPLY
         assert "agents are back at 09:00 tomorrow (Europe/Berlin)" in reply_for(store, TUESDAY_NIGHT_BERLIN)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from decimal import Decimal
-from types import SimpleNamespace
 
 import pytest
 
 from catalog.grounding import ProductFacts
+from catalog.models import Store
 from catalog.passages import Match, Passage
 from shop_assistant.chat.answers.opening import (
     DEFAULT_TEMPLATES,
@@ -18,6 +18,7 @@ from shop_assistant.chat.answers.opening import (
     template_errors,
     templates_for,
 )
+from shop_assistant.chat.models import AnswerSettings
 from shop_assistant.evaluation.words import judge
 
 
@@ -31,7 +32,14 @@ def product(title: str, price: str, **changes) -> ProductFacts:
     return ProductFacts(**values)
 
 
-STORE = SimpleNamespace(name="Demo Outfitters", opening_templates={})
+def store_with(name: str, templates: dict[str, list[str]] | None = None) -> Store:
+    """An unsaved store with the owner's opening templates (none: the defaults)."""
+    store = Store(name=name, slug="shop")
+    AnswerSettings(store=store, opening_templates=templates or {})
+    return store
+
+
+STORE = store_with("Demo Outfitters")
 SHELL = product("Stormshell Rain Jacket", "189.00")
 FLEECE = product("Cascade Fleece Jacket", "79.00", description="A soft, warm mid layer. Wear it on cool evenings.")
 POLES = product("Aluminium Trekking Poles (Pair)", "59.00", in_stock=False, description="Adjustable poles.")
@@ -111,7 +119,7 @@ def test_the_same_question_always_gets_the_same_wording_and_questions_vary():
 
 
 def test_the_owners_wording_is_used_and_checked():
-    store = SimpleNamespace(name="Corner", opening_templates={"product": ["In stock for you: the {product}, {price}."]})
+    store = store_with("Corner", {"product": ["In stock for you: the {product}, {price}."]})
     assert opening_for(store, "A jacket?", [SHELL], []).text.startswith(
         "In stock for you: the Stormshell Rain Jacket, 189.00 USD."
     )
@@ -128,7 +136,7 @@ def test_the_default_wordings_are_valid(kind):
 
 def test_a_plural_product_name_takes_a_plural_verb():
     boots = product("Trailblazer Hiking Boots", "159.00", product_type="Footwear", description="Leather boots.")
-    store = SimpleNamespace(name="Demo Outfitters", opening_templates={"product": ["There's the {product}, at {price}."]})
+    store = store_with("Demo Outfitters", {"product": ["There's the {product}, at {price}."]})
     text = opening_for(store, "Do you sell hiking boots?", [boots], []).text
     assert text.startswith("Yes! There are the Trailblazer Hiking Boots, at 159.00 USD."), text
 
@@ -344,7 +352,7 @@ def test_a_policy_lead_in_is_translated_the_policy_sentence_is_the_stores():
 
 
 def test_the_owners_own_templates_are_never_translated():
-    store = SimpleNamespace(name="Demo Outfitters", opening_templates={"products": ["Look: {products}."]})
+    store = store_with("Demo Outfitters", {"products": ["Look: {products}."]})
     with translation.override("fr"):
         text = opening_for(store, "Avez-vous des vestes imperméables ?", [SHELL, FLEECE], []).text
         defaults = templates_for(STORE)

@@ -177,9 +177,12 @@ async def test_the_store_s_greeting_is_the_first_bubble_shown_as_text(daphne_ser
     """The studio's greeting (owner text) opens the conversation, before the history, never parsed as HTML."""
     from playwright.async_api import expect
 
+    from shop_assistant.chat.models import AnswerSettings
+
     greeting = 'Welcome to **Demo Outfitters**!\n<img src=x onerror="window.pwned=1"> Ask away.'
-    demo_store.greeting = greeting
-    await database_sync_to_async(demo_store.save)(update_fields=["greeting"])
+    await database_sync_to_async(AnswerSettings.objects.update_or_create)(
+        store=demo_store, defaults={"greeting": greeting}
+    )
 
     await page.goto(daphne_server.http + "/")
     await page.get_by_role("button", name="Chat with us").click()

@@ -58,8 +58,9 @@ async def conversation_id(page) -> str:
 
 
 async def set_hours(store, hours: dict) -> None:
-    store.support_hours = hours
-    await database_sync_to_async(store.save)(update_fields=["support_hours"])
+    from shop_assistant.chat.models import AnswerSettings
+
+    await database_sync_to_async(AnswerSettings.objects.update_or_create)(store=store, defaults={"support_hours": hours})
 
 
 async def test_greeting_suggestions_and_a_follow_up_comparing_the_cards(daphne_server, demo_store, page):

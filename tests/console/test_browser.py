@@ -186,11 +186,11 @@ def _seed_experience(shop: str) -> dict:
     from catalog.models import Store
     from shop_assistant.chat.protocol import identity
     from shop_assistant.chat.log.conversations import new_conversation
+    from shop_assistant.chat.models import WidgetSettings
     from shop_assistant.console.models import CannedReply, Label
 
     store = Store.objects.get(slug="demo")
-    store.widget_allowed_origins = shop
-    store.save(update_fields=["widget_allowed_origins"])
+    WidgetSettings.objects.update_or_create(store=store, defaults={"allowed_origins": shop})
     conversation, token = new_conversation(store)
     now = timezone.now()
     Message.objects.create(conversation=conversation, role="user", text="Do you have rain jackets?", created_at=now)

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from catalog.models import Store
-from shop_assistant.console.models import StoreMembership
+from shop_assistant.console.models import RetentionSettings, StoreMembership
 from shop_assistant.console.roles import can_work_on
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 def test_create_store_then_add_staff(capsys, monkeypatch):
     call_command("create_store", "boots", "Boot Barn", "--retention-days", "30")
     store = Store.objects.get(slug="boots")
-    assert store.name == "Boot Barn" and store.retention_days == 30
+    assert store.name == "Boot Barn" and RetentionSettings.of(store).retention_days == 30
     assert store.prompt_versions.filter(status="published").exists()
     with pytest.raises(CommandError):
         call_command("create_store", "boots", "Again")

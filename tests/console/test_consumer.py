@@ -9,7 +9,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 
-from shop_assistant.chat.models import Conversation, Message
+from shop_assistant.chat.models import AnswerSettings, Conversation, Message
 from shop_assistant.console import services
 from shop_assistant.chat.protocol.events import announce_handoff
 
@@ -166,8 +166,8 @@ async def test_handoff_announcement_reaches_the_stores_consoles(demo_store, asgi
 async def test_taking_over_stops_the_answer_being_written(chat_engine, chat_settings, demo_store, ws):
     chat_settings.CHAT = {**chat_settings.CHAT, "max_tokens": 200}
     # The model writes on for as long as it is let (its sentences not checked): only the take-over stops it.
-    demo_store.model_text = demo_store.ModelText.UNCHECKED
-    await database_sync_to_async(demo_store.save)(update_fields=["model_text"])
+    unchecked = {"model_text": AnswerSettings.ModelText.UNCHECKED}
+    await database_sync_to_async(AnswerSettings.objects.update_or_create)(store=demo_store, defaults=unchecked)
     agent = await database_sync_to_async(_demo_agent)()
     shopper = await ws()
     await shopper.send({"type": "message", "text": "Tell me everything about your tents and sleeping bags."})

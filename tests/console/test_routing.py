@@ -14,6 +14,7 @@ import websockets
 from django.contrib.auth import get_user_model
 
 from catalog.models import Store
+from shop_assistant.chat.models import WidgetSettings
 from shop_assistant.console.models import StoreMembership
 from tests.chat.conftest import daphne_server, demo_store  # noqa: F401 - fixtures
 
@@ -25,7 +26,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def rival(demo_store):  # noqa: F811
     """A second store whose owner listed a widget origin on this very host, on another port."""
-    store = Store.objects.create(slug="rival", name="Rival", widget_allowed_origins="http://127.0.0.1:9999")
+    store = Store.objects.create(slug="rival", name="Rival")
+    WidgetSettings.objects.create(store=store, allowed_origins="http://127.0.0.1:9999")
     owner = get_user_model().objects.create_user("rival-owner", "rival@example.com", "pw")
     StoreMembership.objects.create(user=owner, store=store, role="owner")
     return store

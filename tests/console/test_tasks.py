@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from shop_assistant.chat.models import Conversation, Message
 from shop_assistant.console import transcripts
-from shop_assistant.console.models import Note
+from shop_assistant.console.models import Note, RetentionSettings
 from shop_assistant.console.tasks import apply_retention
 
 from .conftest import add_message, make_conversation
@@ -19,8 +19,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_retention_deletes_only_what_is_older_than_the_stores_setting(world):
-    world.store_a.retention_days = 30
-    world.store_a.save()
+    RetentionSettings.objects.create(store=world.store_a, retention_days=30)
     now = timezone.now()
     old = make_conversation(world.store_a)
     add_message(old, "user", "old")

@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from shop_assistant.chat.models import AnswerSettings
 from shop_assistant.studio import analytics
 
 from .seed import MONDAY, SUNDAY, at, seed_week
@@ -110,7 +111,8 @@ def test_days_are_the_stores_days(store):
     _conversation(store, at(0, 2))  # Sunday 21:00 in New York
     _conversation(store, at(0, 12))  # Monday 07:00
     _conversation(store, at(1, 3))  # Monday 22:00
-    store.support_hours = {"timezone": "America/New_York", "open": "09:00", "close": "17:00"}
+    own = AnswerSettings.of(store)
+    own.support_hours = {"timezone": "America/New_York", "open": "09:00", "close": "17:00"}
     zone = analytics.store_zone(store)
     assert zone == ZoneInfo("America/New_York")
     monday_utc = analytics.store_report(store, analytics.Range(MONDAY, MONDAY))
@@ -122,7 +124,7 @@ def test_days_are_the_stores_days(store):
     week_utc = analytics.store_report(store, analytics.Range(MONDAY - dt.timedelta(days=1), MONDAY))
     assert [d.conversations for d in week_utc.days] == [0, 2]
     assert analytics.parse_range(None, None, zone=zone).zone == zone
-    store.support_hours = {"timezone": "Nowhere/Else"}
+    own.support_hours = {"timezone": "Nowhere/Else"}
     assert analytics.store_zone(store) == analytics.UTC
 
 

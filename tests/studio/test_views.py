@@ -9,6 +9,7 @@ import pytest
 from django.test import AsyncClient, Client
 
 from catalog.models import Store
+from shop_assistant.chat.models import AnswerSettings, WidgetSettings
 from shop_assistant.studio import services
 from shop_assistant.prompts.models import PromptVersion, SampleQuestion
 from shop_assistant.studio.prewarm import system_prefix_ids
@@ -200,38 +201,41 @@ def test_store_settings_and_embed_snippet(store, owner):
         "no_match_reply": "Nothing like that here.", "handoff_reply": "Getting someone.",
         "support_timezone": "Europe/Berlin", "support_weekdays": ["0", "2", "4"],
         "support_open": "09:00", "support_close": "17:30",
-        "widget_allowed_origins": "https://Shop.Example.com/\nhttps://shop.example.com\nhttp://localhost:8080",
+        "allowed_origins": "https://Shop.Example.com/\nhttps://shop.example.com\nhttp://localhost:8080",
     }
     assert client.post("/studio/corner/settings", data).status_code == 302
     store.refresh_from_db()
-    assert (store.name, store.currency, store.answer_max_tokens, store.temperature) == ("Corner Shop & Co", "EUR", 120, 0.3)
-    assert store.support_hours == {"timezone": "Europe/Berlin", "weekdays": [0, 2, 4], "open": "09:00", "close": "17:30"}
-    assert store.widget_allowed_origins == "https://shop.example.com\nhttp://localhost:8080"
-    assert (store.greeting, store.no_match_reply, store.handoff_reply) == ("Hi!", "Nothing like that here.", "Getting someone.")
+    answers, widget = AnswerSettings.objects.get(store=store), WidgetSettings.objects.get(store=store)
+    assert (store.name, store.currency, answers.answer_max_tokens, answers.temperature) == ("Corner Shop & Co", "EUR", 120, 0.3)
+    assert answers.support_hours == {"timezone": "Europe/Berlin", "weekdays": [0, 2, 4], "open": "09:00", "close": "17:30"}
+    assert widget.allowed_origins == "https://shop.example.com\nhttp://localhost:8080"
+    assert (answers.greeting, answers.no_match_reply, answers.handoff_reply) == ("Hi!", "Nothing like that here.", "Getting someone.")
 
-    assert store.model_text == "checked" and store.opening_templates == {}  # left out: the defaults
+    assert answers.model_text == "checked" and answers.opening_templates == {}  # left out: the defaults
 
     from shop_assistant.chat.answers.opening import DEFAULT_TEMPLATES
 
     own = {**data, "model_text": "off", "opening_product": "In stock for you: the {product} at {price}.",
            "opening_greeting": "\n".join(DEFAULT_TEMPLATES["greeting"])}  # the defaults as they were shown
     assert client.post("/studio/corner/settings", own).status_code == 302
-    store.refresh_from_db()
-    assert store.model_text == "off"
-    assert store.opening_templates == {"product": ["In stock for you: the {product} at {price}."]}
+    answers.refresh_from_db()
+    assert answers.model_text == "off"
+    assert answers.opening_templates == {"product": ["In stock for you: the {product} at {price}."]}
 
-    bad = {**data, "widget_allowed_origins": "javascript:alert(1)\nhttps://shop.example.com/path", "support_timezone": "Mars/Base",
-           "temperature": "5", "opening_product": "We have the {product} for {cost}."}
+    bad = {**data, "allowed_origins": "javascript:alert(1)\nhttps://shop.example.com/path", "support_timezone": "Mars/Base",
+           "temperature": "5", "opening_product": "We have the {product} for {cost}.", "name": "Renamed"}
     page = client.post("/studio/corner/settings", bad).content.decode()
     assert "is not an origin" in page and "Unknown time zone" in page and "Between 0 and 2" in page
     assert "unknown placeholder {cost}" in page and "needs {price}" in page
+    widget.refresh_from_db()
     store.refresh_from_db()
-    assert store.widget_allowed_origins == "https://shop.example.com\nhttp://localhost:8080"
+    assert widget.allowed_origins == "https://shop.example.com\nhttp://localhost:8080"
+    assert store.name == "Corner Shop & Co"  # the store's own fields were valid, but nothing is saved unless all are
 
     always = {**data, "support_weekdays": [], "support_open": "", "support_close": ""}
     assert client.post("/studio/corner/settings", always).status_code == 302
-    store.refresh_from_db()
-    assert store.support_hours == {}
+    answers.refresh_from_db()
+    assert answers.support_hours == {}
 
 
 def test_admin_cannot_edit_status_or_version(store, versions, owner):

@@ -34,7 +34,8 @@ _state: dict[str, object] = {}
 
 
 @functools.cache
-def _cpu_flags() -> str:
+def cpu_flags() -> str:
+    """The CPU's feature flags as /proc/cpuinfo lists them ("" where it cannot be read)."""
     try:
         return next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
     except OSError:
@@ -53,7 +54,7 @@ def cpu_model_name() -> str:
 def cpu_has_bf16_instructions() -> bool:
     """The CPU multiplies bf16 natively (x86 AVX512-BF16 or AMX-BF16): bf16 matmuls and the kernel's bf16 dot
     products then run faster than fp32 ones, and weights and KV cache take half the memory traffic."""
-    return bool({"avx512_bf16", "amx_bf16"} & set(_cpu_flags().split()))
+    return bool({"avx512_bf16", "amx_bf16"} & set(cpu_flags().split()))
 
 
 def _build_name() -> str:
@@ -62,7 +63,7 @@ def _build_name() -> str:
     # And where they are: torch rebuilds in place when the source paths change, so two checkouts sharing one
     # folder would rebuild each other's kernels in turn.
     sources = b"".join(path.read_bytes() for path in sorted(CSRC.iterdir()) if path.suffix in (".cpp", ".h"))
-    digest = hashlib.sha256((_cpu_flags() + torch.__version__ + str(CSRC.resolve())).encode() + sources)
+    digest = hashlib.sha256((cpu_flags() + torch.__version__ + str(CSRC.resolve())).encode() + sources)
     digest = digest.hexdigest()[:10]
     return f"shop_assistant_cpu_{digest}"
 
@@ -72,7 +73,7 @@ def _vector_flags() -> list[str]:
     # register tiles are sized for the widest the CPU has (its kLanes).
     if platform.machine() not in ("x86_64", "AMD64"):
         return []
-    return ["-mprefer-vector-width=512" if "avx512f" in _cpu_flags().split() else "-mprefer-vector-width=256"]
+    return ["-mprefer-vector-width=512" if "avx512f" in cpu_flags().split() else "-mprefer-vector-width=256"]
 
 
 def build_directory(name: str) -> Path:
@@ -239,14 +240,14 @@ def bf16_path() -> str:
     if not small_linear_shape()[2]:
         return ""
     forced = os.environ.get("ENGINE_SMALL_LINEAR", "auto").strip().lower() or "auto"
-    return choose_bf16_path(_cpu_flags(), forced, torch.ops.shop_assistant.small_linear_amx_ready)
+    return choose_bf16_path(cpu_flags(), forced, torch.ops.shop_assistant.small_linear_amx_ready)
 
 
 def amx_runs() -> bool:
     """AMX-BF16 tiles run here: the CPU's flags list amx_bf16 and amx_tile, the kernels were built with the bf16
     panels, and Linux granted this process the tile state (asked only once the flags allow it)."""
     return bool(small_linear_shape()[2]) and choose_bf16_path(
-        _cpu_flags(), "auto", torch.ops.shop_assistant.small_linear_amx_ready
+        cpu_flags(), "auto", torch.ops.shop_assistant.small_linear_amx_ready
     ) == "amx"
 
 

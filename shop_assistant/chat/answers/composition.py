@@ -14,7 +14,7 @@ Only what is left (product and policy answers, small talk) is written by the mod
 The fixed replies are English messages marked for translation (``gettext_noop``: the constants stay plain English
 strings) and translated when composed (``identity_reply()``, ``no_answer_reply()``,
 ``no_match_reply``), so under ``translation.override(language)`` they come in the shopper's language. The store's
-own replies (``Store.no_match_reply``, ``Store.greeting``) are its words, never translated.
+own replies (``AnswerSettings.no_match_reply``, ``AnswerSettings.greeting``) are its words, never translated.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from catalog.passages import Match
 
 from . import comparison
 from ..log import handoff
+from ..models import AnswerSettings
 from .opening import listing, possessive
 from .retrieval import Retrieved
 
@@ -210,7 +211,7 @@ def plural(noun_phrase: str) -> str:
 def greeting(store: Store) -> str:
     """The widget's first bubble when its panel opens: the owner's greeting (the studio's settings), or one naming
     the store. Only shown: it is not a message of the conversation, and the model never sees it."""
-    return store.greeting.strip() or possessive(_(GREETING).format(store=store.name), store.name)
+    return AnswerSettings.of(store).greeting.strip() or possessive(_(GREETING).format(store=store.name), store.name)
 
 
 def identity_reply(store: Store) -> str:
@@ -237,8 +238,9 @@ def no_match_reply(store: Store, text: str) -> str:
     """The store's own no-match reply, or one built from what it sells, in the active language. Only an English
     answer says the shopper's words back ("we don't carry kayaks"): what is asked for is read with English rules
     (``requested_thing``, ``plural``), and a planner's search words are English whatever the shopper wrote."""
-    if store.no_match_reply.strip():
-        return store.no_match_reply.strip()
+    own = AnswerSettings.of(store).no_match_reply.strip()
+    if own:
+        return own
     from catalog.grounding import product_types
 
     named = asked.named_kind(text)  # "the sun hoodie" in "How much is the sun hoodie?"

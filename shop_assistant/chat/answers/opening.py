@@ -8,7 +8,7 @@ sentence that has the shopper's words), or the policy sentence that answers, wit
 plain "Yes." or "No." in front when the sentence settles the question. The model then continues from this
 opening (``pipeline``), and only its sentences that pass ``checker`` are shown.
 
-The lead sentences come from templates the store's owner can edit in the studio (``Store.opening_templates``;
+The lead sentences come from templates the store's owner can edit in the studio (``AnswerSettings.opening_templates``;
 the defaults below fill any kind left empty). A question always gets the same wording, and different questions
 get different ones: the template is picked by a hash of the question.
 
@@ -35,6 +35,8 @@ from django.utils.translation import get_language, gettext_noop, pgettext
 from catalog.grounding import LETTER_SIZE, LETTER_SIZES, OptionValues, ProductFacts, is_size
 from catalog.passages import Match, content_words
 from catalog.text import NEGATIONS, any_word, split_sentences
+
+from ..models import AnswerSettings
 
 # kind -> templates; each names its placeholders (see PLACEHOLDERS). Marked for translation: a kind the store left
 # empty opens in the shopper's language (``templates_for``).
@@ -131,7 +133,7 @@ class Opening:
 def templates_for(store: Any) -> dict[str, list[str]]:
     """The store's templates, with the defaults for every kind it left empty. The defaults come in the active
     language (as many wordings as in English, so a question picks the same one); the store's own are its words."""
-    own = getattr(store, "opening_templates", None) or {}
+    own = AnswerSettings.of(store).opening_templates or {}
     return {
         kind: [t for t in own.get(kind, []) if t.strip()] or [_(t) for t in defaults]
         for kind, defaults in DEFAULT_TEMPLATES.items()

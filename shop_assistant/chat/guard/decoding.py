@@ -23,6 +23,8 @@ from django.conf import settings
 from catalog.models import Store
 from catalog.text import SENTENCE_END
 
+from ..models import AnswerSettings
+
 # The answer budget next to a policy quote (see pipeline.answer_budget); measured on the evaluation set.
 QUOTED_ANSWER_MAX_TOKENS = 48
 FINISH_REPETITION = "repetition"
@@ -85,8 +87,9 @@ def site_defaults() -> dict[str, Any]:
 def decoding_for(store: Store, seed: int | None = None) -> Decoding:
     """The store's own settings where it has them (null: the site default)."""
     values = site_defaults()
+    settings_of_store = AnswerSettings.of(store)
     for name in values:
-        own = getattr(store, name, None)
+        own = getattr(settings_of_store, name, None)  # "candidates" is the site's alone
         if own is not None:
             values[name] = own
     return Decoding(

@@ -51,11 +51,12 @@ from ..answers.opening import Opening, opening_for
 from ..answers.prompting import Turn, assemble, user_turn_content
 from ..answers.retrieval import retrieve
 from .sentences import SentenceSplitter
+from ..models import AnswerSettings
 
 logger = logging.getLogger(__name__)
 
 FINISH_UNSUPPORTED = continuation.FINISH_UNSUPPORTED
-MODEL_TEXT_OFF, MODEL_TEXT_CHECKED, MODEL_TEXT_UNCHECKED = (choice.value for choice in Store.ModelText)
+MODEL_TEXT_OFF, MODEL_TEXT_CHECKED, MODEL_TEXT_UNCHECKED = (choice.value for choice in AnswerSettings.ModelText)
 __all__ = ["FINISH_FIXED", "FINISH_REPETITION", "FINISH_UNSUPPORTED", "FINISH_UNSUPPORTED_FIGURE", "HANDOFF"]
 
 
@@ -210,7 +211,7 @@ def _plan(
     system_prompt = version.full_text()
     evidence = evidence_for(store, text, composition, opening, turns, system_prompt, index.documents)
     figures = figures_for(system_prompt, turns, content, composition)
-    mode = store.model_text or MODEL_TEXT_CHECKED
+    mode = AnswerSettings.of(store).model_text or MODEL_TEXT_CHECKED
     if mode == MODEL_TEXT_OFF:
         return Plan(composition, content, decoding, figures=figures, opening=opening, evidence=evidence, model_text=mode,
                     understood=understood)

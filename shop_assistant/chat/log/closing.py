@@ -47,7 +47,7 @@ def close(conversation_id: uuid.UUID | str, user: Any = None) -> tuple[Conversat
     if had_agent:
         leaving = previous if previous is not None else user
         name = events.agent_display_name(leaving) if leaving is not None else ""
-        async_to_sync(events._group_send)(
+        async_to_sync(events.send_to_group)(
             events.group_name(conversation.id), {"type": "chat.agent_left", "agent": name}
         )
     async_to_sync(events.conversation_closed)(conversation.id, by)  # the widget ends the chat and asks for a rating

@@ -1,9 +1,9 @@
 """A shopper asking for a person: recognise it, record the request on the conversation, and word the reply.
 
 The reply is fixed text (the store's ``handoff_reply`` or the default), never model text, and it says when
-agents are back if the request comes outside the store's support hours. The default reply and the "agents are
-back" sentence are translated (composed under ``translation.override``, the shopper's language; weekday names are
-Django's own); the store's ``handoff_reply`` is its words.
+agents are back if the request comes outside the store's support hours (both in ``AnswerSettings``). The default
+reply and the "agents are back" sentence are translated (composed under ``translation.override``, the shopper's
+language; weekday names are Django's own); the store's ``handoff_reply`` is its words.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.utils.translation import gettext_noop, pgettext
 
 from catalog.models import Store
 
-from ..models import Conversation
+from ..models import AnswerSettings, Conversation
 
 DEFAULT_REPLY = gettext_noop("I've asked a member of our team to join this chat; they will answer you here.")
 AWAY_REPLY = gettext_noop(
@@ -187,18 +187,19 @@ def describe_opening(when: datetime, now: datetime) -> str:
 def agents_back(store: Store, now: datetime | None = None) -> str | None:
     """When agents are back ("09:00 Monday (America/New_York)"), or None when they are there now (or always)."""
     now = now or timezone.now()
-    opening = next_opening(store.support_hours or {}, now)
+    opening = next_opening(AnswerSettings.of(store).support_hours or {}, now)
     return None if opening is None else describe_opening(opening, now)
 
 
 def reply_for(store: Store, now: datetime | None = None) -> str:
     now = now or timezone.now()
-    base = store.handoff_reply.strip() or _(DEFAULT_REPLY)
-    opening = next_opening(store.support_hours or {}, now)
+    own = AnswerSettings.of(store)
+    base = own.handoff_reply.strip() or _(DEFAULT_REPLY)
+    opening = next_opening(own.support_hours or {}, now)
     if opening is None:
         return base
     away = _(AWAY_REPLY).format(when=describe_opening(opening, now))
-    return away if not store.handoff_reply.strip() else f"{base} {away}"
+    return away if not own.handoff_reply.strip() else f"{base} {away}"
 
 
 def request_handoff(conversation: Conversation, now: datetime | None = None) -> Conversation:

@@ -57,7 +57,8 @@ def store_group(store_id: int) -> str:
     return f"console.store.{store_id}"
 
 
-async def _group_send(group: str, event: Frame) -> None:
+async def send_to_group(group: str, event: Frame) -> None:
+    """Send ``event`` to a channel-layer group; a failure is logged, never raised."""
     layer = get_channel_layer()
     if layer is None:
         return
@@ -68,7 +69,7 @@ async def _group_send(group: str, event: Frame) -> None:
 
 
 async def inbox_event(store_id: int, kind: str, conversation_id: uuid.UUID | str, **extra: Any) -> None:
-    await _group_send(
+    await send_to_group(
         store_group(store_id),
         {"type": "console.inbox", "kind": kind, "conversation": str(conversation_id), **extra},
     )
@@ -116,7 +117,7 @@ class ConversationFeed:
                 frames.append(self._queue.get_nowait())
             stop = None in frames
             for frame in _merge_tokens([f for f in frames if f is not None]):
-                await _group_send(
+                await send_to_group(
                     self.group, {"type": "conversation.frame", "conversation": self.conversation, "frame": frame}
                 )
             if stop:
@@ -242,7 +243,7 @@ async def shopper_message(conversation: Conversation, text: str, held: bool) -> 
 
     ``held``: a person has the conversation, so the bot stays silent (the session keeps and logs the message).
     """
-    await _group_send(
+    await send_to_group(
         group_name(conversation.id),
         {
             "type": "conversation.frame",
@@ -256,7 +257,7 @@ async def shopper_message(conversation: Conversation, text: str, held: bool) -> 
 async def conversation_closed(conversation_id: uuid.UUID | str, by: str = "agent") -> None:
     """The conversation was resolved (``closing.close``; ``by``: "agent" or "shopper"): every connection of the
     shopper's shows that it ended and asks for a rating (`conversation_ended`)."""
-    await _group_send(group_name(conversation_id), {"type": "chat.conversation_closed", "by": by})
+    await send_to_group(group_name(conversation_id), {"type": "chat.conversation_closed", "by": by})
 
 
 async def announce_handoff(conversation: Conversation) -> None:

@@ -6,8 +6,9 @@ signature makes ``Conversation.customer``: anyone can edit a page's HTML, so an 
 dropped and the chat goes on anonymously. The page URL and the cart are the shopper's own browser talking, shown
 to agents as such (never trusted as identity). docs/console/README.md says how a store signs.
 
-The secret is derived from the site's ``SECRET_KEY`` and the store's private ``widget_key`` (never sent to a
-browser), so it needs no stored secret of its own, differs per store, and changes when either of them does.
+The secret is derived from the site's ``SECRET_KEY`` and the store's private widget key (``WidgetSettings.key``,
+never sent to a browser), so it needs no stored secret of its own, differs per store, and changes when either of
+them does.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from django.utils.crypto import salted_hmac
 
 from catalog.models import Store
 
+from ..models import WidgetSettings
+
 IDENTITY_SALT = "shop_assistant.chat.identity"
 MAX_CUSTOMER_CHARS = 2000
 MAX_FIELD_CHARS = 200
@@ -34,7 +37,7 @@ MAX_URL_CHARS = 1000
 
 def store_secret(store: Store) -> str:
     """The key a store signs its customers with (shown to its owners in the console)."""
-    return salted_hmac(IDENTITY_SALT, store.widget_key, algorithm="sha256").hexdigest()
+    return salted_hmac(IDENTITY_SALT, WidgetSettings.of(store).key, algorithm="sha256").hexdigest()
 
 
 def sign(store: Store, customer_json: str) -> str:

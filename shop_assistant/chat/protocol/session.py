@@ -34,7 +34,7 @@ from ..answers.service import Answer
 from . import events, frames
 from .frames import Frame, ProtocolError
 from ..log.conversations import default_store, draft_conversation, recent_messages, resume_conversation
-from ..models import Conversation, Message
+from ..models import AnswerSettings, Conversation, Message, WidgetSettings
 from ..answers.prompting import Turn
 from ..log.writes import MessageRecord, client_message_id
 
@@ -116,12 +116,21 @@ def _open_conversation(
     """(store, conversation, token, history); store None when there is no store to chat with."""
     conversation = resume_conversation(token, store_slug) if token else None
     if conversation is not None:
+        _load_settings(conversation.store)
         return conversation.store, conversation, token, recent_messages(conversation, history_limit)
     store = default_store(store_slug)
     if store is None:
         return None, None, None, []
+    _load_settings(store)
     conversation, token = draft_conversation(store)  # saved with its first message
     return store, conversation, token, []
+
+
+def _load_settings(store: Store) -> None:
+    """Blocking (database). The store's settings, read once here and kept on the store object: the session reads
+    them on the event loop (the greeting, when agents are back, the identity's key), where no query may run."""
+    AnswerSettings.of(store)
+    WidgetSettings.of(store)
 
 
 def _suggestions(store: Store) -> list[str]:

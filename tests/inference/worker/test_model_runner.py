@@ -126,7 +126,7 @@ def test_dtypes_and_graph_sizes(monkeypatch) -> None:
     # auto: bf16 where the CPU multiplies bf16 natively, fp32 elsewhere.
     for flags, expected in [("fpu avx2 avx512f avx512_bf16", torch.bfloat16), ("fpu amx_bf16 amx_tile", torch.bfloat16),
                             ("fpu avx2 avx512f", torch.float32), ("", torch.float32)]:
-        monkeypatch.setattr(cpu_kernels, "_cpu_flags", lambda flags=flags: flags)
+        monkeypatch.setattr(cpu_kernels, "cpu_flags", lambda flags=flags: flags)
         assert resolve_dtype("auto", cpu) == expected, flags
     assert resolve_dtype("bfloat16", cpu) == torch.bfloat16 and resolve_dtype("half", cpu) == torch.float16
     with pytest.raises(ValueError, match="unknown dtype"):

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from catalog.models import Store
+from shop_assistant.console.models import RetentionSettings
 
 
 class Command(BaseCommand):
@@ -21,10 +22,12 @@ class Command(BaseCommand):
     def handle(self, *args, slug: str, name: str, **options) -> None:
         if Store.objects.filter(slug=slug).exists():
             raise CommandError(f'a store with the slug "{slug}" already exists')
-        store = Store(slug=slug, name=name, currency=options["currency"].upper(), base_url=options["base_url"],
-                      retention_days=options["retention_days"])
+        store = Store(slug=slug, name=name, currency=options["currency"].upper(), base_url=options["base_url"])
         store.full_clean()
         with transaction.atomic():  # the store and the default prompt it gets on creation (studio.receivers)
             store.save()
+            retention = RetentionSettings.of(store)
+            retention.retention_days = options["retention_days"]
+            retention.save()
         self.stdout.write(self.style.SUCCESS(f'Created the store "{name}" ({slug}).'))
         self.stdout.write(f'Widget: <script src="/static/widget/widget.js" data-store="{slug}" async></script>')

@@ -154,7 +154,7 @@ def test_amx_rows_do_not_depend_on_the_batch(n, k) -> None:
 
 needs_x86_avx512 = pytest.mark.skipif(
     platform.machine() not in ("x86_64", "AMD64") or shutil.which("g++") is None
-    or "avx512f" not in cpu_kernels._cpu_flags().split(),
+    or "avx512f" not in cpu_kernels.cpu_flags().split(),
     reason="needs g++ on x86-64 with AVX-512 (avx512f)",
 )
 
