@@ -108,7 +108,7 @@ def _facts_of(composition: Composition) -> list[tuple[dict[str, Any], ProductFac
     return pairs
 
 
-def _avoided(guidance: Guidance, store: Store, item: dict[str, Any], facts: ProductFacts | None) -> bool:
+def _avoided(guidance: Guidance, item: dict[str, Any]) -> bool:
     for rule in guidance.avoid:
         if rule.kind == "out_of_stock" and not item.get("in_stock"):
             return True
@@ -120,7 +120,7 @@ def _avoided(guidance: Guidance, store: Store, item: dict[str, Any], facts: Prod
 def _filter(guidance: Guidance, store: Store, composition: Composition) -> None:
     """Leave out the cards the owner said to avoid, while another card remains (see the module's docstring)."""
     pairs = _facts_of(composition)
-    kept = [(item, facts) for item, facts in pairs if not _avoided(guidance, store, item, facts)]
+    kept = [(item, facts) for item, facts in pairs if not _avoided(guidance, item)]
     if not kept or len(kept) == len(pairs):
         return
     composition.cards = [item for item, _ in kept]
