@@ -23,6 +23,7 @@ from typing import Any
 from catalog.text import any_word
 
 from shop_assistant.chat.guard.decoding import words_of
+from . import instructions
 from . import words as word_rules
 
 QUESTIONS_PATH = Path(__file__).resolve().parent / "questions.json"
@@ -101,6 +102,9 @@ class Outcome:
     cut: bool = False
     empty: bool = False
     first_token_ms: float | None = None  # from sending the message to the first text on screen
+    # The owner's prompt followed (``instructions.checks``: language, suggestions, avoided things, tone), when the
+    # answer was given under a prompt version (the studio's score).
+    instructions: dict[str, bool] = field(default_factory=dict)
     seconds: float = 0.0
     error: str = ""
 
@@ -258,6 +262,11 @@ def judge_version_answer(question: Question, frames: list[dict[str, Any]], versi
     _judge(question, outcome, None)
     if not outcome.error:
         _judge_words(question, outcome, frames, version=version)
+        from catalog.models import Store
+        from shop_assistant.prompts.guidance import for_version
+
+        store = Store.objects.get(slug=question.store)
+        outcome.instructions = instructions.checks(for_version(version), store, question.text, frames, outcome.answer)
     return outcome
 
 
@@ -282,6 +291,7 @@ def checks(outcome: Outcome) -> dict[str, bool]:
         value = getattr(outcome, name)
         if value is not None:
             results[name] = bool(value)
+    results.update(outcome.instructions)
     if outcome.error:
         return {name: False for name in results}
     return results

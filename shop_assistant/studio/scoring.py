@@ -2,7 +2,9 @@
 engine (the preview's path, short answers), judged by the evaluation's own rules (``evaluation.answers``).
 
 The score is the share of the evaluation's per-answer checks the answers passed, in percent, so two versions of
-one store (asked the same questions) compare directly. The question set is kept small so that scoring takes
+one store (asked the same questions) compare directly. The checks include the version's own instructions
+(``evaluation.instructions``, from the guidance read out of its prompt): the language it asks for (the shopper's
+when it names none), the products it says to suggest, what it says to avoid, its greeting and sign-off. The question set is kept small so that scoring takes
 seconds: the store's sample questions plus a few questions of the evaluation set that fit the store (its own,
 else the ones about asking for a person, which fit every store).
 """
@@ -17,7 +19,7 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from catalog.models import Store
-from shop_assistant.evaluation import answers
+from shop_assistant.evaluation import answers, instructions
 from shop_assistant.prompts.models import PromptVersion
 
 from .forms import sample_questions
@@ -157,6 +159,7 @@ FAILED_CHECK_WORDS = {
     "fact_on_screen": "the policy fact asked for not on screen",
     "no_match_handled": "no word that the store does not sell it",
     "handoff_recorded": "no handoff to a person",
+    **instructions.WORDS,  # the owner's prompt followed (its guidance: language, suggestions, avoid, tone)
 }
 # The summary's counts (answers.misses) and the check each counts the failures of.
 _COUNTED = {

@@ -6,6 +6,8 @@ that a publish or rollback is announced to every node, which pre-warms it (``pre
 from __future__ import annotations
 
 from catalog.models import Store
+from shop_assistant.chat.answers import owner
+from shop_assistant.prompts import guidance
 from shop_assistant.prompts.defaults import DEFAULT_SYSTEM_PROMPT
 from shop_assistant.prompts.models import PromptVersion, published_prompt
 
@@ -14,7 +16,7 @@ from .versioning import UNSET, PromptError, PublishConflict, VersionedText, in_s
 
 __all__ = [
     "MAX_PROMPT_CHARS", "PromptError", "PublishConflict", "create_draft", "discard_draft", "ensure_default_prompt",
-    "publish", "published_prompt", "rollback", "update_draft",
+    "publish", "published_prompt", "rollback", "understood", "update_draft",
 ]  # fmt: skip
 
 MAX_PROMPT_CHARS = 50_000
@@ -47,6 +49,13 @@ def update_draft(draft: PromptVersion, system_prompt: str, policies: str, note: 
     """Save new text into a draft; published and archived versions never change."""
     _check_text(system_prompt, policies)
     return PROMPTS.update_draft(draft, note, system_prompt=system_prompt, policies=policies)
+
+
+def understood(version: PromptVersion) -> dict[str, object]:
+    """What the assistant takes from a version's prompt (its guidance, names resolved against the catalog as it is
+    now), for the prompt pages: ``guidance`` and ``guidance_rows``."""
+    read = guidance.for_version(version)
+    return {"guidance": read, "guidance_rows": owner.describe(read, version.store)}
 
 
 def discard_draft(draft: PromptVersion) -> None:

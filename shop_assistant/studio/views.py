@@ -156,6 +156,7 @@ def draft(request: HttpRequest, store: Store, version_id: int) -> HttpResponse:
             "diff": budget.line_diff(published.full_text() if published else "", version.full_text()),
             "questions": sample_questions(store),
             "worse": scoring.worse_than_published(version, published),
+            **services.understood(version),
         },
     )
 
@@ -187,6 +188,7 @@ def version_detail(request: HttpRequest, store: Store, version_id: int) -> HttpR
             "worse": scoring.worse_than_published(version, published),
             "budget": budget.prompt_budget(version.full_text()),
             "diff": budget.line_diff(previous.full_text() if previous else "", version.full_text()),
+            **services.understood(version),
         },
     )
 

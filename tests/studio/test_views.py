@@ -359,3 +359,72 @@ def test_a_preview_of_an_impossible_version_id_is_a_400(store, versions, owner):
     client.force_login(owner)
     response = client.post("/studio/corner/preview", {"version": "99999999999999999999999", "question": "hi"})
     assert response.status_code == 400
+
+
+@pytest.mark.slow
+async def test_a_draft_that_says_always_answer_in_spanish_previews_and_scores_differently(
+    demo_store, chat_engine, chat_settings
+):
+    """Issue 35's target: the owner's prompt changes what shoppers read, and the studio shows it. The published
+    version (the default prompt) answers an English question in English; a draft that adds "Always answer in
+    Spanish." and "Suggest the cookset with any stove." previews in Spanish with the cookset's card, its page says
+    what was understood (and what it could not resolve), and its score is judged by its own instructions."""
+    from channels.db import database_sync_to_async
+
+    from shop_assistant.studio import scoring
+
+    def setup():
+        owner = make_user("olivia", demo_store, "owner")
+        published = services.published_prompt(demo_store)
+        draft = services.create_draft(
+            demo_store,
+            published.system_prompt + "\n- Always answer in Spanish.\n- Suggest the cookset with any stove."
+            "\n- Suggest the espresso maker with any mug.",
+        )
+        return owner, published, draft
+
+    owner, published, draft = await database_sync_to_async(setup)()
+    client = AsyncClient()
+    await client.aforce_login(owner)
+
+    page = (await client.get(f"/studio/demo/drafts/{draft.pk}/")).content.decode()
+    assert "What the assistant understood from this prompt" in page
+    assert "every answer in Spanish" in page and "the Camp Cookset (4 Pieces) is added" in page
+    assert "no product of the catalog is called “espresso maker”: nothing is suggested" in page
+    assert "Answer in one or two short sentences." in page  # left to the model, and said so
+
+    async def preview(version, question):
+        response = await client.post("/studio/demo/preview", {"version": version.pk, "question": question})
+        events = await read_events(response)
+        cards = next((e["items"] for e in events if e["type"] == "products"), [])
+        return events[-1].get("text") or "".join(e["text"] for e in events if e["type"] == "token"), cards
+
+    from catalog import language
+
+    for question in ("Do you have a stove?", "Do you have a rain jacket?"):
+        draft_text, draft_cards = await preview(draft, question)
+        published_text, published_cards = await preview(published, question)
+        print(f"\n{question}\n  published v{published.version}: {published_text}\n  draft v{draft.version}: {draft_text}")
+        assert draft_text != published_text
+        assert language.detect(published_text) == "en" and language.detect(draft_text) == "es"
+    assert [c["title"] for c in draft_cards] == [c["title"] for c in published_cards]  # the jackets: no stove
+    stove_draft, stove_cards = await preview(draft, "Do you have a stove?")
+    assert [c["title"] for c in stove_cards] == ["Micro Backpacking Stove", "Camp Cookset (4 Pieces)"]
+    assert "Camp Cookset (4 Pieces) (64.00 USD) combina bien con Micro Backpacking Stove." in stove_draft
+
+    drafted = await database_sync_to_async(scoring.score_version)(draft.pk)
+    scored = await database_sync_to_async(scoring.score_version)(published.pk)
+    print(f"scores: published v{published.version} {scored.score}, draft v{draft.version} {drafted.score}")
+    for name, version in (("draft", drafted), ("published", scored)):
+        for row in version.score_report["questions"]:
+            print(name, row["question"], [k for k, ok in row["checks"].items() if not ok], row["answer"][:100])
+    # Each version is judged by its own instructions, the language one on both (the shopper's, for the default).
+    draft_rows = {row["question"]: row["checks"] for row in drafted.score_report["questions"]}
+    published_rows = {row["question"]: row["checks"] for row in scored.score_report["questions"]}
+    assert all(checks.get("follows_language", True) for checks in published_rows.values())
+    assert "follows_language" in published_rows["Do you have rain jackets?"]
+    # The draft's product answers are in Spanish; its policy answers quote the store's English documents, which a
+    # shopper promised Spanish reads in English: the score says so, where a score of shared checks saw nothing.
+    assert draft_rows["Do you have rain jackets?"]["follows_language"] is True
+    assert draft_rows["What is your return policy?"]["follows_language"] is False
+    assert drafted.score < scored.score

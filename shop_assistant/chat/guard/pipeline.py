@@ -12,6 +12,10 @@ Either way an answer never ends mid-sentence. The session (``session.py``) sends
 The shopper's language is detected once per message (``catalog.language.detect``) and everything ``plan`` composes
 (the tools' replies, the opening) is composed under ``translation.override`` of it: the fixed sentences come in the
 shopper's language (``shop_assistant/locale``), the store's own words as they are. ``Plan.language`` keeps it.
+
+The owner's prompt steers what is composed (``answers.owner``, its guidance read once per prompt text by
+``prompts.guidance``): its language, when it names one, replaces the shopper's for the composed sentences; its
+suggestions and what it says to avoid change the cards; its greeting, sign-off and brevity the text.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ from catalog import freshness, passages
 from catalog import language as shopper_language
 from catalog.grounding import product_types
 from catalog.models import Store
+from shop_assistant.prompts import guidance as owner_guidance
 from shop_assistant.prompts.models import PromptVersion, published_prompt
 
 from . import continuation
 from shop_assistant.runtime import engine_service, metrics
 from .checker import Evidence
+from ..answers import owner
 from ..answers.composition import HANDOFF, Composition
 from ..answers.understanding import Understood, understand
 from .decoding import (
@@ -75,7 +81,8 @@ class Plan:
     evidence: Evidence | None = None  # what the model's sentences are checked against
     model_text: str = MODEL_TEXT_CHECKED
     understood: Understood | None = None  # the planner's calls and time (evaluation, logs)
-    language: str = shopper_language.DEFAULT  # the shopper's language, the one the composed sentences are in
+    language: str = shopper_language.DEFAULT  # the language the composed sentences are in (the shopper's or the owner's)
+    sign_off: str = ""  # the owner's words after the model's (``generate``); already in the text of a fixed reply
 
     @property
     def generates(self) -> bool:
@@ -100,12 +107,13 @@ class Generated:
         return "".join(self.parts)
 
 
-def answer_budget(decoding: Decoding, composition: Composition) -> int:
+def answer_budget(decoding: Decoding, composition: Composition, brief: bool = False) -> int:
     """A policy answer next to its quote gets a short budget: the quote carries the fact, and a small model
-    given room drifts from it into made-up rules and figures."""
+    given room drifts from it into made-up rules and figures. ``brief``: the owner asked for brevity, half."""
+    budget = decoding.max_tokens
     if composition.quotes and not composition.cards:
-        return min(decoding.max_tokens, QUOTED_ANSWER_MAX_TOKENS)
-    return decoding.max_tokens
+        budget = min(decoding.max_tokens, QUOTED_ANSWER_MAX_TOKENS)
+    return max(1, budget // 2) if brief else budget
 
 
 def figures_for(
@@ -171,12 +179,19 @@ def plan(
 
     The catalog is one snapshot for the whole plan: its stamp is read once (``catalog.freshness``) and the indexes
     built from it (products, passages, the documents' bodies) are the process's, rebuilt only when it changes.
-    Everything is composed in the language ``text`` is written in (``Plan.language``).
+    Everything is composed in the language ``text`` is written in, or the one the version's prompt says to answer
+    in (``Plan.language``).
     """
+    if version is None:
+        version = published_prompt(store)
+        if version is None:
+            raise NoPublishedPromptError(store)
+    guidance = owner_guidance.for_version(version)  # read once per prompt text, not per message
     # One language per message: every sentence composed for it is in the same one.
-    lang = shopper_language.detect(text, earlier=previous)
+    lang = guidance.language or shopper_language.detect(text, earlier=previous)
     with freshness.one_read(), translation.override(lang):
-        return replace(_plan(engine, store, turns, text, previous, version, shown, conversation), language=lang)
+        planned = _plan(engine, store, turns, text, previous, version, shown, conversation, guidance)
+        return replace(planned, language=lang)
 
 
 def _plan(
@@ -187,19 +202,19 @@ def _plan(
     previous: str,
     version: PromptVersion | None,
     shown: Sequence[dict[str, Any]],
-    conversation: Any = None,
+    conversation: Any,
+    guidance: owner_guidance.Guidance,
 ) -> Plan:
-    if version is None:
-        version = published_prompt(store)
-        if version is None:
-            raise NoPublishedPromptError(store)
     # The store's documents are the only source of a quote: the prompt is never searched (one copy of a policy).
     understood = understand(store, text, retrieve, previous, shown, engine=engine, prompt=version.full_text(),
                             conversation=conversation)
     composition = understood.composition
+    # The owner's guidance, one step over whatever tool answered: avoided cards out, suggested cards in.
+    steered = owner.steer(guidance, store, composition)
     decoding = decoding_for(store)
     content = user_turn_content(text, composition.facts)
     if composition.fixed:
+        composition.reply = owner.finish(guidance, composition.reply, steered.after)
         return Plan(composition, content, decoding, understood=understood)
     types = product_types(store, limit=3) if not (composition.products or composition.answers) else []
     # The passages' index, built once per catalog change (retrieval has just looked it up).
@@ -208,10 +223,13 @@ def _plan(
     opening = opening_for(store, text, composition.products, composition.answers, types, described)
     if composition.lead:  # the other tools' sentences (a total) before the products or the quote
         opening = Opening(" ".join([*composition.lead, opening.text]), opening.kind)
+    mode = AnswerSettings.of(store).model_text or MODEL_TEXT_CHECKED
+    # Without model text the opening is the whole answer: the owner's sign-off closes it here.
+    opening = Opening(owner.finish(guidance, opening.text, steered.after, closing=mode == MODEL_TEXT_OFF), opening.kind)
+    sign_off = guidance.tone.sign_off if mode != MODEL_TEXT_OFF else ""
     system_prompt = version.full_text()
     evidence = evidence_for(store, text, composition, opening, turns, system_prompt, index.documents)
     figures = figures_for(system_prompt, turns, content, composition)
-    mode = AnswerSettings.of(store).model_text or MODEL_TEXT_CHECKED
     if mode == MODEL_TEXT_OFF:
         return Plan(composition, content, decoding, figures=figures, opening=opening, evidence=evidence, model_text=mode,
                     understood=understood)
@@ -222,12 +240,12 @@ def _plan(
             turns,
             content,
             max_model_len=engine.max_model_len,
-            max_tokens=answer_budget(decoding, composition),
+            max_tokens=answer_budget(decoding, composition, guidance.tone.brief),
             answer_prefix=opening.text,
         )
     return Plan(
         composition, content, decoding, assembled.token_ids, assembled.max_tokens, figures, opening, evidence, mode,
-        understood,
+        understood, sign_off=sign_off,
     )
 
 
@@ -252,6 +270,21 @@ async def generate(
     if not prepared.generates:
         result.finish_reason = "stop"
         return
+    # aclosing: the caller closing this stream (a stop, a cancel) closes the continuation now, which aborts it.
+    async with contextlib.aclosing(_continued(engine, request_id, prepared, result, session_id, cache_salt)) as pieces:
+        async for piece in pieces:
+            yield piece
+    if prepared.sign_off and result.finish_reason != "abort":
+        # The owner's sign-off closes the answer, after the model's last kept sentence.
+        piece = " " + prepared.sign_off
+        result.parts.append(piece)
+        yield piece
+
+
+async def _continued(
+    engine: Any, request_id: str, prepared: Plan, result: Generated, session_id: str | None, cache_salt: str
+) -> AsyncIterator[str]:
+    """The model's continuation of the opening, as the store's ``model_text`` setting lets it through."""
     candidates = prepared.decoding.candidates if prepared.model_text == MODEL_TEXT_CHECKED else 1
     stream = engine.stream(
         request_id,
