@@ -51,17 +51,25 @@ class StoreSettings(models.Model):
     class Meta:
         abstract = True
 
+    # Whether a missing row is written on first read: only where a default must stay the same once handed out
+    # (the widget's signing key is random); every other setting reads its defaults unsaved, since reads never
+    # write (a plan, a page view), and the owner's first save inserts the row.
+    saved_on_first_read = False
+
     @classmethod
     def of(cls, store: Store) -> Self:
-        """The store's row, made with the defaults on first use, and kept on ``store`` so that later reads of the
-        same store object query nothing (read it where the store is loaded: on the event loop it must be there
+        """The store's row, or its defaults where it has none, kept on ``store`` so that later reads of the same
+        store object query nothing (read it where the store is loaded: on the event loop it must be there
         already). An unsaved store gets unsaved defaults."""
         accessor = cls._meta.get_field("store").remote_field.get_accessor_name()
         try:
             return getattr(store, accessor)
         except cls.DoesNotExist:
             pass
-        own = cls(store=store) if store.pk is None else cls.objects.get_or_create(store=store)[0]
+        if store.pk is not None and cls.saved_on_first_read:
+            own = cls.objects.get_or_create(store=store)[0]
+        else:
+            own = cls(store=store)
         setattr(store, accessor, own)
         return own
 

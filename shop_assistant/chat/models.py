@@ -88,6 +88,8 @@ class WidgetSettings(StoreSettings):
     # (shop_assistant.chat.protocol.identity.store_secret), which only the store's owners see.
     key = models.CharField(max_length=64, unique=True, default=new_widget_key, editable=False)
 
+    saved_on_first_read = True  # a random key handed out must be the one kept
+
     class Meta:
         verbose_name_plural = "widget settings"
 

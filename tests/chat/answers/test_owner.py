@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shop_assistant.chat.guard import pipeline
+from shop_assistant.chat.models import AnswerSettings
 from shop_assistant.prompts.models import PromptVersion, published_prompt
 
 pytestmark = pytest.mark.django_db
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.django_db
 def answer(shop, instruction: str, question: str) -> tuple[str, list[tuple[str, bool]], str]:
     """The composed text, the cards (title, in stock) and the language of ``question`` answered under the demo's
     prompt plus ``instruction`` (the opening alone: the words composed from the data, no engine)."""
-    shop.model_text = "off"
+    AnswerSettings.of(shop).model_text = "off"
     version = PromptVersion(store=shop, version=99, system_prompt=f"{published_prompt(shop).system_prompt}\n{instruction}")
     planned = pipeline.plan(None, shop, [], question, version=version)
     text = planned.composition.reply if planned.composition.fixed else planned.opening.text
