@@ -58,12 +58,14 @@ NOT_DELIVERED_YET = gettext_noop("Order #{number} hasn't been delivered yet; you
 NOT_SHIPPED_RETURN = gettext_noop(
     "Order #{number} hasn't shipped yet, so there is nothing to return; I can ask our team to cancel it instead."
 )
+# The policy's sentence that decides is the answer's quote (``quotes``: shown under the reply with the document's
+# title, in the widget, its history, the console and the transcripts); the reply points at it and does not
+# repeat it, so the shopper reads it once.
 OUTSIDE_WINDOW = gettext_noop(
-    "Order #{number} was delivered on {date}, {days} days ago, and our returns policy says: “{policy}” So I can't "
-    "start a return for it here; a person from our team can take a look: ask for a person."
+    "Order #{number} was delivered on {date}, {days} days ago, which is outside our returns policy's window, so I "
+    "can't start a return for it here; a person from our team can take a look: ask for a person."
 )
-EXCLUDED = gettext_noop("{item} can't be returned: our returns policy says “{policy}”")
-POLICY_SAYS = gettext_noop("Our returns policy: “{policy}”")
+EXCLUDED = gettext_noop("{item} can't be returned under our returns policy.")
 
 
 def day(value: datetime | date) -> str:

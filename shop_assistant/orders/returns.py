@@ -1,6 +1,7 @@
 """A return or an exchange checked against the store's returns policy (``policy.return_rules``): the window from
 delivery, what cannot be returned in the state the shopper describes (worn footwear), sale items. The answer
-quotes the sentence that decides; eligible items become a request for agents, never a change to the order."""
+quotes the sentence that decides (``Decision.policy``: the quote under the reply, not repeated in its text);
+eligible items become a request for agents, never a change to the order."""
 
 from __future__ import annotations
 
@@ -68,14 +69,14 @@ def check(order: Order, text: str, rules: ReturnRules, kind: str, wanted: str = 
     days = (timezone.localdate() - timezone.localtime(delivered).date()).days
     if rules.window_days is not None and days > rules.window_days:
         decision.sentences.append(_(replies.OUTSIDE_WINDOW).format(
-            number=order.number, date=replies.day(delivered), days=days, policy=rules.window_sentence))
+            number=order.number, date=replies.day(delivered), days=days))
         decision.policy.append(rules.window_sentence)
         return decision
     eligible = []
     for line in named_lines(order, text):
         refused = _refusal(line, text, rules, order.store_id)
         if refused:
-            decision.sentences.append(_(replies.EXCLUDED).format(item=replies.line_text(line), policy=refused))
+            decision.sentences.append(_(replies.EXCLUDED).format(item=replies.line_text(line)))
             decision.policy.append(refused)
         else:
             eligible.append(line)
@@ -94,8 +95,7 @@ def check(order: Order, text: str, rules: ReturnRules, kind: str, wanted: str = 
     else:
         decision.sentences.append(_(replies.RETURN_REQUESTED).format(items=names, number=order.number))
         quoted = rules.window_sentence
-    if quoted:
-        decision.sentences.append(_(replies.POLICY_SAYS).format(policy=quoted))
+    if quoted:  # shown as the answer's quote, not in its text (``replies.OUTSIDE_WINDOW``)
         decision.policy.append(quoted)
     decision.effects.append(Requested(kind, order.pk, tuple(replies.line_text(line) for line in eligible), wanted, text))
     return decision

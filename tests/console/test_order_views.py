@@ -140,3 +140,15 @@ def test_a_tracking_link_that_is_not_http_is_not_a_link(db, world):
     Order.objects.filter(pk=request.order_id).update(tracking_url="javascript:alert(1)")
     html = http_client(world.users["agent"]).get(f"/console/c/{request.conversation_id}/").content.decode()
     assert 'id="order"' in html and 'href="javascript:' not in html
+
+
+def test_a_cards_header_has_no_separator_of_its_own_text(db, world, requests_):
+    """The header's parts (kind, order, store, status, time) are elements of their own and the "·" between them the
+    stylesheet's, which a phone's stacked header leaves out: no line there starts with a stray "· "."""
+    import re
+
+    html = http_client(world.users["agent"]).get("/console/orders/").content.decode()
+    header = re.search(rf'id="request-{requests_["return"].pk}">\s*<header>(.*?)</header>', html, re.S).group(1)
+    between_elements = re.sub(r"<(\w+)[^>]*>.*?</\1>|\{#.*?#\}", "", header, flags=re.S)
+    assert between_elements.strip() == "", between_elements
+    assert '<span class="request-meta">order #1002</span>' in header

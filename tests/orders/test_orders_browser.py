@@ -253,6 +253,10 @@ async def test_status_return_and_the_agents_decision_in_the_widget_and_the_conso
         await console.goto(server.http + "/console/orders/")
         await expect(console.locator("#console-live")).to_have_text("live", timeout=timeout)
         await no_sideways_scroll(console, "console queue")
+        # The card's header stacks there: no line of it starts with the wide layout's "·" separator.
+        separators = await console.locator(f"#request-{request.pk} header .request-meta").evaluate_all(
+            "els => els.map(e => getComputedStyle(e, '::before').content)")
+        assert separators and all(c in ("none", "normal") for c in separators), separators
         await console.screenshot(path=str(SHOTS / "phone-console-queue.png"))
         await console.goto(f"{server.http}/console/c/{sam_conversation}/")
         await expect(console.locator("#order")).to_be_visible()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from shop_assistant.orders import verification
-from shop_assistant.orders.conversations import EXCHANGE_WANTED
+from shop_assistant.orders.conversations import EXCHANGE_WANTED, OrderState
 
 from ..composition import ORDER_STATUS_PATTERN
 from ..tools.registry import Call, Context, call
@@ -45,15 +45,24 @@ _ANSWER_FILLER = frozenset(
     "a an the size in for please pls thanks thank you one ones i i'd id like want take i'll ill make it how about "
     "maybe ok okay then instead would be great can get have colour color".split())
 _ANSWER_WORDS = re.compile(r"[a-z0-9.'-]+")
-# "How do I return my order?", "What's your return policy for my order?", "Can I still cancel my order?": how the
-# store does it, for any order; the policy answers, quoted. What points at one order ("I want to return order
-# #1042", "return the boots from my order") is not matched: the order's tool asks for it and verifies it.
+# The order named again in such an answer ("size 10, order 1003", "for my order #1003"), taken out before reading it.
+_ORDER_NAMED = re.compile(
+    r"\b(?:(?:for|from|on|of|in) )?(?:(?:my|the|this|that|our) )?order\b(?:\s*(?:#|no\.?|number)?\s*:?\s*#?\d{3,})?"
+    r"|#\d{3,}",
+    re.IGNORECASE,
+)
+# "How do I return my order?", "What's your return policy for my order?": how the store does it, for any order;
+# the policy answers, quoted. What points at one order ("I want to return order #1042", "return the boots from my
+# order") is not matched: the order's tool asks for it and verifies it. Nor is "Can I still cancel my order?" (the
+# one a shopper asks about is theirs, placed moments ago): ``order_cancel`` quotes the store's sentence on
+# cancelling under its question for the number and email, and waits for them; "policy" still asks the policy.
 _GENERAL = re.compile(
     r"\bpolic(?:y|ies)\b"
     r"|^\W*(?:how (?:do|can|would|should) i|how long do i have to|can i(?: still)?|is it (?:still )?possible to"
     r"|do you (?:let me|allow me to))\s+(?:return|cancel|exchange|refund|send back)\s+(?:my|an|the) order\b",
     re.IGNORECASE,
 )
+_POLICY_WORD = re.compile(r"\bpolic(?:y|ies)\b", re.IGNORECASE)
 _POLICY_QUESTION_CHARS = 200  # policy_lookup's bound on its question
 
 
@@ -100,11 +109,28 @@ def wanted_answer(text: str) -> str:
     return word if _COLOUR_WORD.fullmatch(word) else ""
 
 
+def _exchange_answer(text: str, state: OrderState | None) -> str:
+    """The size or colour of a message answering "which size or colour would you like instead?", or "".
+
+    Naming the order again ("size 10, order 1003", "a 10 for my order #1003") still answers it; naming another
+    order, or saying anything else, does not (that message is read afresh)."""
+    if state is None or state.waiting_for != EXCHANGE_WANTED or state.order is None:
+        return ""
+    if len(text.split()) > _FOLLOW_UP_WORDS:
+        return ""
+    number = verification.given_number(text)
+    if number and number.lstrip("#") != state.order.number:
+        return ""
+    return wanted_answer(_ORDER_NAMED.sub(" ", text))
+
+
 def _is_general(text: str, state: object) -> bool:
     """A question about the store's policy for orders, not about one: no number, no email, no order verified in
     the conversation (with one verified, "can I still cancel my order?" is about that one)."""
     if not _MY_ORDER.search(text) or getattr(state, "order", None) is not None or _arguments(text, True):
         return False  # naming no order at all, it is the catalog search's (which finds the policy's passages)
+    if _CANCEL.search(text) and not _POLICY_WORD.search(text):
+        return False
     return bool(_GENERAL.search(text) and (_RETURN.search(text) or _EXCHANGE.search(text) or _CANCEL.search(text)))
 
 
@@ -113,15 +139,16 @@ def plan(context: Context) -> list[Call]:
     text, state = context.text, context.order_state
     if _is_general(text, state):
         return [call("policy_lookup", question=text[:_POLICY_QUESTION_CHARS])]
+    # Before the order's words: "size 10, order 1003" answers the question the chat asked, it asks no status. The
+    # exchange is of the items the asking message named.
+    wanted = _exchange_answer(text, state)
+    if wanted and state is not None and state.order is not None:
+        return [call("order_return", order_number=state.order.number, kind="exchange", wanted=wanted)]
     if ORDER_STATUS_PATTERN.search(text) or _MY_ORDER.search(text):
         return _intent(text, True) or [call("order_status", **_arguments(text, True))]
     if state is None:
         return []
     short = len(text.split()) <= _FOLLOW_UP_WORDS
-    if state.waiting_for == EXCHANGE_WANTED and state.order is not None and short:
-        wanted = wanted_answer(text)
-        if wanted:  # the size the chat asked for: the exchange of the items the asking message named
-            return [call("order_return", order_number=state.order.number, kind="exchange", wanted=wanted)]
     if state.waiting_for and short:
         given = _arguments(text, True)
         if given and state.waiting_for != EXCHANGE_WANTED:  # the number or email the chat asked for

@@ -36,8 +36,7 @@ def order_cancel(context: Context, arguments: OrderCancelArguments) -> Compositi
     if order is None:
         asked = access.composition
         quotes = context.retrieve(context.store, CANCEL_QUESTION).quotes[:1]
-        if quotes:  # what the store says about cancelling, before the question for the number
-            asked.reply = f"{quotes[0]['text']} {asked.reply}"
+        if quotes:  # what the store says about cancelling, quoted under the question for the number (once)
             asked.quotes = quotes
         return asked
     if order.fulfillment_status == Order.Fulfillment.CANCELLED:

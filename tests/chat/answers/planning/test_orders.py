@@ -52,3 +52,29 @@ def test_an_exchange_asked_before_the_email_stays_an_exchange():
         ("order_return", {"email": "sam@example.com", "kind": "exchange", "wanted": "size 10"})]
     assert _calls("sam@example.com", state, previous="I want to return the boots from order 1003") == [
         ("order_return", {"email": "sam@example.com", "kind": "return"})]
+
+
+def test_the_size_with_the_order_named_again_still_answers_the_exchange_question():
+    """"size 10, order 1003" names the order ("order 1003" alone reads as a status question): while the chat waits
+    for the size of that order's exchange, the size is the answer; another order's number is a new question."""
+    state = OrderState(order=Order(number="1003"), via="email", waiting_for=EXCHANGE_WANTED, number_given="1003",
+                       pending_text="I'd like to exchange the boots from order 1003")
+    exchange = ("order_return", {"order_number": "1003", "kind": "exchange", "wanted": "size 10"})
+    assert _calls("size 10, order 1003", state) == [exchange]
+    assert _calls("a 10 for my order #1003 please", state) == [exchange]
+    assert _calls("#1003: size 10", state) == [exchange]
+    assert _calls("in black, for the order", state)[0][1]["wanted"] == "black"
+    # Another order, or a question about this one, is read afresh.
+    assert _calls("size 10, order 1002", state)[0][0] == "order_status"
+    assert _calls("where is order 1003?", state)[0][0] == "order_status"
+    # Nothing asked: "size 10, order 1003" stays what it was.
+    assert _calls("size 10, order 1003", OrderState(order=Order(number="1003"), via="email"))[0][0] == "order_status"
+
+
+def test_can_i_still_cancel_my_order_asks_for_the_order_and_a_policy_question_stays_the_policys():
+    """The cancel tool quotes the store's sentence on cancelling and asks for the number and email (and waits for
+    them); the next message giving them cancels that order."""
+    assert _calls("Can I still cancel my order?", OrderState()) == [("order_cancel", {})]
+    assert _calls("What's your policy on cancelling my order?", OrderState())[0][0] == "policy_lookup"
+    assert _calls("it's 1004, riley@example.com", OrderState(waiting_for="order_cancel")) == [
+        ("order_cancel", {"order_number": "1004", "email": "riley@example.com"})]
