@@ -230,12 +230,20 @@ def _quote_from(record: TurnRecord, value: str, ctx: Context) -> bool:
     return bool(body) and any(" ".join(q["text"].split()) in body for q in record.quotes if q.get("text"))
 
 
+def _shown(record: TurnRecord) -> str:
+    """What the shopper reads: the answer and the quote boxes under it (a policy's sentence is quoted there
+    once, not repeated in the answer's text)."""
+    return " ".join([record.text, *(q.get("text", "") for q in record.quotes)]).lower()
+
+
 def _text_includes(record: TurnRecord, value: list[str], ctx: Context) -> bool:
-    return all(part.lower() in record.text.lower() for part in value)
+    shown = _shown(record)
+    return all(part.lower() in shown for part in value)
 
 
 def _text_includes_any(record: TurnRecord, value: list[str], ctx: Context) -> bool:
-    return any(part.lower() in record.text.lower() for part in value)
+    shown = _shown(record)
+    return any(part.lower() in shown for part in value)
 
 
 _YES = re.compile(r"\b(?:yes|yeah|yep|sure|definitely|absolutely|of course|it (?:does|will|can|has))\b", re.I)

@@ -146,6 +146,13 @@ def test_text_rules_ignore_case():
     assert judged({"text_includes_any": ["lifetime"]}, "A two-year warranty.") == {"text_includes_any": False}
 
 
+def test_text_rules_read_the_quote_boxes_the_shopper_reads_too():
+    """A policy's sentence is shown once, in the quote box under the answer (the order tools): it is read."""
+    quote = [{"title": "FAQ", "text": "Orders can be cancelled within one hour of purchase."}]
+    assert judged({"text_includes_any": ["one hour"]}, "Which order is it?", quotes=quote) == {"text_includes_any": True}
+    assert judged({"text_includes_any": ["one hour"]}, "Which order is it?") == {"text_includes_any": False}
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [
