@@ -56,7 +56,7 @@ MAX_TERM = SearchSynonym._meta.get_field("term").max_length
 MAX_REPLACEMENT = SearchSynonym._meta.get_field("replacement").max_length
 MAX_CSV_ROWS = 5000
 # A word this long or longer may be a typo of a one-word term (shorter words reach too many real words).
-MIN_FUZZY_LENGTH = 6
+MIN_FUZZY_LENGTH = 7
 MIN_COMPOUND_LENGTH = 7  # "Zeltboden"; shorter German words are rarely compounds of two known words
 MIN_PART = 3  # the shortest modifier or head of a compound ("Eis", "Hut")
 # A catalog word kept in a non-English query must be at least this long ("in", "a", "die" are function words).

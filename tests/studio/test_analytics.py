@@ -174,15 +174,17 @@ async def test_a_spanish_question_the_default_setup_cannot_read_is_not_understoo
     ws, demo_store, chat_engine, chat_settings
 ):
     """Issue 40, item 7, end to end on the default setup (ANSWER_PLANNER=auto, the bundled model, which cannot
-    plan): the demo store sells rain jackets, so "¿Tienen chaquetas impermeables?" must not be told the store has
-    none nor be listed under "Don't sell"; it is answered in Spanish that it was not understood, and counted so."""
+    plan): a Spanish question that neither the rules (with the store's search synonyms) nor a model could read
+    must not be told the store has none of it nor be listed under "Don't sell" (nothing understood what it asked
+    for); it is answered in Spanish that it was not understood, and counted so. ("¿Tienen chaquetas
+    impermeables?", this test's first question, is read through the demo store's synonyms now.)"""
     from channels.db import database_sync_to_async
     from django.utils import timezone, translation
 
     from shop_assistant.chat.answers.composition import NOT_UNDERSTOOD_REPLY
     from shop_assistant.chat.models import Message
 
-    question = "¿Tienen chaquetas impermeables?"
+    question = "¿Venden patinetes eléctricos?"
     assert chat_settings.ANSWER_PLANNER == "auto"
     client = await ws("/ws/chat/?store=demo")
     answer = await client.ask(question)

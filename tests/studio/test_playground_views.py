@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from catalog.models import Store
-from shop_assistant.evaluation import answers
+from shop_assistant.evaluation import answers, instructions
 from shop_assistant.studio import scoring, services
 from shop_assistant.prompts.models import PromptVersion
 
@@ -230,7 +230,8 @@ def test_a_score_report_reads_in_an_owners_words():
     assert scoring.failed_checks_in_words({"answered": False, "not_cut": False}) == ["no answer"]
     # Every check the evaluation makes, and every count its thresholds name, has words.
     every = answers.checks(answers.Outcome(store="s", question="q", product_in_cards=True, fact_on_screen=True,
-                                           no_match_handled=True, handoff_recorded=True))
+                                           no_match_handled=True, handoff_recorded=True,
+                                           instructions=dict.fromkeys(instructions.WORDS, True)))
     assert set(every) == set(scoring.FAILED_CHECK_WORDS)
     counted = {name for name in answers.THRESHOLDS if name not in answers.RATES and name != "median_words"}
     for name in counted:
