@@ -22,8 +22,12 @@ from inference.worker.parallel import TensorParallel, local_kv_heads, vocab_shar
 
 
 def onednn_linear_available(dtype: torch.dtype) -> bool:
-    """oneDNN can run this dtype's matmuls on packed weights (CPU builds of torch with MKL-DNN)."""
-    return torch.backends.mkldnn.is_available() and dtype in (torch.float32, torch.bfloat16)
+    """oneDNN can run this dtype's matmuls on packed weights (CPU builds of torch with MKL-DNN; bf16 only where
+    oneDNN has bf16 kernels for the CPU: AVX512-BW/VL/DQ or AVX-NE-CONVERT, else its reorder refuses and bf16
+    runs on plain ``F.linear``)."""
+    if not torch.backends.mkldnn.is_available() or dtype not in (torch.float32, torch.bfloat16):
+        return False
+    return dtype == torch.float32 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def pack_weight(weight: torch.Tensor, batch_hint: int) -> torch.Tensor:
