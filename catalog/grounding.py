@@ -30,10 +30,23 @@ OptionValues = tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]
 # each variant's option values (option1..option3, empty ones left out) with whether it is in stock
 VariantOptions = tuple[tuple[tuple[str, ...], bool], ...]
 
-_PRICE_BELOW = re.compile(
-    r"\b(?:under|below|less than|cheaper than|at most|no more than|up to|max(?:imum)?)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)"
+# A count of something else is no price: "up to 4 people", "hasta 4 personas", "unter 3 Tagen"
+_NOT_A_PRICE = (
+    r"(?![\d.]|\s*(?:people|persons?|personas?|personnes?|personen|adults?|kids?|nights?|days?|d[ií]as|noches|jours|"
+    r"nuits|tagen?|n[aä]chten?|hours?|horas|heures|stunden|kg|kilos?|g\b|grams?|l\b|liters?|litres?|litros|cm|mm|m\b|"
+    r"°|degrees?|grados|degr[eé]s|grad|years?|a[nñ]os|ans|jahren?|months?|meses|mois|monaten?|weeks?|semanas|"
+    r"semaines|wochen|pieces?|piezas|pi[eè]ces|st[uü]ck))"
 )
-_PRICE_ABOVE = re.compile(r"\b(?:over|above|more than|at least|min(?:imum)?)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)")
+# English, Spanish, French and German (lowered): "under 150", "por menos de 150", "moins de 150 €", "unter 150"
+_PRICE_BELOW = re.compile(
+    r"\b(?:under|below|less than|cheaper than|at most|no more than|up to|max(?:imum)?|menos de|por debajo de|"
+    r"hasta|como m[aá]ximo|m[aá]ximo|moins de|en dessous de|au plus|au maximum|jusqu['’]à|unter|weniger als|"
+    r"bis zu|bis|h[oö]chstens|maximal)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)" + _NOT_A_PRICE
+)
+_PRICE_ABOVE = re.compile(
+    r"\b(?:over|above|more than|at least|min(?:imum)?|m[aá]s de|por encima de|al menos|plus de|au moins|"
+    r"[uü]ber|mehr als|mindestens)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)" + _NOT_A_PRICE
+)
 _PRICE_BETWEEN = re.compile(r"\bbetween\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)\s*(?:and|-|to)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)")
 
 

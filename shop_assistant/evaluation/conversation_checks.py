@@ -299,7 +299,13 @@ def language_of(text: str) -> str | None:
 
 
 def _language(record: TurnRecord, value: str, ctx: Context) -> bool | None:
-    detected = language_of(record.text)
+    # Product names stay as the store wrote them in every language ("Beam 400 Rechargeable Headlamp"): judged
+    # without them, "Ahí está Beam 400 Rechargeable Headlamp, a 44.95 USD." is the Spanish sentence it is.
+    text = record.text
+    for card in record.cards:
+        if card.get("title"):
+            text = text.replace(str(card["title"]), " ")
+    detected = language_of(text)
     return None if detected is None else detected == value
 
 

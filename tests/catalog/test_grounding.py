@@ -108,6 +108,25 @@ def test_parsers():
     assert price_limits("anything under $50?") == (None, Decimal("50"))
     assert price_limits("between 20 and 40 dollars") == (Decimal("20"), Decimal("40"))
     assert price_limits("over 100") == (Decimal("100"), None)
+
+
+@pytest.mark.parametrize(
+    ("text", "limits"),
+    [
+        ("¿Tienen botas de montaña por menos de 150?", (None, Decimal("150"))),
+        ("une veste à moins de 100 € ?", (None, Decimal("100"))),
+        ("Habt ihr Wanderschuhe unter 150 Euro?", (None, Decimal("150"))),
+        ("algo de más de 40 dólares", (Decimal("40"), None)),
+        # counts of something else are no price, in any of the four languages
+        ("a tent that sleeps up to 4 people", (None, None)),
+        ("una tienda para hasta 4 personas", (None, None)),
+        ("ein Zelt für über 3 Tage", (None, None)),
+        ("a pack under 1.5 kg", (None, None)),
+        ("a bag rated under 5 degrees", (None, None)),
+    ],
+)
+def test_price_limits_in_spanish_french_and_german_and_counts_that_are_no_price(text, limits):
+    assert price_limits(text) == limits
     assert price_limits("a blue shirt") == (None, None)
     assert kinds_asked("when will my parcel arrive, and can I get a refund?") == ["returns", "shipping"]
     assert kinds_asked("is it covered by the warranty") == ["warranty"]

@@ -121,6 +121,28 @@ def test_the_issues_phrasings(text):
     assert asks_for_person(text)
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["Ich möchte mit einem Mitarbeiter sprechen", "Kann ich mit einem Menschen reden?",
+     "Verbinden Sie mich bitte mit einem Berater", "Je voudrais parler à un conseiller",
+     "Est-ce que je peux parler à quelqu'un ?", "Mettez-moi en relation avec un humain",
+     "I need someone from your support team about a broken zipper"],
+)
+def test_french_german_and_someone_from_the_team_are_requests(text):
+    assert asks_for_person(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Avez-vous une tente pour quatre personnes ?", "Habt ihr ein Zelt für vier Personen?",
+     "Ich suche ein Geschenk für jemanden, der wandert", "Je cherche une lampe pour quelqu'un qui court",
+     "Sprechen Sie Deutsch?", "someone from the team recommended this tent",
+     "Le service client est-il ouvert le dimanche ?"],
+)
+def test_french_and_german_mentions_of_people_are_not_requests(text):
+    assert not asks_for_person(text)
+
+
 def test_recognising_is_fast():
     """It runs for every message: well under a millisecond each."""
     phrasings = json.loads((DATA / "handoff_heldout.json").read_text(encoding="utf-8"))

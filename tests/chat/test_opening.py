@@ -344,11 +344,24 @@ def test_a_sale_is_said_in_the_shoppers_language_and_the_catalogs_english_descri
 
 
 def test_a_policy_lead_in_is_translated_the_policy_sentence_is_the_stores():
-    answer = [match("Unworn items can be returned within 30 days.")]
+    german = [match("Unbenutzte Artikel können innerhalb von 30 Tagen zurückgegeben werden.")]
     with translation.override("de"):
-        text = opening_for(STORE, "Kann ich Artikel zurückgeben?", [], answer).text
+        text = opening_for(STORE, "Kann ich Artikel zurückgeben?", [], german).text
     assert text.startswith(("Unsere Richtlinie", "Aus unserer Richtlinie", "Das besagt unsere Richtlinie"))
-    assert text.endswith(": Unworn items can be returned within 30 days.")  # the store's sentence, as written
+    assert text.endswith(": Unbenutzte Artikel können innerhalb von 30 Tagen zurückgegeben werden.")  # as written
+
+
+def test_a_policy_in_another_language_is_left_to_the_quote_box_under_a_lead_in_the_shoppers():
+    english = [match("Unworn items can be returned within 30 days.")]
+    with translation.override("de"):
+        opening = opening_for(STORE, "Kann ich Artikel zurückgeben?", [], english)
+    assert opening.kind == "policy_quoted"
+    assert opening.text in ("Das sagt unsere Richtlinie dazu; sie steht unten im Wortlaut, so wie der Shop sie "
+                            "geschrieben hat.", "Unsere Richtlinie beantwortet das; Sie finden sie unten wörtlich zitiert.")
+    assert "Unworn" not in opening.text
+    with translation.override("en"):  # the same document to an English shopper: the sentence in the text
+        assert opening_for(STORE, "Can I return items?", [], english).text.endswith(
+            "policy says: Unworn items can be returned within 30 days.")
 
 
 def test_the_owners_own_templates_are_never_translated():

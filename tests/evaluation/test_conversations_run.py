@@ -15,6 +15,7 @@ from shop_assistant.evaluation.conversation_checks import (
     RULES,
     Context,
     TurnRecord,
+    language_of,
     money_figures,
     score,
     wrong_facts,
@@ -192,6 +193,17 @@ def test_an_answer_in_english_to_a_spanish_question_fails_the_language_check():
     spanish = TurnRecord("¿Tienen chaquetas?", {"language": "es"}, text="Sí, tenemos dos chaquetas impermeables.")
     spanish.checks = score(spanish, Context(CATALOG))
     assert spanish.checks == {"language": True} and spanish.right
+
+
+def test_the_language_check_reads_the_answer_without_the_shown_products_names():
+    card = {"sku": "DO-B400", "title": "Beam 400 Rechargeable Headlamp", "price": "44.95", "in_stock": True}
+    text = "Tenemos Beam 400 Rechargeable Headlamp por 44.95 USD."
+    assert language_of(text) == "en"  # what the names alone make of the sentence
+    spanish = TurnRecord("¿Cuánto cuesta la linterna frontal?", {"language": "es"}, text=text, cards=[card])
+    assert score(spanish, Context(CATALOG)) == {"language": True}
+    english = TurnRecord("¿Cuánto cuesta la linterna frontal?", {"language": "es"}, cards=[card],
+                         text="There's the Beam 400 Rechargeable Headlamp, at 44.95 USD, and it is in stock now.")
+    assert score(english, Context(CATALOG)) == {"language": False}
 
 
 def test_every_key_of_the_set_has_a_rule_and_an_unknown_key_is_an_error():

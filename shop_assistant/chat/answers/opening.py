@@ -56,6 +56,12 @@ DEFAULT_TEMPLATES: dict[str, list[str]] = {
         gettext_noop("From our {document} policy: {sentence}"),
         gettext_noop("Here is what our {document} policy says: {sentence}"),
     ],
+    # The shopper's language is not the document's: the lead is theirs and the sentence is left to the quote box,
+    # word for word as the store wrote it (a sentence half in one language and half in another reads as a bug).
+    "policy_quoted": [
+        gettext_noop("Here is what our policy says about this, quoted below as the store wrote it."),
+        gettext_noop("Our policy answers this; you'll find it quoted below, word for word."),
+    ],
     "faq": ["{answer}"],
     "greeting": [
         gettext_noop("Hi! I'm the shopping assistant of {store}. Ask me about our products ({types}), shipping or returns."),
@@ -71,6 +77,7 @@ PLACEHOLDERS: dict[str, set[str]] = {
     "product": {"product", "price"},
     "products": {"products"},
     "policy": {"document", "sentence"},
+    "policy_quoted": set(),
     "faq": {"answer"},
     "greeting": {"store", "types"},
     "thanks": set(),
@@ -80,6 +87,7 @@ TEMPLATE_LABELS = {
     "product": "One product",
     "products": "Several products",
     "policy": "A policy sentence",
+    "policy_quoted": "A policy in another language than the shopper's (the sentence is quoted below)",
     "faq": "An FAQ answer",
     "greeting": "A greeting",
     "thanks": "Thanks",
@@ -177,6 +185,14 @@ def listing(items: Sequence[str], conjunction: str = "and") -> str:
 def _agreeing(title: str, singular: str, plural: str) -> str:
     """The one of two translated sentences whose verb agrees with the product's name: "is" or "are" (``_is``)."""
     return singular if _is(title) == "is" else plural
+
+
+def over_the_limit(title: str, price: Decimal, limit: Decimal, currency: str) -> str:
+    """"The Trailblazer Waterproof Hiking Boots are 159.00 USD, over your limit of 150.00 USD.": the best match
+    of the shopper's words that their price limit left out, said rather than silently dropped."""
+    sentence = _agreeing(title, _("The {title} is {price}, over your limit of {limit}."),
+                         _("The {title} are {price}, over your limit of {limit}."))
+    return sentence.format(title=title, price=money(price, currency), limit=money(limit, currency))
 
 
 def capitalised(text: str) -> str:
@@ -592,7 +608,15 @@ def _faq_answer(faq_question: str, answer: str) -> str:
 
 
 def policy_opening(answers: Sequence[Match], question: str, templates: dict[str, list[str]]) -> Opening:
-    """The answering passages in plain words: an FAQ line's answer, a policy sentence after a lead-in."""
+    """The answering passages in plain words: an FAQ line's answer, a policy sentence after a lead-in. When the
+    answer is in another language than the store's document, only the lead is written: the sentence is shown in
+    the answer's quote box as the store wrote it."""
+    if _another_language(answers[0].passage.text):
+        text = _pick(templates["policy_quoted"], question)
+        verdict = settles(question, answers[0].passage.text)
+        if verdict is not None:
+            text = f"{_('Yes.') if verdict == 'Yes.' else _('No.')} {text}"
+        return Opening(text, "policy_quoted")
     sentences = []
     kind = "policy"
     for index, match in enumerate(answers):
@@ -611,6 +635,14 @@ def policy_opening(answers: Sequence[Match], question: str, templates: dict[str,
         said = _("Yes.") if verdict == "Yes." else _("No.")
         sentences[0] = f"{said} {sentences[0]}"
     return Opening(" ".join(sentences), kind)
+
+
+def _another_language(document_text: str) -> bool:
+    """The active (answer) language is not the one ``document_text`` is written in."""
+    from catalog.language import detect
+
+    active = (get_language() or "en").split("-")[0]
+    return detect(document_text) != active
 
 
 def small_talk_opening(store: Any, question: str, types: Sequence[str], templates: dict[str, list[str]]) -> Opening:

@@ -75,6 +75,17 @@ _CORE_EN = (
     r"customer (?:service|support|care)|support (?:team|staff|agents?))(?![\w'-])"
 )
 _CORE_ES = r"(?:humano|persona|agente|asesora?|representante|operadora?|encargad[oa])"
+# French and German, after accents are stripped ("quelqu'un" -> "quelquun", "möchte" -> "mochte")
+_PERSON_FR = (
+    r"(?:(?:un|une|le|la|l|des|votre|vos|quelquun|un vrai|une vraie)\s+)*"
+    r"(?:humain|humaine|personne(?:\s+(?:reelle|physique))?|conseill(?:er|ere)|agent|vendeu(?:r|se)|operat(?:eur|rice)|"
+    r"quelquun|service client(?:s|ele)?|equipe|responsable|employe|employee)(?![\w-])"
+)
+_PERSON_DE = (
+    r"(?:(?:einem|einer|einen|eine|ein|dem|der|den|ihrem|ihrer|echten|echte|echtem)\s+)*"
+    r"(?:mitarbeiter(?:in)?|menschen?|person|berater(?:in)?|agent(?:en|in)?|verkaufer(?:in)?|kundendienst|"
+    r"kundenservice|support(?:team)?|jemand(?:em|en)?|team)(?![\w-])"
+)
 _REQUEST_PATTERNS = (
     # "talk to a person", "connect me with someone", "put me through to a manager", "escalate to an agent"
     # (not "talking to": "am I talking to a real person?" is the identity question)
@@ -124,6 +135,21 @@ _REQUEST_PATTERNS = (
     rf"\b{_PERSON_ES}\s+(?:me|nos)\s+(?:puede|podria|pueda)\s+(?:ayudar|atender|contactar|llamar|escribir)",
     # "agente por favor", "un humano"
     rf"^\W*(?:por favor\W+)?(?:un\s+|una\s+)?{_CORE_ES}(?:\s+(?:real|humano|de verdad))?(?:\W+(?:por favor|ya|ahora))*\W*$",
+)
+_REQUEST_PATTERNS += (
+    # "I need someone from your support team", "I'd like somebody from customer service to call me"
+    r"\b(?:want|need|like|get)\s+(?:to\s+(?:talk|speak)\s+(?:to|with)\s+)?(?:someone|somebody|anyone)\s+"
+    r"(?:from|of|on|at|in)\s+(?:your|the)\s+(?:support|customer|service|team|staff|store)\b",
+    # French: "parler à un conseiller", "mettez-moi en relation avec quelqu'un", "je veux un humain"
+    rf"\b(?:parler|discuter|echanger|joindre|contacter|relation|passer|transferer)"
+    rf"(?:\s+(?:moi|me|a|avec|en|directement|maintenant|svp)){{0,3}}\s+(?:a\s+|avec\s+)?{_PERSON_FR}",
+    r"\b(?:je\s+)?(?:veux|voudrais|souhaite|souhaiterais|prefere|demande)\s+(?:un|une|parler a)\s+"
+    r"(?:vrai\s+|vraie\s+)?(?:humain|personne|conseill(?:er|ere)|agent|operat(?:eur|rice))\b",
+    # German: "mit einem Mitarbeiter sprechen", "verbinden Sie mich mit einem Menschen", "ich will einen Menschen"
+    rf"\bmit\s+{_PERSON_DE}\s+(?:\w+\s+)?(?:sprechen|reden|chatten|schreiben|verbinden|telefonieren)\b",
+    rf"\b(?:verbinden|weiterleiten|durchstellen)\s+(?:sie\s+)?(?:mich|uns)\s+(?:bitte\s+)?(?:mit|an|zu)\s+{_PERSON_DE}",
+    r"\b(?:ich\s+)?(?:mochte|will|brauche|hatte gern|hatte gerne|wurde gern|wurde gerne)\s+(?:bitte\s+)?"
+    r"(?:einen|eine|ein|mit einem|mit einer)\s+(?:echten\s+)?(?:menschen|mitarbeiter(?:in)?|berater(?:in)?|person)\b",
 )
 _REQUEST = re.compile("|".join(f"(?:{pattern})" for pattern in _REQUEST_PATTERNS))
 

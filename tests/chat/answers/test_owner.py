@@ -29,8 +29,9 @@ def test_always_answer_in_spanish_composes_in_spanish_and_leaves_the_store_words
     assert language == "es"
     assert text == "¡Sí! Micro Backpacking Stove cuesta 54.99 USD, pero ahora mismo no hay existencias."
     text, _, _ = answer(shop, "- Always answer in Spanish.", "What is your return policy?")
-    # The store's document is quoted as it is written.
-    assert text.startswith("Nuestra política (returns and refunds) dice: you can return unused items")
+    # The store's English document is quoted as it is written, in the quote box, under a Spanish lead.
+    assert text in ("Esto es lo que dice nuestra política al respecto; la cito abajo tal como la escribió la tienda.",
+                    "Nuestra política responde a esto; la encontrarás citada abajo, palabra por palabra.")
 
 
 def test_a_suggestion_adds_a_card_and_a_sentence_only_with_its_trigger(shop):

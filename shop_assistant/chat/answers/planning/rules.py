@@ -50,10 +50,24 @@ _PEOPLE = re.compile(
     re.IGNORECASE,
 )
 _CAPACITY_ASK = re.compile(r"\b(?:big enough|large enough|room for|fits? (?:us|all|\d|[a-z]+ people)|family of|"
-                           r"sleeps?|cooks? for|enough for|hold|holds|support|weighs?)\b", re.IGNORECASE)
+                           r"sleeps?|cooks? for|enough for|hold|holds|support|weighs?)\b"
+                           rf"|\bfor\s+{_COUNT}\s+(?:people|persons|adults|guests)\b", re.IGNORECASE)
+# "une tente pour quatre personnes", "una tienda para cuatro personas", "ein Zelt für vier Personen": a count of
+# people in Spanish, French or German (accents folded by the pattern: "für", "fünf")
+_NUMBER_WORDS_OTHER = {
+    "uno": 1, "una": 1, "dos": 2, "tres": 3, "cuatro": 4, "cinco": 5, "seis": 6, "siete": 7, "ocho": 8,
+    "un": 1, "une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "six": 6, "sept": 7, "huit": 8,
+    "ein": 1, "eine": 1, "einen": 1, "zwei": 2, "drei": 3, "vier": 4, "fünf": 5, "sechs": 6, "sieben": 7, "acht": 8,
+}  # fmt: skip
+_PEOPLE_OTHER = re.compile(
+    r"\b(?:para|pour|f[üu]r)\s+(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS_OTHER, key=len, reverse=True)) + r")\s+"
+    r"(?:personas|personnes|personen|adultos|adultes|erwachsene|gente)\b",
+    re.IGNORECASE,
+)
 _WEIGHT = re.compile(r"\b(\d{2,3})\s*(?:kg|kilos?|kilograms?)\b", re.IGNORECASE)
 _CAPACITY_FILLER = re.compile(
-    r"\b(?:is|are|the|a|an|big|large|enough|for|people|persons|adults|which|what|fits?|us|we(?:'re| are)|family|of|"
+    r"\b(?:is|are|the|a|an|big|large|enough|for|people|persons|adults|guests|which|what|fits?|us|we(?:'re| are)|family|of|"
+    r"you|have|got|any|"
     r"does|do|will|would|can|could|hold|holds|support|someone|who|weighs?|cook|cooks|sleeps?|room|it|kg|kilos?|"
     r"kilograms?|\d+|" + "|".join(_NUMBER_WORDS) + r")\b|[?.!,']",
     re.IGNORECASE,
@@ -86,6 +100,25 @@ _CHEAPEST_FILLER = re.compile(
 _AROUND = re.compile(r"\b(?:around|about|roughly|ish)\b", re.IGNORECASE)
 _ROUGHLY = Decimal("1.3")  # "around 50" still takes a 59 gift, not a 149 one
 _QUERY_BOUND = next(m.max_length for m in SearchArguments.model_fields["query"].metadata if hasattr(m, "max_length"))
+# A gift's framing: who it is for is not what the catalog sells ("a gift for my dad who loves hiking" is a search
+# for hiking). Read in English only; the words of the activity stay.
+_GIFT = re.compile(r"\b(?:gifts?|presents?|stocking stuffers?)\b(?!\s*(?:cards?|certificates?|vouchers?|wrap\w*|receipts?|box\w*))|\bfor (?:my|our) [a-z]+\b(?=.*\bwho\b)", re.I)
+_GIFT_FRAME = re.compile(
+    r"\b(?:(?:a|an|some|any|good|nice)\s+)*(?:gifts?|presents?|stocking stuffers?)(?:\s+ideas?)?(?:\s+for)?\b"
+    r"|\b(?:for\s+)?(?:my|our|a|an)\s+(?:dad|father|mom|mum|mother|wife|husband|son|daughter|kids?|friend|brother|"
+    r"sister|partner|boyfriend|girlfriend|grandpa|grandma|grandfather|grandmother|boss|colleague|uncle|aunt|niece|"
+    r"nephew|teen|teenager)\b"
+    r"|\b(?:for\s+)?(?:someone|somebody|a person|people)\b"
+    r"|\bwho(?:'s| is)?\s+(?:loves?|likes?|enjoys?|is into|into|does|goes)\b|\bwho\b|\bidea\b|[?!]",
+    re.IGNORECASE,
+)
+# The price words a filter already holds ("around 50 bucks", "under 30"), left out of the searched words.
+_PRICE_WORDS = re.compile(
+    r"\b(?:under|below|less than|at most|no more than|up to|max(?:imum)?|around|about|roughly|over|above|"
+    r"more than|at least|between)\s*[$€£]?\s*\d+(?:\.\d{1,2})?(?:\s*(?:and|-|to)\s*[$€£]?\s*\d+(?:\.\d{1,2})?)?"
+    r"(?:\s*(?:dollars?|bucks|usd|euros?|\$))?|\$?\d+(?:\.\d{1,2})?\s*(?:dollars?|bucks)\b",
+    re.IGNORECASE,
+)
 _IN_STOCK_ONLY = re.compile(r"\b(?:that|which) (?:is|are) in stock\b|\bin stock (?:only|now)\b|\bonly in stock\b", re.I)
 
 
@@ -130,6 +163,18 @@ def _total(context: Context) -> list[Call]:
     calls = [call("price_total", items=items[:8])]
     calls += [call("policy_lookup", question=c) for c in clauses if c not in priced][:1]
     return calls
+
+
+def _capacity_in_another_language(context: Context) -> list[Call]:
+    """"Avez-vous une tente pour quatre personnes ?": the people counted, the product in the catalog's words."""
+    people = _PEOPLE_OTHER.search(context.text)
+    if not people or context.language == "en":
+        return []
+    product = terms.search_words(context.store, context.text, lang=context.language)
+    if not product.strip() or product == context.text:
+        return []  # no catalog word read from the message: nothing to check the count against
+    count = people.group(1).lower()
+    return [call("check_capacity", product=product, people=int(count) if count.isdigit() else _NUMBER_WORDS_OTHER[count])]
 
 
 def _capacity(text: str) -> list[Call]:
@@ -194,7 +239,7 @@ def plan(context: Context) -> list[Call]:
     planned = orders.plan(context)
     if planned:
         return planned
-    planned = _total(context) or _capacity(text)
+    planned = _total(context) or _capacity(text) or _capacity_in_another_language(context)
     if planned:
         return planned
     pointed = _ONE_OF_SHOWN.search(text) if context.shown else None
@@ -213,9 +258,30 @@ def plan(context: Context) -> list[Call]:
     budget = _budget(text)
     if budget is not None:
         arguments["max_price"] = budget
+    if context.language != "en":  # the catalog's words hold no price: "por menos de 150" is read from the message
+        low, high = price_limits(text)
+        arguments.update({k: v for k, v in (("min_price", low), ("max_price", high)) if v is not None})
     if _IN_STOCK_ONLY.search(text):
         arguments["in_stock"] = True
-    return [_whole_message_search(arguments)]
+    gift = _gift_search(text, budget) if context.language == "en" else None
+    return [gift or _whole_message_search(arguments)]
+
+
+def _gift_search(text: str, budget: Decimal | None) -> Call | None:
+    """"a gift for my dad who loves hiking, around 50 bucks": a search for what the gift is about (hiking) within
+    the budget; None when the message is not about a gift or names nothing else."""
+    if not _GIFT.search(text):
+        return None
+    words = " ".join(_GIFT_FRAME.sub(" ", _PRICE_WORDS.sub(" ", text)).replace(",", " ").split()).strip(" .")
+    if len(re.findall(r"[a-z]{3,}", words, re.I)) == 0:
+        return None  # "any gift ideas?": nothing to search for but the whole message
+    low, high = price_limits(text)
+    arguments: dict[str, object] = {"query": words[:_QUERY_BOUND]}
+    if high is not None or budget is not None:
+        arguments["max_price"] = high if high is not None else budget
+    if low is not None:
+        arguments["min_price"] = low
+    return call("search_products", **arguments)
 
 
 def _whole_message_search(arguments: dict[str, object]) -> Call:

@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from catalog import terms
+from catalog.grounding import price_limits
 
 from ..composition import (
     MODEL,
@@ -30,6 +31,7 @@ from ..composition import (
     no_answer_reply,
     no_match_reply,
 )
+from ..opening import over_the_limit
 from .registry import Context, register
 
 
@@ -82,7 +84,9 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
         # "anything under 50 dollars?" names nothing of its own: searched again with the message before it
         retrieved = context.retrieve(context.store, f"{context.previous.strip()} {arguments.query}")
     if retrieved.found:
-        return composition_of(retrieved)
+        composition = composition_of(retrieved)
+        composition.lead.extend(_left_out_by_the_limit(context, arguments, retrieved))
+        return composition
     if asks_about_the_store(text):
         return Composition(NO_ANSWER, reply=no_answer_reply())
     whole = _is_the_message(context, arguments.query)
@@ -91,6 +95,28 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
     # What the store does not carry is said in the shopper's words: a correction that found nothing either
     # ("sun hoodie" searched as "sun hood") is not what they asked for.
     return Composition(NO_MATCH, reply=no_match_reply(context.store, text if whole else arguments.query))
+
+
+# A best match priced up to this much over the limit is said ("the boots are 159, over your 150"); one at twice the
+# budget is not what the shopper meant to look at.
+NEAR_MISS = Decimal("1.25")
+
+
+def _left_out_by_the_limit(context: Context, arguments: SearchArguments, retrieved) -> list[str]:  # noqa: ANN001
+    """The sentence for the best match of the words when the shopper's price limit left it out ("hiking boots
+    under 150": the boots are 159), so the cheaper products shown are not taken for it; [] otherwise."""
+    limit = arguments.max_price if arguments.max_price is not None else price_limits(context.text)[1]
+    if limit is None or not retrieved.cards:
+        return []
+    # min_price 0: no limit read from the words either (the query may hold "under 150")
+    unbounded = context.retrieve(context.store, arguments.query, min_price=Decimal("0"))
+    if not unbounded.cards or not unbounded.products:
+        return []
+    best, facts = unbounded.cards[0], unbounded.products[0]
+    shown = {card["sku"] for card in retrieved.cards}
+    if best["sku"] in shown or not limit < facts.price <= limit * NEAR_MISS:
+        return []
+    return [over_the_limit(facts.title, facts.price, limit, facts.currency)]
 
 
 def _is_the_message(context: Context, query: str) -> bool:

@@ -58,6 +58,10 @@ TABLE = [
     ("We're a family of five, which tent fits us?", False, [("check_capacity", {"product": "tent", "people": 5})]),
     ("Does the cookset cook for four people?", False, [("check_capacity", {"product": "cookset", "people": 4})]),
     ("Will the camp chair hold someone who weighs 110 kg?", False, [("check_capacity", {"product": "camp chair", "weight_kg": 110.0})]),
+    ("Do you have a tent for four people?", False, [("check_capacity", {"product": "tent", "people": 4})]),
+    # in another language: the count read, the product in the catalog's words (the store's synonyms)
+    ("Avez-vous une tente pour quatre personnes ?", False, [("check_capacity", {"product": "tent", "people": 4})]),
+    ("Habt ihr ein Zelt für vier Personen?", False, [("check_capacity", {"product": "tent", "people": 4})]),
     # comparisons named, and the cheapest of a kind
     ("What's the difference between your two sleeping bags?", False, [("compare_products", {"products": ["two sleeping bags"], "attribute": "all"})]),
     ("Compare the Ridgeline and the Basecamp tents", False, [("compare_products", {"products": ["Ridgeline", "Basecamp tents"]})]),
@@ -74,7 +78,6 @@ TABLE = [
     ("do you have it in L?", True, [("product_details", {"product": "it"})]),
     # budgets: a limit said without "under" is the search's max_price; "around" allows 30% more
     ("I have 100 dollars. What can I get for a day hike?", False, [("search_products", {"max_price": Decimal("100")})]),
-    ("a gift for my dad who loves hiking, around 50 bucks", False, [("search_products", {"max_price": Decimal("65")})]),
     ("my budget is 80, what daypack?", False, [("search_products", {"max_price": Decimal("80")})]),
     ("Any hiking boots under 150?", False, [("search_products", {})]),  # "under": the search reads it from the words
     ("Ultralight cooking gear under 60 dollars that is in stock?", False, [("search_products", {"in_stock": True})]),
@@ -138,6 +141,26 @@ def test_plain_product_questions_stay_the_last_resort_search_of_the_corrected_wo
     calls = plan(context(shop, text))
     assert is_last_resort(calls)
     assert calls[0].arguments.query == query and calls[0].arguments.max_price is None
+
+
+SEARCHES = [
+    # a gift: what it is about, within the budget (who it is for is not what the catalog sells)
+    ("a gift for my dad who loves hiking, around 50 bucks", False,
+     [("search_products", {"query": "hiking", "max_price": Decimal("65")})]),
+    ("Gift idea for a trail runner, under 150?", False,
+     [("search_products", {"query": "a trail runner", "max_price": Decimal("150")})]),
+    ("I need a present for my sister who loves camping", False, [("search_products", {"query": "I need camping"})]),
+    ("Do you sell gift cards?", False, [("search_products", {"query": "Do you sell gift cards?"})]),
+    # a price limit in another language is read from the message (the catalog's words hold no number)
+    ("¿Tienen botas de montaña por menos de 150?", False,
+     [("search_products", {"query": "hiking boots 150", "max_price": Decimal("150")})]),
+]
+
+
+@pytest.mark.parametrize(("text", "shown", "expected"), SEARCHES, ids=[row[0][:50] for row in SEARCHES])
+def test_a_gift_or_a_limit_in_another_language_is_searched_by_what_the_catalog_can_match(shop, text, shown, expected):
+    calls = planned(shop, text)
+    assert calls == expected
 
 
 @pytest.mark.parametrize(

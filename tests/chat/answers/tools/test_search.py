@@ -1,0 +1,35 @@
+"""``search_products`` on the demo store: a price limit that leaves out the best match of the words says so."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.utils import translation
+
+from shop_assistant.chat.answers.retrieval import retrieve
+from shop_assistant.chat.answers.tools import Context, execute
+from shop_assistant.chat.answers.tools.registry import call
+
+pytestmark = pytest.mark.django_db
+
+
+def search(shop, text: str, language: str = "en", **arguments):
+    with translation.override(language):
+        return execute(Context(shop, text, retrieve, "", [], language), [call("search_products", **arguments)])
+
+
+def test_the_best_match_over_the_limit_is_named_beside_what_fits(shop):
+    composition = search(shop, "Any hiking boots under 150?", query="Any hiking boots under 150?")
+    assert [card["sku"] for card in composition.cards] == ["DO-STR-8"]  # the 129.00 USD trail shoes fit
+    assert composition.lead == ["The Trailblazer Waterproof Hiking Boots are 159.00 USD, over your limit of 150.00 USD."]
+    # The same limit as an argument (a model's plan), in Spanish.
+    spanish = search(shop, "¿Tienen botas de montaña por menos de 150?", "es", query="hiking boots", max_price=Decimal("150"))
+    assert spanish.lead == ["Trailblazer Waterproof Hiking Boots cuestan 159.00 USD, por encima de tu límite de 150.00 USD."]
+
+
+def test_nothing_is_added_when_the_best_match_fits_or_is_far_over_the_limit(shop):
+    assert search(shop, "hiking boots under 200", query="hiking boots under 200").lead == []
+    assert search(shop, "hiking boots", query="hiking boots").lead == []
+    # 189.00 USD is almost twice 100: not what the shopper meant to look at
+    assert search(shop, "rain jacket under 100", query="rain jacket under 100").lead == []
