@@ -127,13 +127,13 @@ _AVOID_PRODUCT = re.compile(
     re.IGNORECASE,
 )
 _QUOTED = r"[\"“'‘](?P<words>[^\"”’\n]{1,80}?)[\"”'’]"
+# "every answer", "your replies", "each message" (or nothing): what a greeting or a sign-off is asked for on
+_EVERY_ANSWER = r"(?:every|each|all|your)?\s*(?:answers?|repl(?:y|ies)|messages?|responses?)?\s*"
 _GREETING = re.compile(
-    rf"\b(?:start|begin|open)\s+(?:every|each|all|your)?\s*(?:answers?|repl(?:y|ies)|messages?|responses?)?\s*"
-    rf"(?:with|by\s+saying)\s+{_QUOTED}", re.IGNORECASE,
+    rf"\b(?:start|begin|open)\s+{_EVERY_ANSWER}(?:with|by\s+saying)\s+{_QUOTED}", re.IGNORECASE,
 )
 _SIGN_OFF = re.compile(
-    rf"\b(?:end|finish|close|sign\s+off)\s+(?:every|each|all|your)?\s*(?:answers?|repl(?:y|ies)|messages?|responses?)?\s*"
-    rf"(?:with|as|by\s+saying)\s+{_QUOTED}", re.IGNORECASE,
+    rf"\b(?:end|finish|close|sign\s+off)\s+{_EVERY_ANSWER}(?:with|as|by\s+saying)\s+{_QUOTED}", re.IGNORECASE,
 )
 _BRIEF = re.compile(
     r"\bbe\s+(?:brief|concise|short|succinct)\b|\bkeep\s+(?:it|them|(?:your\s+)?(?:answers|replies|responses|messages))"

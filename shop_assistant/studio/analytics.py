@@ -20,7 +20,9 @@ import datetime as dt
 import re
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db.models import Count, Q, Sum
@@ -336,53 +338,76 @@ def _number(value: float | None, digits: int = 1) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
+# How a figure that is not a plain count is written (a count is written as its number): the headline and the
+# summary table read the same figures, so each is formatted in one place.
+_FORMATS: dict[str, Callable[[Any], str]] = {
+    "deflection_rate": _percent,
+    "csat_satisfied": _percent,
+    "click_through": _percent,
+    "cache_share": _percent,
+    "csat_average": lambda value: _number(value, 2),
+    "median_first_human_reply": lambda value: _number(value, 0),
+    "median_first_token_ms": lambda value: _number(value, 0),
+}
+
+
+def _figure(report: Report, name: str) -> str:
+    return _FORMATS.get(name, str)(getattr(report, name))
+
+
+# The page's key figures: the template's key -> the report's figure.
+_HEADLINE = {
+    "deflection": "deflection_rate",
+    "first_human_reply": "median_first_human_reply",
+    "csat_average": "csat_average",
+    "csat_satisfied": "csat_satisfied",
+    "click_through": "click_through",
+    "cache_share": "cache_share",
+    "first_token": "median_first_token_ms",
+}
+# The summary table, in its order: label -> the report's figure.
+_SUMMARY = {
+    "Conversations": "conversations",
+    "Messages": "messages",
+    "Shopper messages": "shopper_messages",
+    "Assistant answers": "answers",
+    "Agent messages": "agent_messages",
+    "Answered without a person": "deflected",
+    "Deflection rate": "deflection_rate",
+    "Handoffs": "handoffs",
+    "Handoffs with a human reply": "handoffs_replied",
+    "Median time to first human reply (s)": "median_first_human_reply",
+    "CSAT responses": "csat_responses",
+    "CSAT average (1-5)": "csat_average",
+    "CSAT satisfied (4-5)": "csat_satisfied",
+    "Thumbs up": "thumbs_up",
+    "Thumbs down": "thumbs_down",
+    "Product cards shown": "cards_shown",
+    "Answers with cards": "answers_with_cards",
+    "Card clicks": "card_clicks",
+    "Card click-through": "click_through",
+    "Prompt tokens": "prompt_tokens",
+    "Cached prompt tokens": "cached_tokens",
+    "Prefix-cache share": "cache_share",
+    "Median first-token time (ms)": "median_first_token_ms",
+    "No-match replies": "no_match_answers",
+    "Not-understood replies": "not_understood_answers",
+    "Order conversations": "order_conversations",
+    "Order conversations verified": "order_verified",
+    "Order conversations answered without a person": "order_deflected",
+    "Order requests pending": "requests_pending",
+    "Order requests accepted": "requests_accepted",
+    "Order requests declined": "requests_declined",
+}
+
+
 def headline(report: Report) -> dict[str, str]:
     """The page's key figures, formatted as the summary table and its CSV write them."""
-    return {
-        "deflection": _percent(report.deflection_rate),
-        "first_human_reply": _number(report.median_first_human_reply, 0),
-        "csat_average": _number(report.csat_average, 2),
-        "csat_satisfied": _percent(report.csat_satisfied),
-        "click_through": _percent(report.click_through),
-        "cache_share": _percent(report.cache_share),
-        "first_token": _number(report.median_first_token_ms, 0),
-    }
+    return {key: _figure(report, name) for key, name in _HEADLINE.items()}
 
 
 def summary_rows(report: Report) -> list[tuple[str, str]]:
-    return [
-        ("Conversations", str(report.conversations)),
-        ("Messages", str(report.messages)),
-        ("Shopper messages", str(report.shopper_messages)),
-        ("Assistant answers", str(report.answers)),
-        ("Agent messages", str(report.agent_messages)),
-        ("Answered without a person", str(report.deflected)),
-        ("Deflection rate", _percent(report.deflection_rate)),
-        ("Handoffs", str(report.handoffs)),
-        ("Handoffs with a human reply", str(report.handoffs_replied)),
-        ("Median time to first human reply (s)", _number(report.median_first_human_reply, 0)),
-        ("CSAT responses", str(report.csat_responses)),
-        ("CSAT average (1-5)", _number(report.csat_average, 2)),
-        ("CSAT satisfied (4-5)", _percent(report.csat_satisfied)),
-        ("Thumbs up", str(report.thumbs_up)),
-        ("Thumbs down", str(report.thumbs_down)),
-        ("Product cards shown", str(report.cards_shown)),
-        ("Answers with cards", str(report.answers_with_cards)),
-        ("Card clicks", str(report.card_clicks)),
-        ("Card click-through", _percent(report.click_through)),
-        ("Prompt tokens", str(report.prompt_tokens)),
-        ("Cached prompt tokens", str(report.cached_tokens)),
-        ("Prefix-cache share", _percent(report.cache_share)),
-        ("Median first-token time (ms)", _number(report.median_first_token_ms, 0)),
-        ("No-match replies", str(report.no_match_answers)),
-        ("Not-understood replies", str(report.not_understood_answers)),
-        ("Order conversations", str(report.order_conversations)),
-        ("Order conversations verified", str(report.order_verified)),
-        ("Order conversations answered without a person", str(report.order_deflected)),
-        ("Order requests pending", str(report.requests_pending)),
-        ("Order requests accepted", str(report.requests_accepted)),
-        ("Order requests declined", str(report.requests_declined)),
-    ]
+    return [(label, _figure(report, name)) for label, name in _SUMMARY.items()]
 
 
 DAILY_HEADER = ("Day", "Conversations", "Answered without a person", "Handoffs")

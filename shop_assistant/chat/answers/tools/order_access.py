@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.utils.translation import gettext as _
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from shop_assistant.orders import replies, verification
 from shop_assistant.orders.conversations import Verified, Waiting
@@ -20,10 +20,18 @@ from shop_assistant.orders.models import Order
 from ..composition import ORDER, Composition
 from .registry import Context
 
-NUMBER_FIELD = Field(None, max_length=40, description="the order number, if the shopper gave one")
-EMAIL_FIELD = Field(None, max_length=200, description="the email address on the order, if the shopper gave one")
 _OUTCOME_REPLIES = {verification.NEED_NUMBER: replies.NEED_NUMBER, verification.NOT_FOUND: replies.NOT_FOUND,
                     verification.LIMITED: replies.LIMITED}  # fmt: skip
+
+
+# The arguments every order tool takes, each when the shopper gave it; a tool's own come after them. (No
+# docstring: a model's docstring is its schema's description, which the model planner reads.)
+class OrderArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    order_number: str = Field(  # type: ignore[assignment]
+        None, max_length=40, description="the order number, if the shopper gave one")
+    email: str = Field(  # type: ignore[assignment]
+        None, max_length=200, description="the email address on the order, if the shopper gave one")
 
 
 @dataclass

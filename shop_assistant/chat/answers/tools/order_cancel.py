@@ -5,23 +5,20 @@ store's own sentence on cancelling is quoted with the request for the number and
 from __future__ import annotations
 
 from django.utils.translation import gettext as _
-from pydantic import BaseModel, ConfigDict
 
 from shop_assistant.orders import replies
 from shop_assistant.orders.conversations import Requested
 from shop_assistant.orders.models import Order, OrderRequest
 
 from ..composition import Composition
-from .order_access import EMAIL_FIELD, NUMBER_FIELD, answered, order_for
+from .order_access import OrderArguments, answered, order_for
 from .registry import Context, register
 
 CANCEL_QUESTION = "Can I change or cancel my order?"  # a search of the store's documents, not shown
 
 
-class OrderCancelArguments(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    order_number: str = NUMBER_FIELD  # type: ignore[assignment]
-    email: str = EMAIL_FIELD  # type: ignore[assignment]
+class OrderCancelArguments(OrderArguments):
+    pass  # the order tools' arguments alone (a docstring would enter the planner's schema)
 
 
 @register(

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from shop_assistant.orders import replies
 
 from ..composition import Composition
-from .order_access import EMAIL_FIELD, NUMBER_FIELD, answered, order_for
+from .order_access import OrderArguments, answered, order_for
 from .registry import Context, register
 
 
-class OrderItemsArguments(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    order_number: str = NUMBER_FIELD  # type: ignore[assignment]
-    email: str = EMAIL_FIELD  # type: ignore[assignment]
+class OrderItemsArguments(OrderArguments):
+    pass  # the order tools' arguments alone (a docstring would enter the planner's schema)
 
 
 @register(

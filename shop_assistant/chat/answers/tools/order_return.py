@@ -6,21 +6,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from shop_assistant.orders import returns
 from shop_assistant.orders.conversations import EXCHANGE_WANTED
 from shop_assistant.orders.policy import return_rules
 
 from ..composition import Composition
-from .order_access import EMAIL_FIELD, NUMBER_FIELD, answered, order_for
+from .order_access import OrderArguments, answered, order_for
 from .registry import Context, register
 
 
-class OrderReturnArguments(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    order_number: str = NUMBER_FIELD  # type: ignore[assignment]
-    email: str = EMAIL_FIELD  # type: ignore[assignment]
+class OrderReturnArguments(OrderArguments):
     kind: Literal["return", "exchange"] = Field("return", description="exchange: for another size or colour")
     wanted: str = Field(None, max_length=100, description="for an exchange: the size or colour wanted")  # type: ignore[assignment]
 

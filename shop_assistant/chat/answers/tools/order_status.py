@@ -3,19 +3,16 @@ Dec 6."), and for a parcel that has not arrived, what that status means, with th
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from shop_assistant.orders import replies
 
 from ..composition import TRACKING_QUESTION, Composition, tracking_quotes
-from .order_access import EMAIL_FIELD, NUMBER_FIELD, answered, order_for
+from .order_access import OrderArguments, answered, order_for
 from .registry import Context, register
 
 
-class OrderStatusArguments(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    order_number: str = NUMBER_FIELD  # type: ignore[assignment]
-    email: str = EMAIL_FIELD  # type: ignore[assignment]
+class OrderStatusArguments(OrderArguments):
     not_arrived: bool = Field(False, description="the shopper says the parcel has not arrived")
 
 
