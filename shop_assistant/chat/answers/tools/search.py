@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated
 
+from django.utils.translation import gettext as _
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from catalog import terms
@@ -31,7 +32,7 @@ from ..composition import (
     no_answer_reply,
     no_match_reply,
 )
-from ..opening import over_the_limit
+from ..opening import money, over_the_limit
 from .registry import Context, register
 
 
@@ -90,6 +91,9 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
     if asks_about_the_store(text):
         return Composition(NO_ANSWER, reply=no_answer_reply())
     whole = _is_the_message(context, arguments.query)
+    over = _only_over_the_limit(context, arguments)
+    if over:
+        return Composition(NO_MATCH, reply=over)
     if is_small_talk(text) or not asks_the_catalog(text) and whole:
         return Composition(MODEL, facts=retrieved.facts, topic=SMALL_TALK)  # talk, nothing asked of the catalog
     # What the store does not carry is said in the shopper's words: a correction that found nothing either
@@ -105,7 +109,7 @@ NEAR_MISS = Decimal("1.25")
 def _left_out_by_the_limit(context: Context, arguments: SearchArguments, retrieved) -> list[str]:  # noqa: ANN001
     """The sentence for the best match of the words when the shopper's price limit left it out ("hiking boots
     under 150": the boots are 159), so the cheaper products shown are not taken for it; [] otherwise."""
-    limit = arguments.max_price if arguments.max_price is not None else price_limits(context.text)[1]
+    limit = _limit(context, arguments)
     if limit is None or not retrieved.cards:
         return []
     # min_price 0: no limit read from the words either (the query may hold "under 150")
@@ -117,6 +121,20 @@ def _left_out_by_the_limit(context: Context, arguments: SearchArguments, retriev
     if best["sku"] in shown or not limit < facts.price <= limit * NEAR_MISS:
         return []
     return [over_the_limit(facts.title, facts.price, limit, facts.currency)]
+
+
+def _limit(context: Context, arguments: SearchArguments) -> Decimal | None:
+    return arguments.max_price if arguments.max_price is not None else price_limits(context.text)[1]
+
+
+def _only_over_the_limit(context: Context, arguments: SearchArguments) -> str:
+    """"Nothing we have for that is under 30.00 USD.": the words match products, all above the shopper's limit
+    (not "we don't carry camps", which is false); "" when there is no limit or nothing matches at all."""
+    limit = _limit(context, arguments)
+    if limit is None or not context.retrieve(context.store, arguments.query, min_price=Decimal("0")).found:
+        return ""
+    amount = money(limit, context.store.currency)
+    return f"{_('Nothing we have for that is under {limit}.').format(limit=amount)} {_('Try a higher limit or other words, or ask for a person.')}"
 
 
 def _is_the_message(context: Context, query: str) -> bool:

@@ -33,3 +33,12 @@ def test_nothing_is_added_when_the_best_match_fits_or_is_far_over_the_limit(shop
     assert search(shop, "hiking boots", query="hiking boots").lead == []
     # 189.00 USD is almost twice 100: not what the shopper meant to look at
     assert search(shop, "rain jacket under 100", query="rain jacket under 100").lead == []
+
+
+def test_words_that_match_only_above_the_limit_are_no_we_dont_carry(shop):
+    composition = search(shop, "hiking boots under 20", query="hiking boots under 20")
+    assert composition.kind == "no_match" and not composition.cards
+    assert composition.reply.startswith("Nothing we have for that is under 20.00 USD.")
+    # What the store does not sell at any price is still said so.
+    kayaks = search(shop, "kayak under 100", query="kayak under 100")
+    assert kayaks.reply.startswith("Sorry, we don't carry kayak")
