@@ -207,7 +207,7 @@ def test_the_language_check_reads_the_answer_without_the_shown_products_names():
 
 
 def test_every_key_of_the_set_has_a_rule_and_an_unknown_key_is_an_error():
-    _, conversations = evaluation.load_conversations()
+    conversations = [c for split in ("all", "fresh") for c in evaluation.load_conversations(split=split)[1]]
     used = {key for c in conversations for turn in c.turns for key in turn["expect"]}
     assert used - {"sku_options"} <= RULES.keys()
     with pytest.raises(ValueError, match="no rule"):
@@ -285,10 +285,27 @@ def test_the_set_loads_by_split_and_by_id():
     assert store == "demo" and len(everything) == 75
     _, test = evaluation.load_conversations(split="test")
     assert test and {c.split for c in test} == {"test"}
+    # "all" keeps meaning the two halves written before any tuning; the held-out split loads only on its own.
+    assert {c.split for c in everything} == {"dev", "test"}
+    _, fresh = evaluation.load_conversations(split="fresh")
+    assert len(fresh) == 24 and {c.split for c in fresh} == {"fresh"}
+    _, picked = evaluation.load_conversations(split="fresh", only=["fresh-03"])
+    assert [c.id for c in picked] == ["fresh-03"]
+    with pytest.raises(ValueError, match="fresh-03"):
+        evaluation.load_conversations(only=["fresh-03"])
     _, two = evaluation.load_conversations(only=["followup-02", "handoff-01"])
     assert [c.id for c in two] == ["followup-02", "handoff-01"]
     with pytest.raises(ValueError, match="kayak-99"):
         evaluation.load_conversations(only=["kayak-99"])
+
+
+def test_the_command_takes_each_split_and_all():
+    from shop_assistant.evaluation.management.commands.evaluate_conversations import Command
+
+    parser = Command().create_parser("manage.py", "evaluate_conversations")
+    for split in ("dev", "test", "fresh", "all"):
+        assert parser.parse_args(["--split", split]).split == split
+    assert parser.parse_args([]).split == "all"
 
 
 def test_the_catalog_view_reads_the_demo_store(db):

@@ -34,6 +34,33 @@ def test_at_least_sixty_conversations_split_dev_and_test_with_every_kind_in_both
     assert {"es", "fr", "de"} <= {c["language"] for c in SET if c["split"] == "test"}
 
 
+def test_the_fresh_split_is_24_new_conversations_of_the_same_kinds():
+    """The held-out split written 2026-12-06: the kinds in about the halves' proportions, Spanish, French and
+    German among them, and no shopper's words taken over from a row of the other splits."""
+    fresh = [c for c in SET if c["split"] == "fresh"]
+    assert [c["id"] for c in fresh] == [f"fresh-{n:02d}" for n in range(1, 25)]
+    assert Counter(c["kind"] for c in fresh) == {
+        "budget": 3, "gift": 3, "need": 2, "total": 2, "capacity": 2, "compare": 2, "stock": 1, "typo": 2,
+        "language": 4, "handoff": 1, "policy": 1, "no_match": 1,
+    }  # fmt: skip
+    assert {"es", "fr", "de"} <= {c["language"] for c in fresh}
+    assert {c["kind"] for c in fresh} <= {c["kind"] for c in SET if c["split"] == "test"}
+    seen = {turn["shopper"].lower() for c in SET if c["split"] != "fresh" for turn in c["turns"]}
+    assert not seen & {turn["shopper"].lower() for c in fresh for turn in c["turns"]}
+
+
+def test_a_gift_budget_names_only_products_in_stock_under_it():
+    """A fresh gift with a budget is right with any card under it: the products it accepts all have a variant in
+    stock at or under the budget the shopper gave."""
+    budgets = {"fresh-04": Decimal("70"), "fresh-06": Decimal("40")}
+    for conversation in SET:
+        if conversation["id"] in budgets:
+            accepted = conversation["turns"][0]["expect"]["cards_include_any"]
+            for handle in accepted:
+                assert any(Decimal(v["price"]) <= budgets[conversation["id"]] and v["inventory_quantity"] > 0
+                           for v in HANDLES[handle]["variants"]), (conversation["id"], handle)  # fmt: skip
+
+
 @pytest.mark.parametrize("key", ["cards_include", "cards_exclude", "cards_include_any"])
 def test_every_product_named_is_in_the_demo_store(key):
     for cid, expect in _expectations():

@@ -1,4 +1,5 @@
-"""python manage.py evaluate_conversations [--split test|dev|all] [--planner rules|model] [--json OUT] [--only ID,ID]"""
+"""python manage.py evaluate_conversations [--split dev|test|fresh|all] [--planner rules|model] [--json OUT]
+[--only ID,ID]"""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--split", choices=("dev", "test", "all"), default="all")
+        parser.add_argument("--split", choices=(*evaluation.SPLITS, "all"), default="all",
+                            help="all: dev and test (fresh, the held-out split, is run only on its own)")  # fmt: skip
         parser.add_argument("--planner", choices=evaluation.PLANNERS, default=evaluation.DEFAULT_PLANNER,
                             help="the ANSWER_PLANNER setting to run under")  # fmt: skip
         parser.add_argument("--json", dest="json_out", help="write every turn's text and verdict to this file")
