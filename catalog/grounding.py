@@ -40,11 +40,12 @@ _NOT_A_PRICE = (
 # English, Spanish, French and German (lowered): "under 150", "por menos de 150", "moins de 150 €", "unter 150"
 _PRICE_BELOW = re.compile(
     r"\b(?:under|below|less than|cheaper than|at most|no more than|up to|max(?:imum)?|menos de|por debajo de|"
+    r"no (?:pase|pasa|supere|supera|cueste m[aá]s) de|no m[aá]s de|pas plus de|ne d[eé]passant pas|nicht mehr als|"
     r"hasta|como m[aá]ximo|m[aá]ximo|moins de|en dessous de|au plus|au maximum|jusqu['’]à|unter|weniger als|"
     r"bis zu|bis|h[oö]chstens|maximal)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)" + _NOT_A_PRICE
 )
 _PRICE_ABOVE = re.compile(
-    r"\b(?:over|above|more than|at least|min(?:imum)?|m[aá]s de|por encima de|al menos|plus de|au moins|"
+    r"\b(?<!no )(?<!not )(?<!nicht )(?:over|above|more than|at least|min(?:imum)?|m[aá]s de|por encima de|al menos|plus de|au moins|"
     r"[uü]ber|mehr als|mindestens)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)" + _NOT_A_PRICE
 )
 _PRICE_BETWEEN = re.compile(r"\bbetween\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)\s*(?:and|-|to)\s*[$€£]?\s*(\d+(?:\.\d{1,2})?)")
@@ -108,6 +109,34 @@ class Grounding:
     quotes: list[dict] = field(default_factory=list)
     products: list[ProductFacts] = field(default_factory=list)
     answers: list[passages.Match] = field(default_factory=list)
+
+
+# Gift ideas are suggestions, not answers to "do you have X?": a product is kept on a weaker likeness to what the
+# person likes (their words rarely name a product: "a colleague who hikes at weekends"). Calibrated on the demo
+# catalog: the socks and the first-aid kit score 0.21-0.25 in meaning for that colleague; unrelated products
+# (the sun hat, the mug) under 0.15. Keyword hits stand on their own ("camps" and the Titanium Camp Mug).
+IDEA_MIN_SEMANTIC = 0.20
+IDEA_MIN_KEYWORD = 0.5
+IDEA_RELATIVE_CUTOFF = 0.5
+
+
+def ideas(store: Store, text: str, k: int = 3, *, min_price: Decimal | None = None,
+          max_price: Decimal | None = None) -> Grounding:
+    """Products to suggest for what someone likes (``text``), in stock and within the price range, best first:
+    ``ground``'s cards and facts with the weaker bar of a suggestion (``IDEA_MIN_SEMANTIC``)."""
+    found = search(text, k * 3, store=store, min_price=min_price, max_price=max_price, in_stock=True)
+    if not any(h.keyword > 0 for h in found):
+        # None of the person's words is the catalog's ("kayaking", "golf"): likeness alone would suggest trekking
+        # poles to a kayaker (0.38 in meaning), so nothing is suggested.
+        return Grounding(facts=NO_MATCH, cards=[], found=False)
+    hits = [h for h in found if h.variant is not None and (h.semantic >= IDEA_MIN_SEMANTIC or h.keyword >= IDEA_MIN_KEYWORD)]
+    if hits:
+        hits = [h for h in hits if h.score >= IDEA_RELATIVE_CUTOFF * hits[0].score][:k]
+    if not hits:
+        return Grounding(facts=NO_MATCH, cards=[], found=False)
+    lines = ["Products from the catalog that could suit:"] + [_product_line(i, hit) for i, hit in enumerate(hits, 1)]
+    return Grounding(facts="\n".join(lines), cards=[card(hit) for hit in hits], found=True,
+                     products=[product_facts(hit) for hit in hits])
 
 
 def price_limits(text: str) -> tuple[Decimal | None, Decimal | None]:

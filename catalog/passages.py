@@ -51,7 +51,10 @@ KIND_PATTERNS = {
         r"\b(ship|ships|shipping|shipped|deliver(?:y|ies|ed)?|postage|courier|dispatch(?:ed)?|arriv(?:e|es|ed|ing)|"
         r"tracking|where is my (?:order|parcel|package))\b"
     ),
-    StoreDocument.Kind.WARRANTY: r"\b(warrant(?:y|ies)|guarantee[ds]?|defects?|defective|faulty|broken|repairs?)\b",
+    StoreDocument.Kind.WARRANTY: (
+        r"\b(warrant(?:y|ies)|guarantee[ds]?|defects?|defective|faulty|broken|breaks?|broke|repairs?|"
+        r"(?:is|are) (?:that|this|it|they) covered|covered by)\b"
+    ),
     StoreDocument.Kind.FAQ: (
         r"\b(faq|pay|payments?|paypal|gift ?cards?|discounts?|coupons?|promo(?:tion)? codes?|size guide|sizing|"
         r"contact|phone|e-?mail|opening hours|account|cancel(?:l?ed|ling)?|order status|track my order)\b"

@@ -28,13 +28,13 @@ _COUNT = r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) +
 # "what would ... cost together?", "what's the total?", "how much for two ... and one ...", "boots + socks = how much"
 _ASKS_TOTAL = re.compile(
     r"\b(?:total|together|altogether|in all|what do i pay|how much (?:is|would|will) (?:that|it|this|all|they|those|both)"
-    r"|how much for)\b|\bwhat (?:would|will|do|does)\b[^?]*\bcost\b|=\s*how much|,\s*how much\b|\bhow much\b[^?]*(?:\+|\bplus\b|\band\b|,)|(?:\+|\bplus\b)[^?]*\bhow much\b",
+    r"|how much for)\b|\bwhat (?:would|will|do|does)\b[^?]*\b(?:cost|set (?:me|us) back|come to|run (?:me|us))\b|=\s*how much|,\s*how much\b|\bhow much\b[^?]*(?:\+|\bplus\b|\band\b|,)|(?:\+|\bplus\b)[^?]*\bhow much\b",
     re.IGNORECASE,
 )
 _HOW_MUCH_MORE = re.compile(r"\bhow much (?:more|less|cheaper) (?:is|are|does|do) (.+?) (?:than|compared (?:to|with)) (.+?)[?.!]*$", re.I)
 _TOTAL_FILLER = re.compile(
     r"\b(?:what do i pay|how much(?: is| for| would| will| are| do| does)?(?: that| it| this| they| those| all)?"
-    r"(?: be| cost)?|what(?:'s| is| would| will)?|would|will|costs?|together|altogether|in total|the total|total|"
+    r"(?: be| cost)?|what(?:'s| is| would| will)?|would|will|costs?|set (?:me|us) back|come to|run (?:me|us)|together|altogether|in total|the total|total|"
     r"in all|i need|i(?:'d| would|'ll| will) take|if i (?:get|buy|take|order)|i want|please|then|so)\b|[=?!]",
     re.IGNORECASE,
 )
@@ -104,12 +104,14 @@ _QUERY_BOUND = next(m.max_length for m in SearchArguments.model_fields["query"].
 # for hiking). Read in English only; the words of the activity stay.
 _GIFT = re.compile(r"\b(?:gifts?|presents?|stocking stuffers?)\b(?!\s*(?:cards?|certificates?|vouchers?|wrap\w*|receipts?|box\w*))|\bfor (?:my|our) [a-z]+\b(?=.*\bwho\b)", re.I)
 _GIFT_FRAME = re.compile(
-    r"\b(?:(?:a|an|some|any|good|nice)\s+)*(?:gifts?|presents?|stocking stuffers?)(?:\s+ideas?)?(?:\s+for)?\b"
+    r"\b(?:(?:a|an|some|any|good|nice|birthday|christmas|xmas|anniversary|leaving|farewell|retirement|wedding|"
+    r"graduation|housewarming|thank[- ]you)\s+)*(?:gifts?|presents?|stocking stuffers?)(?:\s+ideas?)?(?:\s+for)?\b"
     r"|\b(?:for\s+)?(?:my|our|a|an)\s+(?:dad|father|mom|mum|mother|wife|husband|son|daughter|kids?|friend|brother|"
     r"sister|partner|boyfriend|girlfriend|grandpa|grandma|grandfather|grandmother|boss|colleague|uncle|aunt|niece|"
     r"nephew|teen|teenager)\b"
     r"|\b(?:for\s+)?(?:someone|somebody|a person|people)\b"
-    r"|\bwho(?:'s| is)?\s+(?:loves?|likes?|enjoys?|is into|into|does|goes)\b|\bwho\b|\bidea\b|[?!]",
+    r"|\b(?:who|that)(?:'s| is)?\s+(?:(?:just|really|always)\s+)?(?:loves?|likes?|enjoys?|is into|into|does|goes|got into)\b"
+    r"|\b(?:any|just|always|really|who|that|ideas?)\b|[?!]",
     re.IGNORECASE,
 )
 # The price words a filter already holds ("around 50 bucks", "under 30"), left out of the searched words.
@@ -268,7 +270,7 @@ def plan(context: Context) -> list[Call]:
 
 
 def _gift_search(text: str, budget: Decimal | None) -> Call | None:
-    """"a gift for my dad who loves hiking, around 50 bucks": a search for what the gift is about (hiking) within
+    """"a gift for my dad who loves hiking, around 50 bucks": gift ideas for what the person likes (hiking) within
     the budget; None when the message is not about a gift or names nothing else."""
     if not _GIFT.search(text):
         return None
@@ -276,12 +278,12 @@ def _gift_search(text: str, budget: Decimal | None) -> Call | None:
     if len(re.findall(r"[a-z]{3,}", words, re.I)) == 0:
         return None  # "any gift ideas?": nothing to search for but the whole message
     low, high = price_limits(text)
-    arguments: dict[str, object] = {"query": words[:_QUERY_BOUND]}
+    arguments: dict[str, object] = {"interests": words[:_QUERY_BOUND]}
     if high is not None or budget is not None:
         arguments["max_price"] = high if high is not None else budget
     if low is not None:
         arguments["min_price"] = low
-    return call("search_products", **arguments)
+    return call("suggest_gifts", **arguments)
 
 
 def _whole_message_search(arguments: dict[str, object]) -> Call:

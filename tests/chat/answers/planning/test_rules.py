@@ -144,12 +144,14 @@ def test_plain_product_questions_stay_the_last_resort_search_of_the_corrected_wo
 
 
 SEARCHES = [
-    # a gift: what it is about, within the budget (who it is for is not what the catalog sells)
+    # a gift: ideas for what the person likes, within the budget (who it is for is not what the catalog sells)
     ("a gift for my dad who loves hiking, around 50 bucks", False,
-     [("search_products", {"query": "hiking", "max_price": Decimal("65")})]),
+     [("suggest_gifts", {"interests": "hiking", "max_price": Decimal("65")})]),
     ("Gift idea for a trail runner, under 150?", False,
-     [("search_products", {"query": "a trail runner", "max_price": Decimal("150")})]),
-    ("I need a present for my sister who loves camping", False, [("search_products", {"query": "I need camping"})]),
+     [("suggest_gifts", {"interests": "a trail runner", "max_price": Decimal("150")})]),
+    ("I need a present for my sister who loves camping", False, [("suggest_gifts", {"interests": "I need camping"})]),
+    ("Leaving present for a colleague who hikes at weekends, no more than 40 dollars", False,
+     [("suggest_gifts", {"interests": "hikes at weekends", "max_price": Decimal("40")})]),
     ("Do you sell gift cards?", False, [("search_products", {"query": "Do you sell gift cards?"})]),
     # a price limit in another language is read from the message (the catalog's words hold no number)
     ("¿Tienen botas de montaña por menos de 150?", False,

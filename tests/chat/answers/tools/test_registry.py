@@ -21,7 +21,7 @@ from tests.chat.answers.conftest import accepts
 
 EXAMPLES = [(tool.name, message, arguments) for tool in REGISTRY.values() for message, arguments in tool.examples]
 TOOLS = ("search_products", "product_details", "compare_products", "price_total", "check_capacity", "policy_lookup",
-         "products_on_sale", "handoff", "order_status", "order_items", "order_return", "order_cancel",
+         "products_on_sale", "suggest_gifts", "handoff", "order_status", "order_items", "order_return", "order_cancel",
          "small_talk")  # fmt: skip
 
 
