@@ -289,8 +289,9 @@ def call_tag(tool: dict[str, Any]) -> dict[str, Any]:
 def auto_call_tag(tools: list[dict[str, Any]], parallel: bool) -> dict[str, Any]:
     """The structural tag of an ``auto`` answer (``tools``: OpenAI function definitions): EITHER calls alone, one
     block or (``parallel``) several separated by newlines, maybe a newline after the last (``CALLS_END``), OR prose
-    whose first character is no tag, brace, bracket, backquote or whitespace (``PROSE_START``), in which a tag starting ``<tool`` (``CALL_TRIGGER``) is
-    again one of the calls (after the first, with ``parallel`` false, the answer ends).
+    whose first character is no tag, brace, bracket, backquote or whitespace (``PROSE_START``), in which a tag
+    starting ``<tool`` (``CALL_TRIGGER``) is again one of the calls (after the first, with ``parallel`` false, the
+    answer ends).
 
     Invariant: every ``<tool_call>`` block of the answer names a declared tool and its arguments validate
     against that tool's parameters, so ``HermesCalls`` reads each as a call."""
