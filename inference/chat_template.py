@@ -14,14 +14,15 @@ gets the same conversation rewritten into the roles it knows, in the Hermes form
 
 So the calls a model writes and the calls it is shown in its history have one format, whichever template.
 
-The template is the model's own, less one known fault (``model_template``): the Qwen2.5 GGUF files carry the
-call example with its braces doubled inside a Jinja string literal, where Jinja writes them as they are.
+The template is the model's own, rendered as transformers' ``apply_chat_template`` renders it (so as vLLM and
+SGLang do), byte for byte: Qwen2.5's shows its call example as ``{{"name": <function-name>, "arguments":
+<args-json-object>}}``, the braces doubled inside a Jinja string literal, in Qwen's own tokenizer_config.json as in
+its GGUF files. That is the prompt the model was released with; it is not ours to rewrite.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -51,33 +52,14 @@ def render_chat(
     tools: list[dict[str, Any]] | None = None,
 ) -> str:
     """The template's text for ``conversation`` (and ``tools``), before tokenization."""
-    template = model_template(tokenizer)
     if has_tools_branch(tokenizer):
         kwargs = {"tools": tools} if tools else {}
         conversation = [_with_argument_objects(m) for m in conversation]
         return tokenizer.apply_chat_template(
-            conversation, tokenize=False, add_generation_prompt=add_generation_prompt, chat_template=template,
-            **kwargs,
+            conversation, tokenize=False, add_generation_prompt=add_generation_prompt, **kwargs,
         )
     conversation = _without_tool_roles(conversation, tools)
-    return tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=add_generation_prompt,
-                                         chat_template=template)
-
-
-# The call example of Qwen2.5's tools prompt, its braces doubled: ``{{\"name\": <function-name>, \"arguments\":
-# <args-json-object>}}`` inside a Jinja string literal (as the GGUF files of Qwen2.5-Coder carry it). In a literal
-# Jinja writes ``{{`` as it is, so the model would be shown ``{{"name": ...}}`` and copy that wrapper; Qwen's own
-# template (tokenizer_config.json) has single braces.
-_DOUBLED_CALL_EXAMPLE = re.compile(r'\{\{(\\"name\\": [^{}]*)\}\}')
-
-
-def model_template(tokenizer: Any) -> str | None:
-    """The tokenizer's chat template with the doubled braces of a Qwen2.5 call example made single (any other
-    template comes back unchanged); None when the tokenizer has no template of its own."""
-    template = getattr(tokenizer, "chat_template", None)
-    if not isinstance(template, str):
-        return None
-    return _DOUBLED_CALL_EXAMPLE.sub(r"{\1}", template)
+    return tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=add_generation_prompt)
 
 
 def has_tools_branch(tokenizer: Any) -> bool:

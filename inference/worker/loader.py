@@ -295,7 +295,16 @@ def _unpermute_rotary(weight: torch.Tensor, heads: int) -> torch.Tensor:
 # ---------------------------------------------------------------- config and weights
 
 
+# The special tokens llama.cpp ends a generation at, found by their text (its llama-vocab.cpp does so for every
+# GGUF): a GGUF names one eos, while chat models end their turns with others too. Qwen2.5 ends a tool call with
+# ``<|endoftext|>``, not ``<|im_end|>`` (Qwen's own generation_config.json lists both, as vLLM reads it).
+END_OF_GENERATION = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>",
+                     "<|end_of_text|>", "<EOT>")
+
+
 def _eos_ids(hf_config: Any, path: Path) -> list[int]:
+    """The tokens that end a generation: the config's and generation config's eos; for a folder converted from a
+    GGUF (which keeps one eos), also its special tokens of ``END_OF_GENERATION``, as llama.cpp runs that GGUF."""
     ids: list[int] = []
     for source in (hf_config, _generation_config(path)):
         value = getattr(source, "eos_token_id", None) if source is not None else None
@@ -304,7 +313,18 @@ def _eos_ids(hf_config: Any, path: Path) -> list[int]:
         for token in value if isinstance(value, list) else [value]:
             if token not in ids:
                 ids.append(int(token))
+    if (path / SOURCE_MARKER).is_file():
+        ids += [token for token in _special_tokens(path, END_OF_GENERATION) if token not in ids]
     return ids
+
+
+def _special_tokens(path: Path, names: tuple[str, ...]) -> list[int]:
+    """The ids of the special tokens named ``names`` in the folder's tokenizer.json (none without one)."""
+    try:
+        added = json.loads((path / "tokenizer.json").read_text(encoding="utf-8")).get("added_tokens", [])
+    except (OSError, ValueError):
+        return []
+    return sorted(int(t["id"]) for t in added if t.get("special") and t.get("content") in names)
 
 
 def _generation_config(path: Path) -> Any:

@@ -263,6 +263,10 @@ PROSE_START = r"[^<{\[`\s]"
 # Where prose turns into a call: any tag that starts like the call's ("<tools>", "<tools/>", "<tool>": the
 # wrappers the model puts a call in after some words) can only go on as a <tool_call> block.
 CALL_TRIGGER = "<tool"
+# What may follow the last call before the answer ends: Qwen2.5 writes "</tool_call>\n" then its end token (in
+# Qwen's template, as in our history, calls are separated by that newline). Without it the newline could only be
+# the separator, and the model, its end token masked, repeated its call until max_tokens.
+CALLS_END = r"\n?"
 # Whitespace inside a call's JSON: one character at a time (", " and ": " as json.dumps writes them); a sampled
 # model left free can spend its whole budget on newlines.
 CALL_WHITESPACE = 1
@@ -284,16 +288,20 @@ def call_tag(tool: dict[str, Any]) -> dict[str, Any]:
 
 def auto_call_tag(tools: list[dict[str, Any]], parallel: bool) -> dict[str, Any]:
     """The structural tag of an ``auto`` answer (``tools``: OpenAI function definitions): EITHER calls alone, one
-    block or (``parallel``) several separated by newlines, OR prose whose first character is no tag, brace,
-    bracket, backquote or whitespace (``PROSE_START``), in which a tag starting ``<tool`` (``CALL_TRIGGER``) is
-    again one of the calls (after the first, with ``parallel`` false, the answer ends).
+    block or (``parallel``) several separated by newlines, maybe a newline after the last (``CALLS_END``), OR prose
+    whose first character is no tag, brace, bracket, backquote or whitespace (``PROSE_START``), in which a tag
+    starting ``<tool`` (``CALL_TRIGGER``) is again one of the calls (after the first, with ``parallel`` false, the
+    answer ends).
 
     Invariant: every ``<tool_call>`` block of the answer names a declared tool and its arguments validate
     against that tool's parameters, so ``HermesCalls`` reads each as a call."""
     tags = [call_tag(tool) for tool in tools]
     one = not parallel
-    calls = {"type": "tags_with_separator", "tags": tags, "separator": "\n", "at_least_one": True,
-             "stop_after_first": one}
+    calls = {"type": "sequence", "elements": [
+        {"type": "tags_with_separator", "tags": tags, "separator": "\n", "at_least_one": True,
+         "stop_after_first": one},
+        {"type": "regex", "pattern": CALLS_END},
+    ]}
     prose = {"type": "sequence", "elements": [
         {"type": "regex", "pattern": PROSE_START},
         {"type": "triggered_tags", "triggers": [CALL_TRIGGER], "tags": tags, "stop_after_first": one},

@@ -245,6 +245,18 @@ def test_an_auto_answer_cannot_be_a_wrapped_call_or_an_invalid_one(auto_grammars
     assert not accepts(auto_grammars[True], text)
 
 
+@pytest.mark.parametrize("parallel", [True, False])
+def test_an_auto_answer_of_calls_may_end_after_the_newline_that_follows_the_last(auto_grammars, parallel) -> None:
+    """Qwen2.5 writes ``</tool_call>\\n`` then its end token: the newline must not oblige another call (the model,
+    its end token masked, repeated its call until max_tokens)."""
+    grammar = auto_grammars[parallel]
+    assert accepts(grammar, WEATHER_CALL + "\n") and accepts(grammar, WEATHER_CALL)
+    assert not accepts(grammar, WEATHER_CALL + "\n\n") and not accepts(grammar, WEATHER_CALL + "\nSure.")
+    assert accepts(grammar, WEATHER_CALL + "\n" + ADD_CALL + "\n") is parallel
+    content, calls = read(WEATHER_CALL + "\n")
+    assert content == "" and len(calls) == 1
+
+
 def test_without_parallel_calls_an_auto_answer_holds_at_most_one(auto_grammars) -> None:
     one = auto_grammars[False]
     assert accepts(one, WEATHER_CALL) and accepts(one, "Sure.\n" + WEATHER_CALL) and accepts(one, "Sure.")

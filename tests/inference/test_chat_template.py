@@ -80,8 +80,8 @@ def test_a_template_with_a_tools_branch_renders_them_itself(fresh_tokenizer: Any
     assert not render_chat(fresh_tokenizer, HISTORY[:1]).startswith("<|im_start|>system")
 
 
-# The tools prompt of the Qwen2.5-Coder GGUF files, reduced: its call example sits in a Jinja string literal with
-# doubled braces, which Jinja writes as they are.
+# The tools prompt of Qwen2.5's template, reduced: its call example sits in a Jinja string literal with doubled
+# braces, which Jinja writes as they are (Qwen's tokenizer_config.json and its GGUF files alike).
 GGUF_QWEN_TEMPLATE = (
     "{%- if tools %}{{- '<|im_start|>system\\n# Tools\\n<tools>' }}{%- for tool in tools %}{{- '\\n' }}"
     "{{- tool | tojson }}{%- endfor %}"
@@ -93,19 +93,17 @@ GGUF_QWEN_TEMPLATE = (
 )
 
 
-def test_the_doubled_braces_of_a_qwen_gguf_call_example_are_shown_single(fresh_tokenizer: Any) -> None:
+def test_a_tools_prompt_is_the_templates_own_byte_for_byte(fresh_tokenizer: Any) -> None:
+    """What vLLM and SGLang show the model: the template as transformers renders it, the call example's doubled
+    braces included (the prompt the model was released with is not ours to rewrite)."""
     fresh_tokenizer.chat_template = GGUF_QWEN_TEMPLATE
     conversation = [{"role": "user", "content": "Weather in {{Paris}}?"}]
-    as_jinja_writes_it = fresh_tokenizer.apply_chat_template(conversation, tools=[WEATHER], tokenize=False,
-                                                             add_generation_prompt=True)
-    doubled, single = ('{{"name": <function-name>, "arguments": <args-json-object>}}',
-                       '{"name": <function-name>, "arguments": <args-json-object>}')
-    assert doubled in as_jinja_writes_it  # the fault
     text = render_chat(fresh_tokenizer, conversation, tools=[WEATHER])
-    assert f"<tool_call>\n{single}\n</tool_call><|im_end|>" in text and doubled not in text
-    assert text == as_jinja_writes_it.replace(doubled, single)  # nothing else changes, the user's braces included
-    # The template itself is left as it is, and a template without the fault renders unchanged.
-    assert fresh_tokenizer.chat_template == GGUF_QWEN_TEMPLATE
+    assert text == fresh_tokenizer.apply_chat_template(conversation, tools=[WEATHER], tokenize=False,
+                                                        add_generation_prompt=True)
+    assert '<tool_call>\n{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>' in text
+    assert encode_chat(fresh_tokenizer, conversation, tools=[WEATHER]) == fresh_tokenizer.encode(
+        text, add_special_tokens=False)
     fresh_tokenizer.chat_template = TOOLS_TEMPLATE
     assert render_chat(fresh_tokenizer, HISTORY, tools=[WEATHER]) == fresh_tokenizer.apply_chat_template(
         [*HISTORY[:1], {**HISTORY[1], "tool_calls": [

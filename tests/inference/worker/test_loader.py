@@ -44,6 +44,25 @@ def test_bundled_model_config_and_weights(model_path: Path) -> None:
     assert len(weights) == 2 + 30 * 9  # embeddings, final norm, 9 tensors per layer (lm_head is tied)
 
 
+def test_a_converted_gguf_ends_at_every_end_of_generation_token_a_plain_folder_at_its_own(
+    model_path: Path, tmp_path: Path, make_tiny_checkpoint
+) -> None:
+    """As llama.cpp runs a GGUF: its one eos plus the special tokens it ends a generation at by their text
+    (SmolLM2's ``<|endoftext|>``, id 0; Qwen2.5 ends a tool call with its own). A Hugging Face folder's
+    generation config is taken as it is (vLLM's rule)."""
+    assert json.loads((model_path / "generation_config.json").read_text())["eos_token_id"] == 2
+    assert load_model_config(model_path).eos_token_ids == [2, 0]
+    plain = make_tiny_checkpoint(tmp_path / "tiny", "qwen2")
+    own = load_model_config(plain).eos_token_ids
+    added = [{"id": 90, "content": "<|endoftext|>", "special": True}, {"id": 91, "content": "<|im_end|>",
+             "special": True}, {"id": 92, "content": "<tool_call>", "special": False},
+             {"id": 93, "content": "<|endoftext|>x", "special": True}]
+    (plain / "tokenizer.json").write_text(json.dumps({"added_tokens": added}))
+    assert load_model_config(plain).eos_token_ids == own
+    (plain / SOURCE_MARKER).write_text("{}")  # the same folder, as if converted from a GGUF
+    assert load_model_config(plain).eos_token_ids == own + [90, 91]
+
+
 def test_load_weights_casts_to_the_requested_dtype(tmp_path: Path, make_tiny_checkpoint) -> None:
     path = make_tiny_checkpoint(tmp_path / "tiny", "qwen2")
     config, weights = load_weights(path, torch.float16)
