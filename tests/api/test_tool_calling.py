@@ -266,12 +266,10 @@ def qwen_server(django_db_setup, tmp_path_factory):
 
 
 @pytest.mark.heavy
-@pytest.mark.xfail(strict=True, reason=(
-    "measured 2026-12-05 (engine, same request, the call example then shown in single braces): Qwen2.5-Coder "
-    "narrates the call under auto: 'To get the weather in Paris today, you can use the `get_weather` function "
-    "...'; not re-run since the prompt is the official template's (2026-12-06); see docs/benchmark.md"))
 def test_qwen_calls_a_tool_on_its_own_and_answers_with_the_result(qwen_server, api_key):
-    """Qwen2.5-Coder calls the tool on its own under ``auto``; the answer after the tool's result quotes it."""
+    """Qwen2.5-Coder calls the tool on its own under ``auto``; the answer after the tool's result quotes it.
+    (It narrated the call instead while our tools prompt differed from Qwen's own template by one line: fixed
+    2026-12-06, docs/benchmark.md "Function calling".)"""
     import openai
 
     qwen = openai.OpenAI(base_url=f"{qwen_server.http}/v1", api_key=api_key, max_retries=0, timeout=600)
