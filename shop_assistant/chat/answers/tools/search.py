@@ -114,11 +114,11 @@ def _left_out_by_the_limit(context: Context, arguments: SearchArguments, retriev
         return []
     # min_price 0: no limit read from the words either (the query may hold "under 150")
     unbounded = context.retrieve(context.store, arguments.query, min_price=Decimal("0"))
-    if not unbounded.cards or not unbounded.products:
+    if not unbounded.products:
         return []
-    best, facts = unbounded.cards[0], unbounded.products[0]
-    shown = {card["sku"] for card in retrieved.cards}
-    if best["sku"] in shown or not limit < facts.price <= limit * NEAR_MISS:
+    facts = unbounded.products[0]
+    # By product, not variant: the limit may have kept a cheaper size of the same product (the Regular pad).
+    if facts.title in {shown.title for shown in retrieved.products} or not limit < facts.price <= limit * NEAR_MISS:
         return []
     return [over_the_limit(facts.title, facts.price, limit, facts.currency)]
 
@@ -131,7 +131,8 @@ def _only_over_the_limit(context: Context, arguments: SearchArguments) -> str:
     """"Nothing we have for that is under 30.00 USD.": the words match products, all above the shopper's limit
     (not "we don't carry camps", which is false); "" when there is no limit or nothing matches at all."""
     limit = _limit(context, arguments)
-    if limit is None or not context.retrieve(context.store, arguments.query, min_price=Decimal("0")).found:
+    # Products only: a store document the words also find is no product over the limit.
+    if limit is None or not context.retrieve(context.store, arguments.query, min_price=Decimal("0")).cards:
         return ""
     amount = money(limit, context.store.currency)
     return f"{_('Nothing we have for that is under {limit}.').format(limit=amount)} {_('Try a higher limit or other words, or ask for a person.')}"
