@@ -29,6 +29,37 @@ def screenshot_dir(folder: str) -> Path:
     return path
 
 
+# What makes a test a database test: pytest-django's fixtures that open the test database (a fixture of ours that
+# needs one, such as `store`, brings `db` into the test's fixture closure), or its `django_db` marker.
+DATABASE_FIXTURES = frozenset({
+    "db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server",
+    "django_db_setup",
+})
+
+
+def uses_database(item: pytest.Item) -> bool:
+    """The test opens the test database, directly or through one of its fixtures."""
+    return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))) or item.get_closest_marker("django_db") is not None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-tests", action="store_true",
+        help="run only the tests that open the database (CI's PostgreSQL pass: the others ran in the first pass, and "
+             "the backend cannot change them)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--database-tests"):
+        return
+    keep = [item for item in items if uses_database(item)]
+    dropped = [item for item in items if not uses_database(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 def service_unavailable(what: str) -> None:
     message = f"{what} is not reachable"
     if os.environ.get("CI"):

@@ -173,8 +173,8 @@ class ModelRunner:
 
     def _projections_kernel(self) -> str:
         """What runs the projections: "panels-fp32", "panels-amx" or "panels-avx512_bf16" (the C++ panel kernel;
-        its bf16 path chosen once from the CPU's flags, ``ENGINE_SMALL_LINEAR`` forcing one), "panels-int8" or
-        "panels-int4" (the quantized weights), "onednn", "torch"."""
+        its bf16 path chosen once from the CPU's flags, ``ENGINE_SMALL_LINEAR`` forcing one), "panels-w8a8" (the int8
+        mode) or "panels-int4" (the quantized weights), "onednn", "torch"."""
         if self.quantization != "none":
             return f"panels-{self.quantization}"
         if self.small_linears and self.dtype in (torch.float32, torch.bfloat16):

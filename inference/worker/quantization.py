@@ -1,22 +1,22 @@
-"""Weight-only int8 and int4 projections for the CPU (``ENGINE_QUANTIZATION=none|int8|int4|auto``).
+"""Quantized int8 and int4 projections for the CPU (``ENGINE_QUANTIZATION=none|int8|int4|auto``).
 
 A decode step reads every weight once, so on a CPU its time is the weights' bytes over the memory's bandwidth:
 3.1 GB a step for the 1.5B model in bf16. The weights are re-quantized at load, group-wise along the input
-dimension, into the panel layouts of ``csrc/quant_linear.cpp``, which turns them back into bf16 in registers:
+dimension, into the panel layouts of ``csrc/quant_linear.cpp``:
 
-- int8: symmetric, ``w = s * q``, ``q`` in -127..127, one bf16 scale per output and group of 64 inputs
-  (8.25 bits a weight);
+- int8 (a tensor's scheme ``w8a8``): symmetric, ``w = s * q``, ``q`` in -127..127, one bf16 scale per output and
+  group of 32 inputs (8.5 bits a weight);
 - int4: asymmetric, ``w = s * q + m``, ``q`` in 0..15, a bf16 scale and minimum per output and group of 32
   (5 bits a weight; the GGUF's Q4_K uses the same 32-weight groups, so its 4-bit grid is mostly kept).
 
-int8 is weight-only (bf16 activations: exact products, fp32 sums). int4 also quantizes each row of activations
-to int8 per group of 32 inside the kernel (AVX512-VNNI byte products; unpacking nibbles into bf16 made the
-kernel compute bound), which moved the 1.5B model's perplexity from 26.29 to 26.24 in emulation. The int4 mode's
-8-bit tensors (those a 4-bit source kept at more bits, and the vocabulary projection) are ``w8a8``: int8 codes,
-group of 32, times the same int8 activations, one VNNI instruction per 4 inputs (the weight-only int8 kernel
-spends 5 conversions per 16 codes turning them into bf16, which made these tensors a third of an int4 step). :func:`dequantize`
-and :func:`reference_linear` are what the kernels are tested against. The quantized panels replace the weight (no bf16 copy is kept);
-a tied vocabulary projection keeps int8 panels, from which the embedding rows are read too.
+Both kernels quantize each row of activations to int8 per group of 32 and multiply bytes (AVX512-VNNI
+``vpdpbusd``, or AVX2's ``vpmaddubsw`` pairs), exact int32 sums: turning codes into bf16 in registers made the
+kernels compute bound (int4 nibbles on a Zen 4; a weight-only int8 kernel decoded the 1.5B model no faster than
+bf16 on an AMX Xeon, 7.4 against 7.7 tokens/s, where w8a8 runs 14.5 with a lower perplexity, docs/quantization.md).
+The int4 mode's 8-bit tensors (those a 4-bit source kept at more bits, and the vocabulary projection) are w8a8 too.
+:func:`dequantize` and :func:`reference_linear` are what the kernels are tested against. The quantized panels
+replace the weight (no bf16 copy is kept); a tied vocabulary projection keeps 8-bit panels, from which the
+embedding rows are read too.
 """
 
 from __future__ import annotations
@@ -30,17 +30,18 @@ from inference.worker.attention import cpu_kernels
 
 logger = logging.getLogger(__name__)
 
-SCHEMES = ("none", "int8", "int4")  # what ENGINE_QUANTIZATION names; "w8a8" is a tensor's scheme inside int4
+SCHEMES = ("none", "int8", "int4")  # what ENGINE_QUANTIZATION names; a tensor's scheme is "w8a8" (8 bits) or "int4"
+EIGHT_BIT = "w8a8"  # the 8-bit tensors' scheme: the int8 mode's, and the int4 mode's 8-bit tensors
 LANES = 16  # outputs per panel: the AVX-512 kernels' vector width
-GROUPS = {"int8": (64, 32), "int4": (32,), "w8a8": (32,)}  # group sizes along K, preferred first (the first dividing K is used)
+GROUPS = {"int4": (32,), "w8a8": (32,)}  # group sizes along K, preferred first (the first dividing K is used)
 
 
 @dataclass(frozen=True)
 class QuantizedWeight:
     """One projection's weight ``[N, K]`` as quantized panels (the layouts of ``csrc/quant_linear.cpp``)."""
 
-    scheme: str  # "int8", "w8a8" or "int4"
-    q: torch.Tensor  # int8 [N/16, K/2, 32], uint8 [N/16, K/4, 64] (w8a8: code + 128) or [N/16, K/8, 64] (int4)
+    scheme: str  # "w8a8" or "int4"
+    q: torch.Tensor  # uint8 [N/16, K/4, 64] (w8a8: code + 128) or [N/16, K/8, 64] (int4: two codes a byte)
     scales: torch.Tensor  # bf16 [N/16, K/group, 16]
     mins: torch.Tensor | None  # int4: bf16 [N/16, K/group, 16]
     group: int
@@ -52,8 +53,8 @@ class QuantizedWeight:
 
 
 def kernel_isa() -> int:
-    """Which quantized kernels this CPU runs: 2 with AVX512-BF16 and AVX512-VNNI (int8, w8a8, int4), 1 with AVX2
-    and FMA (w8a8, int4: the weight-only int8 kernel's bf16 products need AVX512-BF16), 0 none (or no compiler)."""
+    """Which quantized kernels this CPU runs: 2 with AVX512-BF16 and AVX512-VNNI (byte products by
+    ``vpdpbusd``), 1 with AVX2 and FMA (``vpmaddubsw`` pairs), 0 none (or no compiler)."""
     return int(torch.ops.shop_assistant.quant_linear_isa()) if cpu_kernels.load() else 0
 
 
@@ -83,14 +84,15 @@ def can_quantize(weight: torch.Tensor, scheme: str) -> bool:
 def quantize(weight: torch.Tensor, scheme: str) -> QuantizedWeight:
     """``weight`` ``[N, K]`` rounded to the nearest code of its group (scales rounded to bf16 first, so the codes
     are the nearest under the scales the kernel uses)."""
+    if scheme not in GROUPS:
+        raise ValueError(f"a tensor's scheme is w8a8 or int4; got {scheme!r}")
     n, k = weight.shape
     group = next(g for g in GROUPS[scheme] if k % g == 0)
     w = weight.detach().float().reshape(n, k // group, group)
-    if scheme in ("int8", "w8a8"):
+    if scheme == "w8a8":
         scale = (w.abs().amax(-1) / 127).clamp_min(1e-12).bfloat16()
         q = torch.round(w / scale.float().unsqueeze(-1)).clamp(-127, 127).to(torch.int8).reshape(n, k)
-        packed = _pack_int8(q) if scheme == "int8" else _pack_w8a8(q)
-        return QuantizedWeight(scheme, packed, _panel_major(scale), None, group, (n, k))
+        return QuantizedWeight(scheme, _pack_w8a8(q), _panel_major(scale), None, group, (n, k))
     lo, hi = w.amin(-1), w.amax(-1)
     scale = ((hi - lo) / grid_levels(w)).clamp_min(1e-12).bfloat16()
     low = lo.bfloat16()
@@ -116,23 +118,16 @@ def grid_levels(groups: torch.Tensor, most: int = 15) -> torch.Tensor:
 
 
 def schemes_for(weights: list[torch.Tensor], scheme: str) -> list[str]:
-    """The scheme of each weight: ``scheme`` ("auto" is int8: weight-only, its loss the smallest measured on both
-    models), except that int4 follows a 4-bit source's own mix: where most weights lie on 4-bit grids (a Q4_K_M
+    """The scheme of each weight: w8a8 for the int8 mode ("auto" is int8: its loss the smallest measured on both
+    models), and int4 following a 4-bit source's own mix: where most weights lie on 4-bit grids (a Q4_K_M
     GGUF), those that do not were kept at more bits by the source (Q6_K) for its quality, and are w8a8 here (8-bit
     codes on the int4 kernels' int8 activations)."""
     if scheme != "int4":
-        return [eight_bit()] * len(weights)
+        return [EIGHT_BIT] * len(weights)
     grid = [on_4bit_grid(w) for w in weights]
     if sum(grid) < len(grid) / 2:
         return ["int4"] * len(weights)
     return ["int4" if g else "w8a8" for g in grid]
-
-
-def eight_bit() -> str:
-    """The 8-bit scheme of this CPU: weight-only int8 with AVX512-BF16 (exact bf16 products), else w8a8 (the
-    activations on int8 steps too, as int4's are: AVX2 has no bf16 products, and its byte products need both
-    operands as bytes)."""
-    return "int8" if kernel_isa() >= 2 else "w8a8"
 
 
 def on_4bit_grid(weight: torch.Tensor) -> bool:
@@ -150,11 +145,6 @@ def _panel_major(per_group: torch.Tensor) -> torch.Tensor:
     return per_group.reshape(n // LANES, LANES, groups).transpose(1, 2).contiguous()
 
 
-def _pack_int8(q: torch.Tensor) -> torch.Tensor:
-    n, k = q.shape  # step kk, lane j: bytes 2j, 2j + 1 = q[j][2kk], q[j][2kk + 1]
-    return q.reshape(n // LANES, LANES, k // 2, 2).permute(0, 2, 1, 3).reshape(n // LANES, k // 2, 2 * LANES).contiguous()
-
-
 def _pack_w8a8(q: torch.Tensor) -> torch.Tensor:
     n, k = q.shape  # step k4, lane j, b in 0..3: byte 4j + b = q[j][4k4 + b] + 128
     u = (q.to(torch.int16) + 128).to(torch.uint8)
@@ -169,10 +159,8 @@ def _pack_int4(q: torch.Tensor) -> torch.Tensor:
 
 
 def codes(weight: QuantizedWeight) -> torch.Tensor:
-    """The codes ``[N, K]`` back out of the panels (int8 and w8a8 as -127..127; int4 as 0..15)."""
+    """The codes ``[N, K]`` back out of the panels (w8a8 as -127..127; int4 as 0..15)."""
     n, k = weight.shape
-    if weight.scheme == "int8":
-        return weight.q.reshape(n // LANES, k // 2, LANES, 2).permute(0, 2, 1, 3).reshape(n, k)
     if weight.scheme == "w8a8":
         u = weight.q.reshape(n // LANES, k // 4, LANES, 4).permute(0, 2, 1, 3).reshape(n, k)
         return (u.to(torch.int16) - 128).to(torch.int8)
@@ -200,9 +188,7 @@ def dequantize_rows(weight: QuantizedWeight, rows: torch.Tensor) -> torch.Tensor
     panels without de-quantizing the rest."""
     n, k = weight.shape
     panel, lane = rows // LANES, rows % LANES
-    if weight.scheme == "int8":
-        q = weight.q.reshape(n // LANES, k // 2, LANES, 2)[panel, :, lane, :].reshape(len(rows), k).float()
-    elif weight.scheme == "w8a8":
+    if weight.scheme == "w8a8":
         q = weight.q.reshape(n // LANES, k // 4, LANES, 4)[panel, :, lane, :].reshape(len(rows), k).float() - 128
     else:
         lines = weight.q.reshape(n // LANES, k // 8, LANES, 4)[panel, :, lane, :]  # [T, K/8, 4]
@@ -223,12 +209,10 @@ def quantize_activations(x: torch.Tensor, group: int) -> torch.Tensor:
 
 
 def reference_linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """What :func:`linear` computes, in float64 before its one rounding (fp32 here): int8 on x as given, w8a8 on
-    x's int8 steps, int4 on x's int8 steps for the codes' term and on x itself for the minimums' term."""
+    """What :func:`linear` computes, in float64 before its one rounding (fp32 here): w8a8 on x's int8 steps, int4
+    on x's int8 steps for the codes' term and on x itself for the minimums' term."""
     x64 = x.double()
-    if weight.scheme == "int8":
-        out = x64 @ dequantize(weight).double().T
-    elif weight.scheme == "w8a8":
+    if weight.scheme == "w8a8":
         out = quantize_activations(x, weight.group).double() @ dequantize(weight).double().T
     else:
         scales = _per_output(weight.scales, weight.group).double()
@@ -243,9 +227,7 @@ def linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None =
     x = x if x.stride(-1) == 1 else x.contiguous()
     out = x.new_empty(x.shape[0], weight.shape[0])
     b = None if bias is None else bias.contiguous()
-    if weight.scheme == "int8":
-        torch.ops.shop_assistant.quant_linear_int8_(out, x, weight.q, weight.scales, b, weight.group)
-    elif weight.scheme == "w8a8":
+    if weight.scheme == "w8a8":
         torch.ops.shop_assistant.quant_linear_w8a8_(out, x, weight.q, weight.scales, b, weight.group)
     else:
         torch.ops.shop_assistant.quant_linear_int4_(out, x, weight.q, weight.scales, weight.mins, b, weight.group)

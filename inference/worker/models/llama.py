@@ -377,21 +377,21 @@ class LlamaForCausalLM(nn.Module):
         for module, one in zip(linears, chosen):
             module.quantize(one)
         head = weight if self.lm_head is None else self.lm_head.weight
-        # 8 bits either way; in the int4 mode on the int4 kernels' int8 activations (w8a8), its bytes a fifth of a step.
-        head_scheme = "w8a8" if "int4" in chosen else quantization.eight_bit()
+        # 8 bits in both modes (w8a8; in the int4 mode its bytes are a fifth of a step).
+        head_scheme = quantization.EIGHT_BIT
         if quantization.can_quantize(head, head_scheme):
             self.lm_head_quantized = quantization.quantize(head, head_scheme)
             if self.lm_head is not None:
                 self.lm_head.weight = nn.Parameter(head.new_empty(0), requires_grad=False)
         # The embedding rows come from the tied head's panels, or from the table's own (one copy either way).
         table = self.lm_head_quantized if self.lm_head is None else None
-        own = "int4" if "int4" in chosen and quantization.on_4bit_grid(weight) else quantization.eight_bit()
+        own = "int4" if "int4" in chosen and quantization.on_4bit_grid(weight) else quantization.EIGHT_BIT
         if table is None and quantization.can_quantize(weight, own):
             table = quantization.quantize(weight, own)
         if table is not None:
             self.embed_tokens.quantized = table
             self.embed_tokens.weight = nn.Parameter(weight.new_empty(0), requires_grad=False)
-        self.quantization = "int4" if "int4" in chosen else chosen[0] if chosen else quantization.eight_bit()
+        self.quantization = "int4" if "int4" in chosen else quantization.EIGHT_BIT
         return True
 
     def use_fused_cpu_ops(self) -> bool:

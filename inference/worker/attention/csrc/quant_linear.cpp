@@ -1,31 +1,29 @@
-// Projections on quantized panels: int8 (symmetric, weight-only) and int4 (asymmetric), group-wise along K.
+// Projections on quantized panels: w8a8 (symmetric 8-bit codes) and int4 (asymmetric), group-wise along K.
 //
 // A decode step on a real-size model reads every weight once per step, so its projections are bound by memory:
 // the 1.5B model's bf16 weights are 3.1 GB a step. Kept as int8 they are half that, as int4 about a third (plus
 // one scale, and for int4 one minimum, per group of `group` weights along K). Each group's sum is scaled once,
 // at the group's end, never code by code:
-//   int8: sum_k x_k w_k = s_g * sum_k x_k q_k                      (w = s_g q, q in -127..127)
 //   int4: sum_k x_k w_k = s_g * a_g * sum_k xq_k q_k + m_g * sum_k x_k   (w = s_g q + m_g, q in 0..15)
 //   w8a8: sum_k x_k w_k = s_g * a_g * sum_k xq_k q_k                 (w = s_g q, q in -127..127)
-// int8: the codes turned into bf16 in registers (exact: every int8 is a bf16) and multiplied as the bf16 panels
-// are (small_linear.cpp): exact products with bf16 x, fp32 sums. int4: turning nibbles into bf16 cost more
-// instructions than the products on a 2-core Zen 4 (21 tokens/s, compute bound), so x is quantized too, per row
+// Turning codes into bf16 in registers cost more instructions than the products: int4 nibbles on a 2-core Zen 4
+// (21 tokens/s, compute bound), and a weight-only int8 kernel (5 conversions per 16 codes) ran the 1.5B model's
+// decode no faster than bf16 on a 2-core AMX Xeon (7.4 against 7.7 tokens/s; as w8a8, 14.5). So x is quantized, per row
 // and group, to int8 (xq = round(x / a_g), a_g = max |x| / 127; llama.cpp's Q8 activations) and the codes are
 // multiplied with AVX512-VNNI (vpdpbusd: 64 unsigned-by-signed byte products a instruction, exact int32 sums).
 // The minimum's term uses the sum of x itself. Measured: the 1.5B model's perplexity 26.24 with xq, 26.29 exact.
 //
 // Layouts (made by inference/worker/quantization.py; N outputs in panels of 16, as the bf16 panels):
-//   int8: [N / 16, K / 2, 32] bytes: step kk holds, for lane j, (q[j][2kk], q[j][2kk + 1]) at bytes 2j, 2j + 1:
-//         the bf16 panels' pair layout, so one conversion gives a dot-product operand.
 //   int4: [N / 16, K / 8, 64] bytes: step k8 holds, for lane j, byte 4j + b = q[j][8k8 + b] | q[j][8k8 + 4 + b] << 4:
 //         the low nibbles of lane j's 32 bits are its codes for k8 * 8 + 0..3, the high ones for + 4..7.
 //   w8a8: [N / 16, K / 4, 64] bytes: step k4 holds, for lane j, bytes 4j + b = q[j][4k4 + b] + 128 (uint8).
 //   scales (and int4's minimums): bf16 [N / 16, K / group, 16].
 // Every row's result is one fixed sequence of operations whatever the number of rows (rows run in tiles of
 // kQRows against each panel; x is quantized row by row), so the projections stay batch invariant. Needs
-// AVX512-BF16, AVX512-BW and AVX512-VNNI; elsewhere quant_linear_ready() is false and the weights stay as loaded.
+// AVX512-BW and AVX512-VNNI (the AVX-512 kernels) or AVX2 and FMA; elsewhere quant_linear_isa() is 0 and the
+// weights stay as loaded.
 //
-// Registered as torch.ops.shop_assistant.quant_linear_int8_ / quant_linear_int4_ / quant_linear_w8a8_.
+// Registered as torch.ops.shop_assistant.quant_linear_int4_ / quant_linear_w8a8_.
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -52,7 +50,7 @@ void with_rows(int64_t M, F&& kernel) {
 }
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
-#define SHOP_ASSISTANT_QUANT 2  // AVX-512: the int8 (weight-only), w8a8 and int4 kernels
+#define SHOP_ASSISTANT_QUANT 2  // AVX-512: the w8a8 and int4 kernels
 static_assert(kLanes == kPanel);
 // Rows per register tile: each row's group sum in a register (its running sum is in memory, see add_group).
 constexpr int kQRows = 16;
@@ -77,42 +75,6 @@ inline void store_rows(const float* acc, const c10::BFloat16* bias, c10::BFloat1
   for (int m = 0; m < kM; ++m) {
     const VecF a = load_vec(acc + m * kLanes);
     store_bf16(reinterpret_cast<uint16_t*>(out + m * ldo), bias != nullptr ? a + b : a);
-  }
-}
-
-// One int8 step (32 bytes: 16 lanes' pairs) as 16 bf16 pairs; exact, every int8 is a bf16.
-inline PairsBf16 int8_pairs(const int8_t* p) {
-  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));       // lanes 0..7
-  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));  // lanes 8..15
-  const __m512 a = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
-  const __m512 b = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
-  return _mm512_cvtne2ps_pbh(b, a);  // the low half of the result from the second operand
-}
-
-template <int kM>
-void rows_times_int8(const c10::BFloat16* x, int64_t ldx, const int8_t* q, const c10::BFloat16* scales,
-                     const c10::BFloat16* bias, int64_t K, int64_t group, int64_t p0, int64_t p1,
-                     c10::BFloat16* out, int64_t ldo) {
-  const int64_t groups = K / group, steps = group / 2;
-  for (int64_t p = p0; p < p1; ++p) {
-    const int8_t* w = q + p * K * kLanes;
-    const c10::BFloat16* s = scales + p * groups * kLanes;
-    alignas(64) float acc[kM * kLanes] = {};
-    for (int64_t g = 0; g < groups; ++g) {
-      VecF part[kM];
-#pragma GCC unroll 16
-      for (int m = 0; m < kM; ++m) part[m] = VecF{};
-      for (int64_t kk = g * steps; kk < (g + 1) * steps; ++kk) {
-        const int8_t* line = w + kk * 2 * kLanes;
-        __builtin_prefetch(line + kAhead * 2 * kLanes);
-        const PairsBf16 wk = int8_pairs(line);
-#pragma GCC unroll 16
-        for (int m = 0; m < kM; ++m) part[m] = dot_pairs(part[m], wk, splat_pair(pair_bits(x + m * ldx + 2 * kk)));
-      }
-      const VecF sg = load_vec(s + g * kLanes);
-      for (int m = 0; m < kM; ++m) add_group(acc + m * kLanes, sg, part[m]);
-    }
-    store_rows<kM>(acc, bias != nullptr ? bias + p * kLanes : nullptr, out + p * kLanes, ldo);
   }
 }
 
@@ -158,9 +120,8 @@ void rows_times_int4(const int8_t* xq, int64_t K, const float* xs, const float* 
 
 // w8a8: the int8 codes stored offset by 128 (u = q + 128, unsigned: vpdpbusd's first operand) against the
 // row's int8 steps (xq, signed), 4 inputs a lane a step: sum_k xq_k q_k = sum_k xq_k u_k - 128 sum_k xq_k, exact in
-// int32, so a group's sum is the symmetric product of the two int8 vectors. One instruction per 4 inputs and row,
-// where the weight-only int8 kernel turns every code into bf16 first (5 conversions per 16 codes): used for the
-// tensors that the int4 mode keeps at 8 bits (docs/quantization.md).
+// int32, so a group's sum is the symmetric product of the two int8 vectors. One instruction per 4 inputs and row:
+// the int8 mode, and the tensors that the int4 mode keeps at 8 bits (docs/quantization.md).
 // `sumxq` [rows, groups]: the sums of xq (the offset's term).
 template <int kM>
 void rows_times_w8a8(const int8_t* xq, int64_t K, const float* xs, const int32_t* sumxq, const uint8_t* q,
@@ -194,67 +155,8 @@ void rows_times_w8a8(const int8_t* xq, int64_t K, const float* xs, const int32_t
   store_rows<kM>(acc, bias != nullptr ? bias + p * kLanes : nullptr, out, ldo);
 }
 
-// int8 steps of more rows than one tile: a panel's codes as bf16 pairs [K / 2][32] (the bf16 panels' layout),
-// exact, turned into bf16 once per panel instead of once per tile; rows_times_codes then sums them in the same
-// order as rows_times_int8, so a row's result is the same bit for bit whatever the row count.
-void codes_of_panel(const int8_t* q, int64_t p, int64_t K, uint16_t* pairs) {
-  const int8_t* w = q + p * K * kLanes;
-  for (int64_t kk = 0; kk < K / 2; ++kk)
-    _mm512_storeu_si512(pairs + kk * 32, reinterpret_cast<__m512i>(int8_pairs(w + kk * 32)));
-}
-
-template <int kM>
-void rows_times_codes(const c10::BFloat16* x, int64_t ldx, const uint16_t* pairs, const c10::BFloat16* s,
-                      const c10::BFloat16* bias, int64_t K, int64_t group, c10::BFloat16* out, int64_t ldo) {
-  const int64_t groups = K / group, steps = group / 2;
-  alignas(64) float acc[kM * kLanes] = {};
-  for (int64_t g = 0; g < groups; ++g) {
-    VecF part[kM];
-#pragma GCC unroll 16
-    for (int m = 0; m < kM; ++m) part[m] = VecF{};
-    for (int64_t kk = g * steps; kk < (g + 1) * steps; ++kk) {
-      const PairsBf16 wk = reinterpret_cast<PairsBf16>(_mm512_loadu_si512(pairs + kk * 32));
-#pragma GCC unroll 16
-      for (int m = 0; m < kM; ++m) part[m] = dot_pairs(part[m], wk, splat_pair(pair_bits(x + m * ldx + 2 * kk)));
-    }
-    const VecF sg = load_vec(s + g * kLanes);
-    for (int m = 0; m < kM; ++m) add_group(acc + m * kLanes, sg, part[m]);
-  }
-  store_rows<kM>(acc, bias, out, ldo);
-}
-
-void run_int8(at::Tensor& out, const at::Tensor& x, const at::Tensor& q, const at::Tensor& scales,
-              const std::optional<at::Tensor>& bias, int64_t group) {
-  const int64_t M = x.size(0), K = x.size(1), ldx = x.stride(0), ldo = out.stride(0), panels = q.size(0);
-  const c10::BFloat16* xp = x.data_ptr<c10::BFloat16>();
-  const int8_t* qp = q.data_ptr<int8_t>();
-  const c10::BFloat16* sp = scales.data_ptr<c10::BFloat16>();
-  const c10::BFloat16* bp = bias.has_value() ? bias->data_ptr<c10::BFloat16>() : nullptr;
-  c10::BFloat16* op = out.data_ptr<c10::BFloat16>();
-  if (M <= kQRows) {  // a decode step: the codes turned into bf16 in registers, straight from the stream
-    at::parallel_for(0, panels, 4, [&](int64_t p0, int64_t p1) {
-      with_rows<kQRows>(M, [&]<int kM>() { rows_times_int8<kM>(xp, ldx, qp, sp, bp, K, group, p0, p1, op, ldo); });
-    });
-    return;
-  }
-  // More rows (a prefill chunk): each panel's codes into bf16 once, in the core's cache, then every tile of rows.
-  const int64_t groups = K / group;
-  at::parallel_for(0, panels, 1, [&](int64_t p0, int64_t p1) {
-    thread_local std::vector<uint16_t> pairs;
-    if (static_cast<int64_t>(pairs.size()) < K * kLanes) pairs.resize(K * kLanes);
-    for (int64_t p = p0; p < p1; ++p) {
-      codes_of_panel(qp, p, K, pairs.data());
-      for (int64_t m0 = 0; m0 < M; m0 += kQRows)
-        with_rows<kQRows>(std::min<int64_t>(kQRows, M - m0), [&]<int kM>() {
-          rows_times_codes<kM>(xp + m0 * ldx, ldx, pairs.data(), sp + p * groups * kLanes,
-                               bp == nullptr ? nullptr : bp + p * kLanes, K, group, op + m0 * ldo + p * kLanes, ldo);
-        });
-    }
-  });
-}
-
 #elif defined(__AVX2__) && defined(__FMA__)
-#define SHOP_ASSISTANT_QUANT 1  // AVX2: the w8a8 and int4 kernels (no weight-only int8: its bf16 products need AVX512-BF16)
+#define SHOP_ASSISTANT_QUANT 1  // AVX2: the w8a8 and int4 kernels
 // AVX2 has no byte dot product accumulating into int32 (vpdpbusd): vpmaddubsw multiplies unsigned by signed bytes
 // into int16 pair sums (saturating) and vpmaddwd with ones adds the pairs into int32, 4 bytes a lane as vpdpbusd
 // does. A panel's 16 outputs are two 8-lane halves; 4 rows a tile keep their 8 half-sums in the 16 registers.
@@ -449,11 +351,9 @@ void check(const at::Tensor& out, const at::Tensor& x, const at::Tensor& q, cons
   TORCH_CHECK(x.dim() == 2 && x.stride(1) == 1 && out.dim() == 2 && out.stride(1) == 1, "x, out: [rows, features]");
   const int64_t M = x.size(0), K = x.size(1), panels = q.size(0);
   TORCH_CHECK(group > 0 && group % per_step == 0 && K % group == 0, "group: a multiple of the step dividing K");
-  // A step is per_step inputs of 16 lanes: 32 bytes of int8 pairs, 64 of w8a8 (4 inputs) or of int4 (8 inputs,
-  // 4 bits each).
-  const int64_t width = per_step == 2 ? 2 * kPanel : 4 * kPanel;
-  TORCH_CHECK(q.dim() == 3 && q.size(1) * per_step == K && q.size(2) == width && q.is_contiguous(),
-              "q: the layout of quantization's _pack_int8 / _pack_w8a8 / _pack_int4, contiguous");
+  // A step is per_step inputs of 16 lanes: 64 bytes of w8a8 (4 inputs) or of int4 (8 inputs, 4 bits each).
+  TORCH_CHECK(q.dim() == 3 && q.size(1) * per_step == K && q.size(2) == 4 * kPanel && q.is_contiguous(),
+              "q: the layout of quantization's _pack_w8a8 / _pack_int4, contiguous");
   TORCH_CHECK(out.size(0) == M && out.size(1) == panels * kPanel, "shapes disagree");
   for (const auto* t : {&scales, mins.has_value() ? &*mins : nullptr}) {
     if (t == nullptr) continue;
@@ -464,16 +364,6 @@ void check(const at::Tensor& out, const at::Tensor& x, const at::Tensor& q, cons
   if (bias.has_value())
     TORCH_CHECK(bias->scalar_type() == at::kBFloat16 && bias->is_contiguous() && bias->numel() == panels * kPanel,
                 "bias: one per output, contiguous, bfloat16");
-}
-
-void quant_linear_int8(at::Tensor out, const at::Tensor& x, const at::Tensor& q, const at::Tensor& scales,
-                       const std::optional<at::Tensor>& bias, int64_t group) {
-  check(out, x, q, scales, std::nullopt, bias, group, 2);
-  TORCH_CHECK(q.scalar_type() == at::kChar, "int8 codes: torch.int8");
-  TORCH_CHECK(SHOP_ASSISTANT_QUANT == 2, "weight-only int8 panels need AVX512-BF16 (this CPU runs w8a8 instead)");
-#if SHOP_ASSISTANT_QUANT == 2
-  run_int8(out, x, q, scales, bias, group);
-#endif
 }
 
 void quant_linear_int4(at::Tensor out, const at::Tensor& x, const at::Tensor& q, const at::Tensor& scales,
@@ -494,13 +384,12 @@ void quant_linear_w8a8(at::Tensor out, const at::Tensor& x, const at::Tensor& q,
 #endif
 }
 
-// 2: AVX-512 (int8, w8a8, int4), 1: AVX2 (w8a8, int4), 0: none.
+// 2: AVX-512 (VNNI byte products), 1: AVX2 (vpmaddubsw pairs), 0: none.
 int64_t quant_linear_isa() { return SHOP_ASSISTANT_QUANT; }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(shop_assistant, m) {
-  m.def("quant_linear_int8_(Tensor(a!) out, Tensor x, Tensor q, Tensor scales, Tensor? bias, int group) -> ()");
   m.def("quant_linear_int4_(Tensor(a!) out, Tensor x, Tensor q, Tensor scales, Tensor mins, Tensor? bias, "
         "int group) -> ()");
   m.def("quant_linear_w8a8_(Tensor(a!) out, Tensor x, Tensor q, Tensor scales, Tensor? bias, int group) -> ()");
@@ -508,7 +397,6 @@ TORCH_LIBRARY_FRAGMENT(shop_assistant, m) {
 }
 
 TORCH_LIBRARY_IMPL(shop_assistant, CPU, m) {
-  m.impl("quant_linear_int8_", &quant_linear_int8);
   m.impl("quant_linear_int4_", &quant_linear_int4);
   m.impl("quant_linear_w8a8_", &quant_linear_w8a8);
 }
