@@ -266,6 +266,8 @@ def qwen_server(django_db_setup, tmp_path_factory):
 
 
 @pytest.mark.heavy
+@pytest.mark.untimed
+@pytest.mark.backend_agnostic
 def test_qwen_calls_a_tool_on_its_own_and_answers_with_the_result(qwen_server, api_key):
     """Qwen2.5-Coder calls the tool on its own under ``auto``; the answer after the tool's result quotes it.
     (It narrated the call instead while our tools prompt differed from Qwen's own template by one line: fixed

@@ -99,6 +99,7 @@ def test_a_model_without_a_gguf_file_skips_llama_cpp(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.heavy
+@pytest.mark.untimed
 @pytest.mark.backend_agnostic
 def test_quick_run_writes_sane_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"

@@ -78,6 +78,7 @@ def ours(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, A
 
 
 @pytest.mark.heavy
+@pytest.mark.untimed
 @pytest.mark.parametrize("messages", [[SYSTEM, ASK], [ASK], [SYSTEM, ASK, CALLS, *RESULTS]],
                          ids=["system and user", "no system prompt", "calls and their results"])
 def test_the_tools_prompt_is_the_gguf_templates_own(qwen: tuple[Any, str], messages: list[dict[str, Any]]) -> None:

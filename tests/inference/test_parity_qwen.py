@@ -58,6 +58,7 @@ def _engine_tokens(path: Any, prompts: list[list[int]]) -> dict[str, list[list[i
 
 
 @pytest.mark.heavy
+@pytest.mark.untimed
 def test_qwen_1_5b_fp32_greedy_parity() -> None:
     from transformers import AutoModelForCausalLM
 
