@@ -53,8 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--database-tests"):
         return
-    keep = [item for item in items if uses_database(item)]
-    dropped = [item for item in items if not uses_database(item)]
+    keep, dropped = [], []
+    for item in items:
+        (keep if uses_database(item) else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

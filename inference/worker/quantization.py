@@ -127,7 +127,7 @@ def schemes_for(weights: list[torch.Tensor], scheme: str) -> list[str]:
     grid = [on_4bit_grid(w) for w in weights]
     if sum(grid) < len(grid) / 2:
         return ["int4"] * len(weights)
-    return ["int4" if g else "w8a8" for g in grid]
+    return ["int4" if g else EIGHT_BIT for g in grid]
 
 
 def on_4bit_grid(weight: torch.Tensor) -> bool:
