@@ -85,6 +85,33 @@ def test_a_load_is_not_a_weight_and_unknown_weights_are_said_plainly(shop):
     assert len(compared.cards) == 3  # the cards are shown anyway
 
 
+def test_which_is_warmer_reads_the_comfort_temperature_from_the_description(shop):
+    shown = cards_of(shop, "Breeze Synthetic Sleeping Bag", "Alpine Down Sleeping Bag", "Cascade Fleece Jacket")
+    compared = compare(shop, "Which of those is warmer?", shown)
+    assert [product.title for product in compared.products] == [
+        "Alpine Down Sleeping Bag", "Breeze Synthetic Sleeping Bag", "Cascade Fleece Jacket"
+    ]
+    assert compared.reply == (
+        "The Alpine Down Sleeping Bag is the warmest, comfortable to -7 °C, then the Breeze Synthetic Sleeping Bag "
+        "(10 °C). Our catalog doesn't list a comfort temperature for the Cascade Fleece Jacket."
+    )  # the fleece is "warm" in its text, but no rating: not ranked on a guess
+
+
+def test_a_comfort_temperature_is_a_rating_in_either_scale_and_only_a_rating():
+    from catalog.grounding import ProductFacts
+    from shop_assistant.chat.answers.comparison import comfort_temperature
+
+    def facts(description: str) -> ProductFacts:
+        return ProductFacts(title="Bag", variant="", price=Decimal("1"), currency="USD", compare_at_price=None,
+                            in_stock=True, others_in_stock=False, product_type="", vendor="", tags=(), options="",
+                            description=description)  # fmt: skip
+
+    assert comfort_temperature(facts("Comfort rating 23 °F, limit 10 °F.")) == (-5.0, "23 °F")
+    assert comfort_temperature(facts("A light bag. Comfortable to −2°C.")) == (-2.0, "−2°C")
+    assert comfort_temperature(facts("The canister works down to -10 °C.")) is None  # not a comfort rating
+    assert comfort_temperature(facts("Warm and soft.")) is None
+
+
 def test_which_of_them_is_waterproof_puts_the_waterproof_ones_first(shop):
     shown = cards_of(shop, "Cascade Fleece Jacket", "Trailblazer Waterproof Hiking Boots", "Men's Stormshell Rain Jacket")
     compared = compare(shop, "Are any of those waterproof?", shown)
@@ -132,6 +159,8 @@ def test_recognising_the_question():
     assert asked_attribute("Which of these is the cheapest?") == ("price", True)
     assert asked_attribute("Is either of them waterproof?") == ("waterproof", True)
     assert asked_attribute("Do they come in my size?") == ("size", True)
+    assert asked_attribute("Which of those is warmer?") == ("warmth", True)
+    assert asked_attribute("which one is better for colder nights?") == ("warmth", True)
     assert asked_attribute("lighter") is None  # no reference to the cards shown
 
 

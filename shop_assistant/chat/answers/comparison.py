@@ -2,8 +2,8 @@
 
 Searching the catalog again with such a message finds nothing (or something else): the shopper means the cards of
 the previous answer. This module recognises that kind of message, reads those products again from the catalog and
-orders them by what was asked (price from the variants, weight and waterproofing from the product's own text,
-sizes from its options), so the right product comes first and its card is shown again. The sentence is composed
+orders them by what was asked (price from the variants; weight, warmth and waterproofing from the product's own
+text; sizes from its options), so the right product comes first and its card is shown again. The sentence is composed
 from catalog facts only: a figure in it is one the catalog row holds, word for word; when the catalog does not
 say, the reply says so instead of guessing. Blocking (database): a worker thread. The sentences are translated
 (composed under the shopper's language); titles, prices and the catalog's weights go in unchanged.
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from catalog.grounding import ProductFacts, card, is_size, product_facts
 from catalog.models import Product, Store, Variant
@@ -24,7 +25,7 @@ from catalog.search import SearchHit
 
 from .opening import capitalised, listing, money, sold_out
 
-PRICE, WEIGHT, WATERPROOF, SIZE = "price", "weight", "waterproof", "size"
+PRICE, WEIGHT, WARMTH, WATERPROOF, SIZE = "price", "weight", "warmth", "waterproof", "size"
 
 # The message points back at what was shown ("those", "which one", "either of them"). Not "ones": "do you have
 # cheaper ones?" asks for other products, which the search answers (composition's follow-ups).
@@ -38,6 +39,7 @@ _ASKS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
     (re.compile(r"\b(?:pricier|priciest|more expensive|most expensive|higher price|highest price|premium)\b", re.I), PRICE, False),
     (re.compile(r"\b(?:light(?:er|est)|weighs? less|less weight|lowest weight)\b", re.I), WEIGHT, True),
     (re.compile(r"\b(?:heav(?:ier|iest)|weighs? more|more weight)\b", re.I), WEIGHT, False),
+    (re.compile(r"\b(?:warm(?:er|est)|more warmth|colder (?:nights?|weather|temperatures?)|for (?:the )?cold)\b", re.I), WARMTH, True),
     (re.compile(r"\b(?:water ?proof|water-?resistant|rain ?proof|keeps? (?:me |you )?dry|for (?:the )?rain)\b", re.I), WATERPROOF, True),
     (re.compile(r"\b(?:my size|in (?:a |an )?size|sizes?\b|fits? me)", re.I), SIZE, True),
 )
@@ -50,6 +52,10 @@ _LOAD_SENTENCE = re.compile(r"\b(?:holds?|up to|capacity|load|supports?|carr(?:y
 _WEIGHT = re.compile(r"(\d+(?:[.,]\d+)?)\s*(kg|kilograms?|g|grams?|lbs?|pounds?|oz|ounces?)\b", re.IGNORECASE)
 _GRAMS = {"kg": 1000.0, "kilogram": 1000.0, "g": 1.0, "gram": 1.0, "lb": 453.592, "pound": 453.592,
           "oz": 28.3495, "ounce": 28.3495}  # fmt: skip
+# "keeps you comfortable to -7 °C", "Comfort rating 5 °F": a temperature in a sentence about comfort or a rating is
+# the product's comfort temperature (a lower one is warmer); other temperatures (a stove's canister) are not.
+_RATING_SENTENCE = re.compile(r"\b(?:comfort\w*|rated|rating|limit)\b", re.IGNORECASE)
+_TEMPERATURE = re.compile(r"(?<![\w.])([-−]?\s?\d+(?:[.,]\d+)?)\s*°\s*([CF])\b")
 _NOT_WATERPROOF = re.compile(r"\bnot (?:fully )?water ?proof\b", re.IGNORECASE)
 _WATERPROOF = re.compile(r"\bwater ?proof\b", re.IGNORECASE)
 _RESISTANT = re.compile(r"\bwater[- ](?:resistant|repellent)\b", re.IGNORECASE)
@@ -114,6 +120,22 @@ def weight_of(facts: ProductFacts) -> tuple[float, str] | None:
     return None
 
 
+def comfort_temperature(facts: ProductFacts) -> tuple[float, str] | None:
+    """(degrees Celsius, the temperature as the catalog writes it) of a sleeping bag's or a garment's comfort
+    rating, from a sentence of the product's text about comfort or a rating; None when the catalog does not say."""
+    for sentence in re.split(r"(?<=[.!?;])\s+|\n", f"{facts.description}\n{facts.options}"):
+        match = _TEMPERATURE.search(sentence) if _RATING_SENTENCE.search(sentence) else None
+        if match:
+            degrees = float(match.group(1).replace("−", "-").replace(" ", "").replace(",", "."))
+            celsius = degrees if match.group(2).upper() == "C" else (degrees - 32) * 5 / 9
+            return celsius, match.group(0).strip()
+    return None
+
+
+# The attributes read as numbers from a product's own text: what a ranking on them needs.
+MEASURES = {WEIGHT: weight_of, WARMTH: comfort_temperature}
+
+
 def proofing_word(kind: str) -> str:
     """``waterproofing``'s answer in the active language (the answer itself is a key, never translated)."""
     return _("waterproof") if kind == "waterproof" else _("water-resistant")
@@ -148,33 +170,78 @@ def _by_price(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascendi
     )
 
 
-def _by_weight(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascending: bool) -> tuple[list[int], str]:
-    weights = [weight_of(facts) for _, facts, _ in shown]
-    known = [i for i, weight in enumerate(weights) if weight is not None]
-    unknown = [i for i, weight in enumerate(weights) if weight is None]
+def _by_measure(
+    shown: list[tuple[dict[str, Any], ProductFacts, Variant]],
+    values: list[tuple[float, str] | None],
+    ascending: bool,
+    said: dict[str, str],
+) -> tuple[list[int], str]:
+    """``shown`` ordered on a measured attribute (``values``: (the number compared, the catalog's words) or None
+    where the catalog does not say), and the sentence saying so; ``said``'s sentences (untranslated, each with
+    ``{value}``) say it: "best" (the first, then the rest), "one" (one known), "none" (none known), "unknown" (the
+    ones the catalog does not say)."""
+    known = sorted((i for i, value in enumerate(values) if value is not None),
+                   key=lambda i: values[i][0], reverse=not ascending)  # type: ignore[index]
+    unknown = [i for i, value in enumerate(values) if value is None]
     if not known:
         names = listing([_name(shown[i][1]) for i in unknown], "or")
-        if ascending:
-            unknown_sentence = _("Our catalog doesn't list the weight of {names}, so I can't tell which is lighter.")
-        else:
-            unknown_sentence = _("Our catalog doesn't list the weight of {names}, so I can't tell which is heavier.")
         check = _("A member of our team can check: ask for a person.")
-        return list(range(len(shown))), f"{unknown_sentence.format(names=names)} {check}"
-    known.sort(key=lambda i: weights[i][0], reverse=not ascending)  # type: ignore[index]
-    first, weight = _name(shown[known[0]][1]), weights[known[0]][1]  # type: ignore[index]
+        return list(range(len(shown))), f"{_(said['none']).format(names=names)} {check}"
+    first, value = _name(shown[known[0]][1]), values[known[0]][1]  # type: ignore[index]
     if len(known) > 1:
-        rest = [f"{_name(shown[i][1])} ({weights[i][1]})" for i in known[1:]]  # type: ignore[index]
-        if ascending:
-            sentence = _("{name} is the lightest at {weight}, then {rest}.")
-        else:
-            sentence = _("{name} is the heaviest at {weight}, then {rest}.")
-        sentence = capitalised(sentence.format(name=first, weight=weight, rest=listing(rest)))
+        rest = [f"{_name(shown[i][1])} ({values[i][1]})" for i in known[1:]]  # type: ignore[index]
+        sentence = capitalised(_(said["best"]).format(name=first, value=value, rest=listing(rest)))
     else:
-        sentence = capitalised(_("{name} weighs {weight}.").format(name=first, weight=weight))
+        sentence = capitalised(_(said["one"]).format(name=first, value=value))
     if unknown:
         names = listing([_name(shown[i][1]) for i in unknown], "or")
-        sentence += " " + _("Our catalog doesn't list the weight of {names}.").format(names=names)
+        sentence += " " + _(said["unknown"]).format(names=names)
     return known + unknown, sentence
+
+
+_WEIGHT_SAID = {
+    True: {
+        "none": gettext_noop("Our catalog doesn't list the weight of {names}, so I can't tell which is lighter."),
+        "best": gettext_noop("{name} is the lightest at {value}, then {rest}."),
+    },
+    False: {
+        "none": gettext_noop("Our catalog doesn't list the weight of {names}, so I can't tell which is heavier."),
+        "best": gettext_noop("{name} is the heaviest at {value}, then {rest}."),
+    },
+    None: {
+        "one": gettext_noop("{name} weighs {value}."),
+        "unknown": gettext_noop("Our catalog doesn't list the weight of {names}."),
+    },
+}
+_WARMTH_SAID = {
+    True: {
+        "none": gettext_noop(
+            "Our catalog doesn't list a comfort temperature for {names}, so I can't tell which is warmer."
+        ),
+        "best": gettext_noop("{name} is the warmest, comfortable to {value}, then {rest}."),
+    },
+    False: {
+        "none": gettext_noop(
+            "Our catalog doesn't list a comfort temperature for {names}, so I can't tell which is cooler."
+        ),
+        "best": gettext_noop("{name} is the coolest, comfortable to {value}, then {rest}."),
+    },
+    None: {
+        "one": gettext_noop("{name} is comfortable to {value}."),
+        "unknown": gettext_noop("Our catalog doesn't list a comfort temperature for {names}."),
+    },
+}
+
+
+def _by_weight(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascending: bool) -> tuple[list[int], str]:
+    said = _WEIGHT_SAID[ascending] | _WEIGHT_SAID[None]
+    return _by_measure(shown, [MEASURES[WEIGHT](facts) for _, facts, _ in shown], ascending, said)
+
+
+def _by_warmth(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], warmest_first: bool) -> tuple[list[int], str]:
+    # the warmest is the lowest comfort temperature: ascending temperatures put it first
+    said = _WARMTH_SAID[warmest_first] | _WARMTH_SAID[None]
+    return _by_measure(shown, [MEASURES[WARMTH](facts) for _, facts, _ in shown], warmest_first, said)
 
 
 def _by_waterproofing(shown: list[tuple[dict[str, Any], ProductFacts, Variant]]) -> tuple[list[int], str]:
@@ -279,6 +346,8 @@ def ordered(
         return _by_price(shown, ascending)
     if attribute == WEIGHT:
         return _by_weight(shown, ascending)
+    if attribute == WARMTH:
+        return _by_warmth(shown, ascending)
     if attribute == WATERPROOF:
         return _by_waterproofing(shown)
     return _by_size(shown, text)

@@ -91,10 +91,19 @@ _ONE_OF_SHOWN = re.compile(
     r"\bthe (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last) one\b", re.I
 )
 _WHICH = re.compile(r"^\W*(?:which|what)\b", re.IGNORECASE)
-_CHEAPEST = re.compile(r"\b(cheap(?:er|est)|least expensive|less expensive)\b|\b(pricier|priciest|most expensive|more expensive)\b", re.I)
-_CHEAPEST_FILLER = re.compile(
-    r"\b(?:which|what(?:'s| is)?|is|are|the|your|you|have|do|one|ones|cheap(?:er|est)|least|less|most|more|"
-    r"expensive|pricier|priciest)\b|[?.!]",
+# "Which backpack is cheaper?", "lightest tent?", "which sleeping bag is warmer?": a kind's products ranked on what
+# is asked. Price words anywhere; weight and warmth as a superlative or in a "which" question ("do you sell a
+# lighter?" asks for a product).
+_RANKED: tuple[tuple[re.Pattern[str], str, bool], ...] = (
+    (re.compile(r"\b(?:cheap(?:er|est)|least expensive|less expensive)\b", re.I), "price", True),
+    (re.compile(r"\b(?:pricier|priciest|most expensive|more expensive)\b", re.I), "price", False),
+    (re.compile(r"\blightest\b|^\W*(?:which|what)\b.*\blighter\b", re.I), "weight", True),
+    (re.compile(r"\bheaviest\b|^\W*(?:which|what)\b.*\bheavier\b", re.I), "weight", False),
+    (re.compile(r"\bwarmest\b|^\W*(?:which|what)\b.*\bwarmer\b", re.I), "warmth", True),
+)
+_RANKED_FILLER = re.compile(
+    r"\b(?:which|what(?:'s| is)?|is|are|the|your|you|have|do|one|ones|least|less|most|more|expensive|"
+    r"cheap(?:er|est)|pricier|priciest|light(?:er|est)|heav(?:ier|iest)|warm(?:er|est))\b|[?.!]",
     re.IGNORECASE,
 )
 _AROUND = re.compile(r"\b(?:around|about|roughly|ish)\b", re.IGNORECASE)
@@ -204,15 +213,15 @@ def _named_comparison(text: str) -> list[Call]:
     return [call("compare_products", products=phrases[:4])] if phrases else []
 
 
-def _cheapest_of_a_kind(text: str) -> list[Call]:
-    """"Which backpack is cheaper?", "cheapest sleeping bag you have?": the kind's products by price."""
-    match = _CHEAPEST.search(text)
-    if not match:
+def _ranked_kind(text: str) -> list[Call]:
+    """"Which backpack is cheaper?", "warmest sleeping bag you have?": the kind's products ranked on what is asked."""
+    asked = next(((attribute, ascending) for pattern, attribute, ascending in _RANKED if pattern.search(text)), None)
+    if asked is None:
         return []
-    kind = " ".join(_CHEAPEST_FILLER.sub(" ", text).split())
+    kind = " ".join(_RANKED_FILLER.sub(" ", text).split())
     if not kind:
         return []
-    return [call("compare_products", products=[kind], attribute="price", ascending=not match.group(2))]
+    return [call("compare_products", products=[kind], attribute=asked[0], ascending=asked[1])]
 
 
 def _budget(text: str) -> Decimal | None:
@@ -249,7 +258,7 @@ def plan(context: Context) -> list[Call]:
         return [call("product_details", product=pointed.group(0), question=text)]
     if context.shown and comparison.asked_attribute(text):
         return [call("compare_products")]  # about the cards shown; a search when it is not (the tool decides)
-    planned = _named_comparison(text) or _cheapest_of_a_kind(text)
+    planned = _named_comparison(text) or _ranked_kind(text)
     if planned:
         return planned
     if context.shown and _POINTS_BACK.search(text) and len(text.split()) <= _FOLLOW_UP_WORDS:

@@ -33,10 +33,12 @@ class CompareArguments(BaseModel):
         default_factory=list, max_length=4,
         description="the products to compare as the shopper names them; empty for the products just shown",
     )
-    attribute: Literal["price", "weight", "waterproof", "size", "all"] = Field(
+    attribute: Literal["price", "weight", "warmth", "waterproof", "size", "all"] = Field(
         "all", description="what to compare on; 'all' for every difference the catalog shows"
     )
-    ascending: bool = Field(True, description="for price or weight: true puts the cheapest or lightest first")
+    ascending: bool = Field(
+        True, description="for price, weight or warmth: true puts the cheapest, lightest or warmest first"
+    )
 
 
 def _kind_of(context: Context, phrase: str) -> list[Product]:
@@ -94,6 +96,7 @@ def _differences(products: list[Product]) -> str:
     CompareArguments,
     examples=(
         ("Which one is cheaper?", {"products": [], "attribute": "price"}),
+        ("Which sleeping bag is warmer?", {"products": ["sleeping bag"], "attribute": "warmth"}),
         ("Fleece or down vest, what's the difference?", {"products": ["fleece jacket", "down vest"], "attribute": "all"}),
     ),
 )
@@ -110,6 +113,11 @@ def compare_products(context: Context, arguments: CompareArguments) -> Compositi
         products = _products(context, arguments.products)
     if not products:
         return Composition(NO_MATCH, reply=no_match_reply(context.store, context.text))
+    measure = comparison.MEASURES.get(arguments.attribute)
+    if arguments.products and measure and not any(measure(p.facts) for p in products):
+        # "warmest jacket?" where no jacket has a comfort rating: nothing to rank on, the search's relevance is the
+        # better answer (about the cards shown, the reply says the catalog does not say)
+        return search_products(context, SearchArguments(query=context.text))
     if arguments.attribute != "all" and len(products) > 1:
         order, reply = comparison.ordered([(p.card, p.facts, None) for p in products], arguments.attribute,
                                           arguments.ascending, context.text)

@@ -68,6 +68,9 @@ TABLE = [
     ("Which backpack is cheaper?", False, [("compare_products", {"products": ["backpack"], "attribute": "price", "ascending": True})]),
     ("cheapest sleeping bag you have?", False, [("compare_products", {"products": ["sleeping bag"], "attribute": "price", "ascending": True})]),
     ("most expensive tent?", False, [("compare_products", {"products": ["tent"], "attribute": "price", "ascending": False})]),
+    ("Which sleeping bag is warmer?", False, [("compare_products", {"products": ["sleeping bag"], "attribute": "warmth", "ascending": True})]),
+    ("What's your lightest tent?", False, [("compare_products", {"products": ["tent"], "attribute": "weight", "ascending": True})]),
+    ("Do you sell a lighter?", False, [("search_products", {})]),  # a product, not a comparison
     # follow-ups about the cards shown
     ("Which one is cheaper?", True, [("compare_products", {"products": []})]),
     ("What would both cost together?", True, [("price_total", {"items": items(("both", 1))})]),

@@ -76,6 +76,18 @@ def test_a_kinds_products_by_price(shop, kind, ascending, first, sentence):
     assert figures(composition.reply) <= catalog_figures(composition)
 
 
+def test_a_kinds_products_by_warmth_and_a_kind_without_ratings_searched(shop):
+    bags = compare(shop, "Which sleeping bag is warmer?", products=["sleeping bag"], attribute="warmth")
+    assert [c["sku"] for c in bags.cards] == ["DO-ADB-REG", "DO-BSB"]
+    assert bags.reply.startswith("The Alpine Down Sleeping Bag is the warmest, comfortable to -7 °C")
+    # no jacket has a comfort rating: nothing to rank on, so the search's answer (its relevance) instead
+    jackets = compare(shop, "What's your warmest jacket?", products=["jacket"], attribute="warmth")
+    searched = execute(Context(shop, "What's your warmest jacket?", retrieve, "", []),
+                       [call("search_products", query="What's your warmest jacket?")])
+    assert jackets.kind == searched.kind and [c["sku"] for c in jackets.cards] == [c["sku"] for c in searched.cards]
+    assert "comfort" not in jackets.reply
+
+
 def test_the_cards_shown_are_ordered_on_what_is_asked(shop):
     shown = cards_of(shop, "Ridgeline 2-Person Tent", "Basecamp 6 Family Tent")
     cheaper = compare(shop, "Which one is cheaper?", shown)  # the attribute read from the words
