@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from catalog.text import split_sentences
+from catalog.text import any_word, split_sentences
 
 from .answers import handles_no_match
 from .catalog_view import CatalogView, ProductRow, VariantRow
@@ -88,12 +88,11 @@ def numbers_in(texts: Iterable[str]) -> set[Decimal]:
 
 
 # Stock claims, in English: a negative phrase wins over "in stock" inside it ("not in stock").
-_OUT_OF_STOCK = re.compile(
-    r"\b(?:out of stock|sold out|unavailable|no longer available|not (?:currently |yet )?(?:in stock|available)"
-    r"|(?:is|are)n['’]t (?:currently )?(?:in stock|available))\b",
-    re.IGNORECASE,
+_OUT_OF_STOCK = any_word(
+    "out of stock", "sold out", "unavailable", "no longer available", "not (?:currently |yet )?(?:in stock|available)",
+    "(?:is|are)n['’]t (?:currently )?(?:in stock|available)",
 )
-_IN_STOCK = re.compile(r"\bin stock\b", re.IGNORECASE)
+_IN_STOCK = any_word("in stock")
 _CLAUSE_BREAK = re.compile(r";|,?\s+\bbut\b|,?\s+\bwhile\b|,?\s+\bwhereas\b", re.IGNORECASE)
 
 

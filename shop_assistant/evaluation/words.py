@@ -14,17 +14,15 @@ from dataclasses import dataclass, field
 from catalog.text import NEGATIONS, any_word, split_sentences, stem
 
 _ENDS = ('.', '!', '?', '"', ')', '”', '’', "'")
-_DISOWNS = re.compile(
-    r"\b(?:as an? (?:ai|digital|virtual|language|computer)|digital (?:platform|shopping)|language model|"
-    r"i (?:can(?:no|')t|do not|don't|am not able to) (?:sell|have access|access|provide|help)|real[- ]world|"
-    r"physical (?:goods|catalogs?)|amazon|ebay|other (?:retailers|stores|websites|platforms)|local store|"
-    r"not (?:a|our) (?:store|shop))\b",
-    re.IGNORECASE,
+_DISOWNS = any_word(
+    "as an? (?:ai|digital|virtual|language|computer)", "digital (?:platform|shopping)", "language model",
+    "i (?:can(?:no|')t|do not|don't|am not able to) (?:sell|have access|access|provide|help)", "real[- ]world",
+    "physical (?:goods|catalogs?)", "amazon", "ebay", "other (?:retailers|stores|websites|platforms)", "local store",
+    "not (?:a|our) (?:store|shop)",
 )
-_NARRATES = re.compile(
-    r"\b(?:the|this|that) (?:customer|user|shopper|chatbot|bot|client)s?\b|\bchat ?history\b|"
-    r"\b(?:customer|shopper|user) (?:wants|asked|is asking|said)\b",
-    re.IGNORECASE,
+_NARRATES = any_word(
+    "(?:the|this|that) (?:customer|user|shopper|chatbot|bot|client)s?", "chat ?history",
+    "(?:customer|shopper|user) (?:wants|asked|is asking|said)",
 )
 # A speaker's label starting a line ("User:", "Customer Service:", "[Seller]:"): one to three capitalised words.
 _SPEAKER = re.compile(r"^\s*[\[*]?((?:[A-Z][\w']*)(?: [A-Z][\w']*){0,2})[\]*]?:\s")

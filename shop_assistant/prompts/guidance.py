@@ -23,6 +23,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from catalog.text import any_word
+
 Language = Literal["en", "es", "fr", "de"]
 
 # The languages the assistant composes in (shop_assistant/locale), by the names an owner writes.
@@ -87,7 +89,7 @@ class Guidance(BaseModel):
 LEFT_TO_MODEL = "an instruction to the model, which reads the prompt; it changes no sentence composed from the store's data"
 
 _ANSWERING = r"(?:answer|reply|respond|write|speak|talk|chat)(?:s|ing)?"
-_LANGUAGE = re.compile(rf"\b{_ANSWERING}\b[^.!?\n]*?\b(?:in|en|auf)\s+(?P<name>[a-zçñé]+)\b", re.IGNORECASE)
+_LANGUAGE = any_word(rf"{_ANSWERING}\b[^.!?\n]*?\b(?:in|en|auf)\s+(?P<name>[a-zçñé]+)")
 _SHOPPERS_LANGUAGE = re.compile(
     r"\b(?:in|using)\s+(?:the\s+)?(?:same\s+language\s+as|language\s+of)\s+the\s+(?:customer|shopper|user|visitor|client)"
     r"|\b(?:customer|shopper|user|visitor|client)(?:'s|’s|s')\s+(?:own\s+)?language\b"
@@ -112,15 +114,13 @@ _WHEN_SUGGEST = re.compile(
     re.IGNORECASE,
 )
 _NEGATION = r"(?:never|don't|don’t|do\s+not|avoid|no|not)"
-_OUT_OF_STOCK = re.compile(
-    rf"\b{_NEGATION}\b[^.!?\n]*\b(?:{_SUGGEST}|list|sell|push|show)\w*\b[^.!?\n]*"
-    r"\b(?:out[- ]of[- ]stock|sold[- ]out|unavailable|not\s+in\s+stock|no\s+stock)\b",
-    re.IGNORECASE,
+_OUT_OF_STOCK = any_word(
+    rf"{_NEGATION}\b[^.!?\n]*\b(?:{_SUGGEST}|list|sell|push|show)\w*\b[^.!?\n]*"
+    r"\b(?:out[- ]of[- ]stock|sold[- ]out|unavailable|not\s+in\s+stock|no\s+stock)"
 )
-_COMPETITORS = re.compile(
-    rf"\b{_NEGATION}\b[^.!?\n]*\b(?:{_SUGGEST}|name|talk\s+about|refer\s+to|compare\s+with)\w*\b[^.!?\n]*"
-    r"\b(?:competitors?|competition|other\s+(?:stores|shops|retailers|websites|brands))\b",
-    re.IGNORECASE,
+_COMPETITORS = any_word(
+    rf"{_NEGATION}\b[^.!?\n]*\b(?:{_SUGGEST}|name|talk\s+about|refer\s+to|compare\s+with)\w*\b[^.!?\n]*"
+    r"\b(?:competitors?|competition|other\s+(?:stores|shops|retailers|websites|brands))"
 )
 _AVOID_PRODUCT = re.compile(
     rf"\b(?:never|don't|don’t|do\s+not)\s+(?:{_SUGGEST}|sell|push)\s+{_ARTICLE}(?P<words>{_PHRASE})\s*(?:[.!;\n]|$)",
@@ -135,10 +135,10 @@ _GREETING = re.compile(
 _SIGN_OFF = re.compile(
     rf"\b(?:end|finish|close|sign\s+off)\s+{_EVERY_ANSWER}(?:with|as|by\s+saying)\s+{_QUOTED}", re.IGNORECASE,
 )
-_BRIEF = re.compile(
-    r"\bbe\s+(?:brief|concise|short|succinct)\b|\bkeep\s+(?:it|them|(?:your\s+)?(?:answers|replies|responses|messages))"
-    r"\s+(?:short|brief|concise)\b|\b(?:short|brief|concise)\s+(?:answers|replies|responses)\s+only\b",
-    re.IGNORECASE,
+_BRIEF = any_word(
+    r"be\s+(?:brief|concise|short|succinct)",
+    r"keep\s+(?:it|them|(?:your\s+)?(?:answers|replies|responses|messages))\s+(?:short|brief|concise)",
+    r"(?:short|brief|concise)\s+(?:answers|replies|responses)\s+only",
 )
 # A line that tells the assistant to do something (the rest of a prompt describes the store).
 _IMPERATIVE = re.compile(

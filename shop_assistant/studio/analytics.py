@@ -244,7 +244,7 @@ def store_report(store: Store, span: Range) -> Report:
         (at - requested[conversation_id]).total_seconds() for conversation_id, at in first_reply.items()
     )
 
-    counts = dict(messages.values_list("role").annotate(n=Count("id")).values_list("role", "n"))
+    counts = _count_by(messages, "role")
     report.shopper_messages = counts.get(Message.Role.USER, 0)
     report.answers = counts.get(Message.Role.ASSISTANT, 0)
     report.agent_messages = counts.get(Message.Role.AGENT, 0)
@@ -269,6 +269,11 @@ def store_report(store: Store, span: Range) -> Report:
     return report
 
 
+def _count_by(rows, column: str) -> dict:
+    """How many of ``rows`` (a queryset) hold each value of ``column``, counted by the database in one query."""
+    return dict(rows.values_list(column).annotate(n=Count("id")).values_list(column, "n"))
+
+
 def _deflected(row: dict) -> bool:
     """Answered without a person: the assistant answered, nobody asked for a person and no agent wrote."""
     return bool(row["answers"]) and row["handoff_at"] is None and not row["agent_replies"]
@@ -283,8 +288,7 @@ def _order_figures(report: Report, conversations, deflected: set) -> None:
         report.order_conversations += 1
         report.order_verified += verified_at is not None
         report.order_deflected += conversation_id in deflected
-    outcomes = dict(OrderRequest.objects.filter(conversation__in=conversations).values_list("status")
-                    .annotate(n=Count("id")).values_list("status", "n"))
+    outcomes = _count_by(OrderRequest.objects.filter(conversation__in=conversations), "status")
     report.requests_pending = outcomes.get(OrderRequest.Status.PENDING, 0)
     report.requests_accepted = outcomes.get(OrderRequest.Status.ACCEPTED, 0)
     report.requests_declined = outcomes.get(OrderRequest.Status.DECLINED, 0)

@@ -19,6 +19,7 @@ from catalog.models import ImportRun, ImportSource, Product, Store, Variant
 from shop_assistant.chat.answers.retrieval import retrieve
 
 from .catalog_forms import ProductSearchForm, SourceForm, UploadForm
+from .form_views import form_view, page_view
 from .views import owners_only
 
 PRODUCTS_PER_PAGE = 50
@@ -110,22 +111,16 @@ def _page(request: HttpRequest, store: Store, upload_form=None, source_form=None
     )
 
 
-@require_GET
-@owners_only
-def catalog(request: HttpRequest, store: Store) -> HttpResponse:
-    return _page(request, store)
+catalog = page_view(_page)
 
 
-@require_POST
-@owners_only
-def upload(request: HttpRequest, store: Store) -> HttpResponse:
-    form = UploadForm(request.POST, request.FILES)
-    if not form.is_valid():
-        return _page(request, store, upload_form=form, status=400)
-    data = form.cleaned_data
+def _start_upload(request: HttpRequest, store: Store, data: dict) -> HttpResponse:
     run = sync.start_upload(store, data["format"], data["file"].name, data["text"], user=request.user)
     # No "started" message: the page's banner follows the run (``run_banner``), polled while it runs.
     return redirect(f"{reverse('studio:catalog', kwargs={'slug': store.slug})}?run={run.pk}#runs")
+
+
+upload = form_view(UploadForm, _page, _start_upload, "upload_form")
 
 
 @require_POST

@@ -11,13 +11,14 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
 from catalog.ingest import describe_source
 from catalog.models import Store
 from shop_assistant.orders import imports, webhooks
 from shop_assistant.orders.models import Order, OrderImport, OrderSource, OrderWebhook
 
+from .form_views import form_view, page_view
 from .order_forms import OrderScheduleForm, OrderSourceForm, OrderUploadForm, OrderWebhookForm
 from .views import owners_only
 
@@ -58,21 +59,15 @@ def _outcome(request: HttpRequest, store: Store, record: OrderImport) -> HttpRes
     return redirect(_orders_url(store))
 
 
-@require_GET
-@owners_only
-def orders_page(request: HttpRequest, store: Store) -> HttpResponse:
-    return _page(request, store)
+orders_page = page_view(_page)
 
 
-@require_POST
-@owners_only
-def upload(request: HttpRequest, store: Store) -> HttpResponse:
-    form = OrderUploadForm(request.POST, request.FILES)
-    if not form.is_valid():
-        return _page(request, store, upload_form=form, status=400)
-    data = form.cleaned_data
+def _import_upload(request: HttpRequest, store: Store, data: dict) -> HttpResponse:
     return _outcome(request, store, imports.run_import(store, data["format"], data["file"].name, text=data["text"],
                                                        user=request.user))
+
+
+upload = form_view(OrderUploadForm, _page, _import_upload, "upload_form")
 
 
 @require_POST
@@ -128,18 +123,16 @@ def source_schedule(request: HttpRequest, store: Store) -> HttpResponse:
     return redirect(_orders_url(store))
 
 
-@require_POST
-@owners_only
-def save_webhook(request: HttpRequest, store: Store) -> HttpResponse:
+def _save_webhook(request: HttpRequest, store: Store, data: dict) -> HttpResponse:
     """Save the URL; a new webhook's secret is shown on this answer, once (no redirect: it is not kept for a GET)."""
-    form = OrderWebhookForm(request.POST)
-    if not form.is_valid():
-        return _page(request, store, webhook_form=form, status=400)
-    _webhook, secret = webhooks.save(store, form.cleaned_data["url"])
+    _webhook, secret = webhooks.save(store, data["url"])
     if not secret:
         messages.success(request, "The webhook URL is saved; its secret is unchanged.")
         return redirect(_orders_url(store))
     return _page(request, store, new_secret=secret)
+
+
+save_webhook = form_view(OrderWebhookForm, _page, _save_webhook, "webhook_form")
 
 
 @require_POST

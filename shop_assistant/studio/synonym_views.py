@@ -15,6 +15,7 @@ from catalog import synonyms
 from catalog.forms import MAX_UPLOAD_BYTES, decode_upload
 from catalog.models import SearchSynonym, Store
 
+from .form_views import form_view, page_view
 from .views import owners_only
 
 
@@ -64,22 +65,16 @@ def _page(request: HttpRequest, store: Store, form=None, upload_form=None, statu
     )
 
 
-@require_GET
-@owners_only
-def synonyms_page(request: HttpRequest, store: Store) -> HttpResponse:
-    return _page(request, store)
+synonyms_page = page_view(_page)
 
 
-@require_POST
-@owners_only
-def add(request: HttpRequest, store: Store) -> HttpResponse:
-    form = SynonymForm(request.POST)
-    if not form.is_valid():
-        return _page(request, store, form=form, status=400)
-    data = form.cleaned_data
+def _save(request: HttpRequest, store: Store, data: dict) -> HttpResponse:
     synonyms.save(store, [(data["language"], data["term"], data["replacement"])], source=SearchSynonym.Source.OWNER)
     messages.success(request, f"{data['term']} → {data['replacement']} ({data['language']}) saved.")
     return redirect(_url(store, "synonyms"))
+
+
+add = form_view(SynonymForm, _page, _save, "form")
 
 
 @require_POST
@@ -100,17 +95,15 @@ def accept(request: HttpRequest, store: Store) -> HttpResponse:
     return redirect(_url(store, "proposed" if accepted == 0 else "synonyms"))
 
 
-@require_POST
-@owners_only
-def upload(request: HttpRequest, store: Store) -> HttpResponse:
-    form = SynonymUploadForm(request.POST, request.FILES)
-    if not form.is_valid():
-        return _page(request, store, upload_form=form, status=400)
-    result = synonyms.import_csv(store, decode_upload(form.cleaned_data["file"].read()))
+def _import_upload(request: HttpRequest, store: Store, data: dict) -> HttpResponse:
+    result = synonyms.import_csv(store, decode_upload(data["file"].read()))
     messages.success(request, f"{result.added} added, {result.updated} updated.")
     for error in result.errors[:10]:
         messages.error(request, error)
     return redirect(_url(store, "synonyms"))
+
+
+upload = form_view(SynonymUploadForm, _page, _import_upload, "upload_form")
 
 
 @require_GET

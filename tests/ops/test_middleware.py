@@ -66,11 +66,18 @@ def _staff_paths(slug: str) -> list[str]:
 
     samples = {"int": "1", "slug": slug, "str": "csv", "uuid": str(uuid.uuid4()), "path": "x"}
     paths = ["/admin/", "/admin/login/", "/admin/auth/user/", "/admin/catalog/store/", "/accounts/login/"]
+
+    def routes(patterns, prefix: str):  # an app's patterns, through the lists it includes under a prefix
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                yield from routes(pattern.url_patterns, prefix + str(pattern.pattern))
+            else:
+                yield prefix + str(pattern.pattern)
+
     for top in get_resolver().url_patterns:
         if isinstance(top, URLResolver) and getattr(top, "namespace", None) in ("console", "studio"):
-            for pattern in top.url_patterns:
-                route = re.sub(r"<(?:(\w+):)?\w+>", lambda m: samples[m.group(1) or "str"], str(pattern.pattern))
-                paths.append(f"/{top.pattern}{route}")
+            for route in routes(top.url_patterns, str(top.pattern)):
+                paths.append("/" + re.sub(r"<(?:(\w+):)?\w+>", lambda m: samples[m.group(1) or "str"], route))
     return paths
 
 

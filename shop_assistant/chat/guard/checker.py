@@ -111,24 +111,22 @@ _DISOWNING = re.compile(
     re.IGNORECASE,
 )
 # The assistant has no life of its own: no tastes, purchases, friends or phone calls.
-_PERSONA = re.compile(
-    r"\b(?:i|i've|i'd|i'll) (?:love|use|used|own|bought|tried|think|believe|had|have got|will call|will give|"
-    r"will send|will contact|personally)\b|\bas (?:much as )?i do\b|\bmy (?:name|favou?rite|friend|job|phone|"
-    r"number|wife|husband)\b|\bfor (?:having|helping) me\b|\bhelping me\b|\bmy (?:order|behalf)\b",
-    re.IGNORECASE,
+_PERSONA = any_word(
+    "(?:i|i've|i'd|i'll) (?:love|use|used|own|bought|tried|think|believe|had|have got|will call|will give|"
+    "will send|will contact|personally)",
+    "as (?:much as )?i do", "my (?:name|favou?rite|friend|job|phone|number|wife|husband)", "for (?:having|helping) me",
+    "helping me", "my (?:order|behalf)",
 )
 # The assistant speaking as the shopper ("Can you tell me more about it?", "How about you?"), or asking for what a
 # product question never needs: an order number, a phone number, card details.
-_ROLE_REVERSAL = re.compile(
-    r"\b(?:can|could|would) you (?:tell|show|recommend|help|give|send)\b|\bhow about you\b|"
-    r"\b(?:do|does) (?:you|your store) (?:have|sell|carry|stock|offer)\b|\bwhat do you (?:have|sell|think|recommend)\b|"
-    r"\byou(?:'re|’re| are)? (?:selling|sell|carry|carrying|stock|stocking)\b",
-    re.IGNORECASE,
+_ROLE_REVERSAL = any_word(
+    "(?:can|could|would) you (?:tell|show|recommend|help|give|send)", "how about you",
+    "(?:do|does) (?:you|your store) (?:have|sell|carry|stock|offer)", "what do you (?:have|sell|think|recommend)",
+    "you(?:'re|’re| are)? (?:selling|sell|carry|carrying|stock|stocking)",
 )
-_ASKS_FOR = re.compile(
-    r"\b(?:order number|phone(?: number)?|(?:home |shipping |e-?mail )?address|e-?mail|card (?:number|details)|"
-    r"password|personal (?:details|information)|account number|date of birth)\b",
-    re.IGNORECASE,
+_ASKS_FOR = any_word(
+    "order number", "phone(?: number)?", "(?:home |shipping |e-?mail )?address", "e-?mail", "card (?:number|details)",
+    "password", "personal (?:details|information)", "account number", "date of birth",
 )
 # Remarks about the shopper, and thanks for what the shopper did not do: "Thanks for asking" fits any answer,
 # "Thank you for everything!" none.
@@ -145,15 +143,15 @@ _REMARKS = re.compile(
     re.IGNORECASE,
 )
 # The assistant sees no orders and makes no promises it cannot keep in the same answer.
-_PROMISES = re.compile(
-    r"\byour (?:order|purchase|cart|account|package|parcel)\b|\b(?:the|this) order (?:is|has|was|will)\b|"
-    r"\blet me (?:tell|show|explain|give|check|get)\b|"
-    r"\bi(?:'ll|’ll| will) (?:tell|show|explain|give|send|check|get|make sure|contact|call)\b|"
-    r"\b(?:at|in|from) (?:our|the) (?:store|shop)\b|\bin store\b|"
+_PROMISES = any_word(
+    "your (?:order|purchase|cart|account|package|parcel)", "(?:the|this) order (?:is|has|was|will)",
+    "let me (?:tell|show|explain|give|check|get)",
+    "i(?:'ll|’ll| will) (?:tell|show|explain|give|send|check|get|make sure|contact|call)",
+    "(?:at|in|from) (?:our|the) (?:store|shop)", "in store",
     # Where to buy: here, in this chat and on this site; "at any of our stores" invents places.
-    r"\b(?:purchase|buy|order|find|get|pick (?:it|them) up)\b[^.!?]{0,30}\b(?:at|from|in|through|on|via) "
-    r"(?:our|the|any|a|your|one of)\b|\bour (?:\w+ )?stores\b",
-    re.IGNORECASE,
+    r"(?:purchase|buy|order|find|get|pick (?:it|them) up)\b[^.!?]{0,30}\b(?:at|from|in|through|on|via) "
+    "(?:our|the|any|a|your|one of)",
+    r"our (?:\w+ )?stores",
 )
 # Stock and sales are the cards' and the opening's to state, from the rows: the model's word on them is a guess.
 _STOCK = any_word("sold", r"stock(?:ed)?", r"availab\w+", "left in", "runs? out", r"restock\w*", r"back ?order\w*")
@@ -169,23 +167,23 @@ _META = re.compile(
     r"^\W*(?:so |and )?now (?:we|i)(?:'re|’re| are| am|'m)?\b|\bwe(?:'re|’re| are) (?:now )?looking at\b",
     re.IGNORECASE,
 )
-_THANKS_FOR_ASKING = re.compile(r"\bthank(?:s| you)\b[^.!?]*\bfor (?:asking|your question)\b", re.IGNORECASE)
+_THANKS_FOR_ASKING = any_word(r"thank(?:s| you)\b[^.!?]*\bfor (?:asking|your question)")
 # Claims that products nobody listed exist.
-_MORE_PRODUCTS = re.compile(
-    r"\bwe (?:also |now )?(?:have|had|carry|carried|sell|sold|offer|stock|got|found|added)\b.*\b(?:also|other|"
-    r"another|more|new)\b|\bwe also\b|\b(?:other|another|new|more) (?:options?|products?|items?|brands?|models?|"
-    r"styles?|versions?|pieces?|lines?|colou?rs|sizes|deals?|tables|tents|jackets|earrings|necklaces)\b|"
-    r"\b(?:discontinued|sold out|on sale|discount|deal|offer)\b",
-    re.IGNORECASE,
+_MORE_PRODUCTS = any_word(
+    r"we (?:also |now )?(?:have|had|carry|carried|sell|sold|offer|stock|got|found|added)\b.*\b"
+    "(?:also|other|another|more|new)",
+    "we also",
+    "(?:other|another|new|more) (?:options?|products?|items?|brands?|models?|styles?|versions?|pieces?|lines?|"
+    "colou?rs|sizes|deals?|tables|tents|jackets|earrings|necklaces)",
+    "discontinued", "sold out", "on sale", "discount", "deal", "offer",
 )
 # What the store lacks is the no-match reply's to say, from the catalog: a model sentence denying it is a guess
 # even when every other word is plain helpfulness ("No suggestions on what we have, but ...").
-_DENIES = re.compile(
-    r"\bno (?:suggestions?|recommendations?|options?|products?|items?|matches|results?)\b|"
-    r"\b(?:nothing|none)\b[^.!?]*\bwe\b|"
-    r"\bwe (?:don't|do not|can't|cannot|no longer) (?:have|sell|carry|offer|stock|suggest|recommend)\b|"
-    r"\b(?:isn't|aren't|not) (?:something|anything|one|a product) (?:we|that we)\b",
-    re.IGNORECASE,
+_DENIES = any_word(
+    "no (?:suggestions?|recommendations?|options?|products?|items?|matches|results?)",
+    r"(?:nothing|none)\b[^.!?]*\bwe",
+    "we (?:don't|do not|can't|cannot|no longer) (?:have|sell|carry|offer|stock|suggest|recommend)",
+    "(?:isn't|aren't|not) (?:something|anything|one|a product) (?:we|that we)",
 )
 _NUMBER_WORDS = any_word(
     *"""one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand

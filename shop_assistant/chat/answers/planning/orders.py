@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from catalog.text import any_word
 from shop_assistant.orders import verification
 from shop_assistant.orders.conversations import EXCHANGE_WANTED, OrderState
 
@@ -19,20 +20,21 @@ _MY_ORDER = re.compile(
     r"|\border\s*(?:#|no\.?|number)?\s*:?\s*#?\d{3,}|#\d{3,}",
     re.IGNORECASE,
 )
-_NOT_ARRIVED = re.compile(
-    r"\b(?:has(?:n't| not)|did(?:n't| not)|never|still (?:not|hasn't))\b[^.?!]{0,25}\b(?:arriv\w*|c[oa]me|turned up|"
-    r"here|received|showed up)\b|\bnot (?:arrived|received|here)\b|\b(?:is|got) (?:missing|lost)\b",
-    re.IGNORECASE,
+_NOT_ARRIVED = any_word(
+    r"(?:has(?:n't| not)|did(?:n't| not)|never|still (?:not|hasn't))\b[^.?!]{0,25}\b"
+    r"(?:arriv\w*|c[oa]me|turned up|here|received|showed up)",
+    "not (?:arrived|received|here)", "(?:is|got) (?:missing|lost)",
 )
-_STATUS = re.compile(r"\b(?:when|where|arriv\w*|ship(?:ped|ping)?|deliver\w*|track\w*|status|come|get here)\b", re.I)
-_ITEMS = re.compile(r"\bwhat (?:was|is|'s|did i (?:order|buy|get))\b|\bitems?\b|\bwhat did i (?:order|buy)\b", re.I)
-_RETURN = re.compile(r"\b(?:return|send (?:\w+ )?back|refund)\b", re.IGNORECASE)
-_EXCHANGE = re.compile(r"\b(?:exchange|swap)\b|\bdifferent (?:size|colou?r)\b", re.IGNORECASE)
-_CANCEL = re.compile(r"\bcancel\w*\b", re.IGNORECASE)
-_POINTS_BACK = re.compile(r"\b(?:it|its|them|they|those|that|the order|my order)\b", re.IGNORECASE)
-_WANTED = re.compile(r"\b(?:for|in|to) (?:an? |the )?((?:size |us )?(?:\d{1,2}(?:\.5)?|xs|s|m|l|xl|xxl|small|medium|large)"
-                     r"|(?:black|navy|blue|red|green|grey|gray|orange|sage|white|forest|charcoal|slate|rust))\b",
-                     re.IGNORECASE)
+_STATUS = any_word(
+    "when", "where", r"arriv\w*", "ship(?:ped|ping)?", r"deliver\w*", r"track\w*", "status", "come", "get here"
+)
+_ITEMS = any_word("what (?:was|is|'s|did i (?:order|buy|get))", "items?", "what did i (?:order|buy)")
+_RETURN = any_word("return", r"send (?:\w+ )?back", "refund")
+_EXCHANGE = any_word("exchange", "swap", "different (?:size|colou?r)")
+_CANCEL = any_word(r"cancel\w*")
+_POINTS_BACK = any_word("it", "its", "them", "they", "those", "that", "the order", "my order")
+_WANTED = any_word(r"(?:for|in|to) (?:an? |the )?((?:size |us )?(?:\d{1,2}(?:\.5)?|xs|s|m|l|xl|xxl|small|medium|large)"
+                   r"|(?:black|navy|blue|red|green|grey|gray|orange|sage|white|forest|charcoal|slate|rust))")
 _FOLLOW_UP_WORDS = 12
 # The answer to "which size or colour would you like instead?": "size 10", "a 10", "US 10.5, please", "L", "medium",
 # "in black". Read only while the chat waits for it (``EXCHANGE_WANTED``), and only when nothing but a size or a
@@ -62,7 +64,7 @@ _GENERAL = re.compile(
     r"|do you (?:let me|allow me to))\s+(?:return|cancel|exchange|refund|send back)\s+(?:my|an|the) order\b",
     re.IGNORECASE,
 )
-_POLICY_WORD = re.compile(r"\bpolic(?:y|ies)\b", re.IGNORECASE)
+_POLICY_WORD = any_word("polic(?:y|ies)")
 _POLICY_QUESTION_CHARS = 200  # policy_lookup's bound on its question
 
 

@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from catalog import terms
 from catalog.grounding import price_limits
+from catalog.text import any_word
 
 from ...log import handoff
 from .. import comparison
@@ -49,9 +50,11 @@ _PEOPLE = re.compile(
     rf"|\b{_COUNT}\s+(?:people|persons|adults|of us)\b",
     re.IGNORECASE,
 )
-_CAPACITY_ASK = re.compile(r"\b(?:big enough|large enough|room for|fits? (?:us|all|\d|[a-z]+ people)|family of|"
-                           r"sleeps?|cooks? for|enough for|hold|holds|support|weighs?)\b"
-                           rf"|\bfor\s+{_COUNT}\s+(?:people|persons|adults|guests)\b", re.IGNORECASE)
+_CAPACITY_ASK = any_word(
+    "big enough", "large enough", "room for", r"fits? (?:us|all|\d|[a-z]+ people)", "family of", "sleeps?",
+    "cooks? for", "enough for", "hold", "holds", "support", "weighs?",
+    rf"for\s+{_COUNT}\s+(?:people|persons|adults|guests)",
+)
 # "une tente pour quatre personnes", "una tienda para cuatro personas", "ein Zelt für vier Personen": a count of
 # people in Spanish, French or German (accents folded by the pattern: "für", "fünf")
 _NUMBER_WORDS_OTHER = {
@@ -64,7 +67,7 @@ _PEOPLE_OTHER = re.compile(
     r"(?:personas|personnes|personen|adultos|adultes|erwachsene|gente)\b",
     re.IGNORECASE,
 )
-_WEIGHT = re.compile(r"\b(\d{2,3})\s*(?:kg|kilos?|kilograms?)\b", re.IGNORECASE)
+_WEIGHT = any_word(r"(\d{2,3})\s*(?:kg|kilos?|kilograms?)")
 _CAPACITY_FILLER = re.compile(
     r"\b(?:is|are|the|a|an|big|large|enough|for|people|persons|adults|guests|which|what|fits?|us|we(?:'re| are)|family|of|"
     r"you|have|got|any|"
@@ -73,7 +76,7 @@ _CAPACITY_FILLER = re.compile(
     re.IGNORECASE,
 )
 # A named comparison: "difference between ...", "X vs Y", "compare X and Y", "X or Y for ..."
-_COMPARE = re.compile(r"\b(?:difference between|differences between|compare|vs\.?|versus)\b", re.IGNORECASE)
+_COMPARE = any_word("difference between", "differences between", "compare", r"vs\.?", "versus")
 _COMPARE_FILLER = re.compile(
     r"\b(?:what(?:'s| is| are)?|the|differences?|between|compare|your|for [a-z ]+$|,? ?what's the difference)\b|[?.!]",
     re.IGNORECASE,
@@ -85,18 +88,16 @@ _BUDGET = re.compile(
     re.IGNORECASE,
 )
 # "its battery", "do you have it in L?", "is it warm enough?": about the product just shown
-_POINTS_BACK = re.compile(r"\b(?:it|its|it's|this one|that one)\b", re.IGNORECASE)
+_POINTS_BACK = any_word("it", "its", "it's", "this one", "that one")
 _FOLLOW_UP_WORDS = 12
-_ONE_OF_SHOWN = re.compile(
-    r"\bthe (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last) one\b", re.I
-)
+_ONE_OF_SHOWN = any_word("the (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last) one")
 _WHICH = re.compile(r"^\W*(?:which|what)\b", re.IGNORECASE)
 # "Which backpack is cheaper?", "lightest tent?", "which sleeping bag is warmer?": a kind's products ranked on what
 # is asked. Price words anywhere; weight and warmth as a superlative or in a "which" question ("do you sell a
 # lighter?" asks for a product).
 _RANKED: tuple[tuple[re.Pattern[str], str, bool], ...] = (
-    (re.compile(r"\b(?:cheap(?:er|est)|least expensive|less expensive)\b", re.I), "price", True),
-    (re.compile(r"\b(?:pricier|priciest|most expensive|more expensive)\b", re.I), "price", False),
+    (any_word("cheap(?:er|est)", "least expensive", "less expensive"), "price", True),
+    (any_word("pricier", "priciest", "most expensive", "more expensive"), "price", False),
     (re.compile(r"\blightest\b|^\W*(?:which|what)\b.*\blighter\b", re.I), "weight", True),
     (re.compile(r"\bheaviest\b|^\W*(?:which|what)\b.*\bheavier\b", re.I), "weight", False),
     (re.compile(r"\bwarmest\b|^\W*(?:which|what)\b.*\bwarmer\b", re.I), "warmth", True),
@@ -106,7 +107,7 @@ _RANKED_FILLER = re.compile(
     r"cheap(?:er|est)|pricier|priciest|light(?:er|est)|heav(?:ier|iest)|warm(?:er|est))\b|[?.!]",
     re.IGNORECASE,
 )
-_AROUND = re.compile(r"\b(?:around|about|roughly|ish)\b", re.IGNORECASE)
+_AROUND = any_word("around", "about", "roughly", "ish")
 _ROUGHLY = Decimal("1.3")  # "around 50" still takes a 59 gift, not a 149 one
 _QUERY_BOUND = next(m.max_length for m in SearchArguments.model_fields["query"].metadata if hasattr(m, "max_length"))
 # A gift's framing: who it is for is not what the catalog sells ("a gift for my dad who loves hiking" is a search
@@ -130,7 +131,7 @@ _PRICE_WORDS = re.compile(
     r"(?:\s*(?:dollars?|bucks|usd|euros?|\$))?|\$?\d+(?:\.\d{1,2})?\s*(?:dollars?|bucks)\b",
     re.IGNORECASE,
 )
-_IN_STOCK_ONLY = re.compile(r"\b(?:that|which) (?:is|are) in stock\b|\bin stock (?:only|now)\b|\bonly in stock\b", re.I)
+_IN_STOCK_ONLY = any_word("(?:that|which) (?:is|are) in stock", "in stock (?:only|now)", "only in stock")
 
 
 def _quantity(word: str) -> int:
