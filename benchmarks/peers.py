@@ -79,21 +79,26 @@ def run_script(python: str, module: str, args: list[str], env: dict[str, str] | 
 def run_vllm(python: str, workload_file: str, model_dir: str, max_model_len: int, max_num_seqs: int,
              kv_gib: int, device: str, timeout: float | None = None, dtype: str = "auto") -> dict[str, Any]:
     """vLLM on the same workload, in ``dtype`` ("auto": our engine's choice on this machine)."""
+    args = ["--workload-file", workload_file, "--model", model_dir, "--max-model-len", str(max_model_len),
+            "--max-num-seqs", str(max_num_seqs), "--dtype", resolved_dtype(dtype, device)]
+    return run_script(python, "benchmarks.vllm_script", args, vllm_env(kv_gib, device), timeout)
+
+
+def vllm_env(kv_gib: int, device: str) -> dict[str, str]:
+    """How every vLLM peer runs: its engine core in the calling process (``step()`` synchronous like ours, both
+    cores computing instead of one kept for a scheduler process), offline; on CPU both cores bound."""
     env = {
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
     }
-    args = ["--workload-file", workload_file, "--model", model_dir, "--max-model-len", str(max_model_len),
-            "--max-num-seqs", str(max_num_seqs)]
     if device == "cpu":
         # Binding both cores gave +67%; the KV space is whole GiB.
         cores = os.cpu_count() or 1
         # Without OMP_NUM_THREADS it drops torch to one thread when the engine core runs in-process.
         env.update(VLLM_CPU_KVCACHE_SPACE=str(kv_gib), VLLM_CPU_OMP_THREADS_BIND=f"0-{cores - 1}",
                    OMP_NUM_THREADS=str(cores))
-    args += ["--dtype", resolved_dtype(dtype, device)]
-    return run_script(python, "benchmarks.vllm_script", args, env, timeout)
+    return env
 
 
 def run_llama_cpp(python: str, workload_file: str, gguf: str, max_model_len: int,

@@ -12,6 +12,12 @@ then with none, each request generating exactly the tokens it did in the first r
 their ratio (50% / 0%), the cost of the constraints (masks, matchers) at equal work (median of ``--repeats``
 alternated pairs, after a warm-up run).
 
+vLLM beside it (``--vllm-python PATH``): the same two parts, the same prompts, seeds and schemas, on the same
+weights (the folder our loader made of the model) and dtype, with vLLM's own structured outputs (its default
+backend), in vLLM's virtual environment: this module again, run by that python with ``--engine vllm``. Both
+engines take the same request API (``SamplingParams(structured_outputs=StructuredOutputsParams(json=...))``,
+``generate``), so one code path measures both.
+
 The issue's full target (10,000 samples over 20 schemas, on SmolLM2-135M and Qwen2.5-1.5B) is
 ``--samples 500 --model PATH``; docs/benchmark.md ("Structured output") has what was run.
 """
@@ -21,10 +27,24 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 import time
 from typing import Any
 
 from benchmarks.structured_schemas import SCHEMAS, validate
+
+RESULT_PREFIX = "BENCH_RESULT "  # the line a peer's run prints its figures on (benchmarks.peers)
+
+
+def request_api(engine: str) -> tuple[Any, Any]:
+    """(SamplingParams, StructuredOutputsParams) of ``engine``: "ours" or "vllm" (run by vLLM's python)."""
+    if engine == "vllm":
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+    else:
+        from inference import SamplingParams
+        from inference.core.sampling_params import StructuredOutputsParams
+    return SamplingParams, StructuredOutputsParams
 
 
 def schema_prompt(tokenizer: Any, ask: str, schema: dict[str, Any]) -> str:
@@ -32,10 +52,10 @@ def schema_prompt(tokenizer: Any, ask: str, schema: dict[str, Any]) -> str:
     return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
 
 
-def run_validity(llm: Any, schemas: int, samples: int, max_tokens: int, seed: int = 0) -> dict[str, Any]:
+def run_validity(llm: Any, schemas: int, samples: int, max_tokens: int, seed: int = 0,
+                 engine: str = "ours") -> dict[str, Any]:
     """Per schema and in total: samples, stopped, parsed, validated; output tokens and tokens/s."""
-    from inference import SamplingParams
-    from inference.core.sampling_params import StructuredOutputsParams
+    SamplingParams, StructuredOutputsParams = request_api(engine)
 
     tokenizer = llm.get_tokenizer()
     prompts, params, names = [], [], []
@@ -72,13 +92,13 @@ def run_validity(llm: Any, schemas: int, samples: int, max_tokens: int, seed: in
     return {"per_schema": per, "total": total, "output_tokens": tokens, "wall_s": wall, "output_tokens_per_s": tokens / wall}
 
 
-def run_throughput(llm: Any, requests: int, max_tokens: int, seed: int = 0, repeats: int = 1) -> dict[str, Any]:
+def run_throughput(llm: Any, requests: int, max_tokens: int, seed: int = 0, repeats: int = 1,
+                   engine: str = "ours") -> dict[str, Any]:
     """The mix with every other request constrained, then the same mix free with each request generating exactly
     as many tokens as it did constrained (``ignore_eos``): the same batch shapes step by step, so the ratio of
     the runs' output tokens/s is the cost of the constraints alone. The first constrained run (which also sets
 the lengths) is a warm-up; then ``repeats`` pairs, alternated, and each side's median run is reported."""
-    from inference import SamplingParams
-    from inference.core.sampling_params import StructuredOutputsParams
+    SamplingParams, StructuredOutputsParams = request_api(engine)
 
     tokenizer = llm.get_tokenizer()
     prompts = [schema_prompt(tokenizer, SCHEMAS[i % len(SCHEMAS)][2], SCHEMAS[i % len(SCHEMAS)][1]) for i in range(requests)]
@@ -121,38 +141,78 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--max-num-seqs", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vllm-python", help="also run vLLM (its virtual environment's python) on the same requests")
+    ap.add_argument("--engine", choices=("ours", "vllm"), default="ours", help=argparse.SUPPRESS)  # vllm: the peer's run
     ap.add_argument("--out", help="write the figures as JSON here")
     return ap
 
 
+def measure(llm: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Both parts on one loaded engine (``--mix 0``: validity only), printed as they finish."""
+    result: dict[str, Any] = {}
+    v = result["validity"] = run_validity(llm, args.schemas, args.samples, args.max_tokens, args.seed, args.engine)
+    print(f"{args.engine}:\n{'schema':<16} {'samples':>7} {'stopped':>7} {'parsed':>7} {'valid':>7} {'stopped, invalid':>16}")
+    for name, row in [*v["per_schema"].items(), ("total", v["total"])]:
+        print(f"{name:<16} {row['samples']:>7} {row['stopped']:>7} {row['parsed']:>7} {row['validated']:>7} "
+              f"{row['stopped_invalid']:>16}")
+    print(f"{v['output_tokens']} tokens in {v['wall_s']:.1f} s: {v['output_tokens_per_s']:.1f} tokens/s")
+    if args.mix:
+        tp = result["throughput"] = run_throughput(llm, args.mix, args.max_tokens, args.seed, args.repeats, args.engine)
+        for label in ("0%", "50%"):
+            r = tp[label]
+            print(f"mix {label:>3} constrained: {r['output_tokens']} tokens in {r['wall_s']:.1f} s = "
+                  f"{r['output_tokens_per_s']:.1f} tokens/s")
+        print(f"ratio 50% / 0%: {tp['ratio']:.3f}")
+    return result
+
+
+def run_peer(args: argparse.Namespace) -> dict[str, Any]:
+    """This module's run by vLLM's python (``--engine vllm``): its figures on one ``RESULT_PREFIX`` line."""
+    from vllm import LLM
+
+    llm = LLM(model=args.model, dtype=args.dtype, max_num_seqs=args.max_num_seqs, max_model_len=2048, seed=args.seed)
+    result = {"engine": "vllm", "structured_outputs_backend": "auto (vLLM's default)", **measure(llm, args)}
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
+    if args.engine == "vllm":
+        return run_peer(args)
+    from benchmarks.peers import run_script, vllm_env
+    from benchmarks.systems import resolved_dtype
     from inference import LLM
 
     llm = LLM(args.model, device=args.device, dtype=args.dtype, max_num_seqs=args.max_num_seqs)
     result: dict[str, Any] = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                               "model": llm.llm_engine.model_path, "args": vars(args)}
     try:
-        v = run_validity(llm, args.schemas, args.samples, args.max_tokens, args.seed)
-        result["validity"] = v
-        print(f"{'schema':<16} {'samples':>7} {'stopped':>7} {'parsed':>7} {'valid':>7} {'stopped, invalid':>16}")
-        for name, row in [*v["per_schema"].items(), ("total", v["total"])]:
-            print(f"{name:<16} {row['samples']:>7} {row['stopped']:>7} {row['parsed']:>7} {row['validated']:>7} "
-                  f"{row['stopped_invalid']:>16}")
-        print(f"{v['output_tokens']} tokens in {v['wall_s']:.1f} s: {v['output_tokens_per_s']:.1f} tokens/s")
-        if args.mix:
-            tp = result["throughput"] = run_throughput(llm, args.mix, args.max_tokens, args.seed, args.repeats)
-            for label in ("0%", "50%"):
-                r = tp[label]
-                print(f"mix {label:>3} constrained: {r['output_tokens']} tokens in {r['wall_s']:.1f} s = "
-                      f"{r['output_tokens_per_s']:.1f} tokens/s")
-            print(f"ratio 50% / 0%: {tp['ratio']:.3f}")
+        result |= measure(llm, args)
     finally:
         llm.close()
+    if args.vllm_python:
+        peer_args = [*(argv if argv is not None else sys.argv[1:])]
+        peer_args = _without(peer_args, "--vllm-python", "--out", "--model", "--dtype")
+        peer_args += ["--engine", "vllm", "--model", result["model"], "--dtype", resolved_dtype(args.dtype, args.device)]
+        result["vllm"] = run_script(args.vllm_python, "benchmarks.structured", peer_args, vllm_env(4, args.device))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)
     return result
+
+
+def _without(argv: list[str], *options: str) -> list[str]:
+    """``argv`` less ``options`` and their values (``--opt value`` or ``--opt=value``)."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in options:
+            skip = True
+        elif arg.split("=", 1)[0] not in options:
+            kept.append(arg)
+    return kept
 
 
 if __name__ == "__main__":

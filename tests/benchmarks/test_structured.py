@@ -32,3 +32,17 @@ def test_throughput_pair_does_equal_work(llm) -> None:
 def test_the_validator_checks_what_the_schema_says(value, errors) -> None:
     schema = next(s for n, s, _ in SCHEMAS if n == "sku")
     assert len(validate(value, schema)) == errors
+
+
+def test_the_peers_run_takes_the_same_arguments_but_its_own_engine_model_and_output() -> None:
+    """vLLM's run is this module again: the same samples, schemas, seeds and lengths; its own engine, the folder our
+    loader made of the model, the resolved dtype, and no JSON file of its own (its figures come back on stdout)."""
+    from benchmarks.structured import _without, build_parser
+
+    argv = ["--samples", "4", "--vllm-python=/x/python", "--mix", "8", "--out", "f.json", "--model", "m", "--seed", "3"]
+    kept = _without(argv, "--vllm-python", "--out", "--model", "--dtype")
+    assert kept == ["--samples", "4", "--mix", "8", "--seed", "3"]
+    peer = build_parser().parse_args([*kept, "--engine", "vllm", "--model", "/cache/m", "--dtype", "bfloat16"])
+    assert (peer.engine, peer.samples, peer.mix, peer.seed, peer.model, peer.vllm_python, peer.out) == (
+        "vllm", 4, 8, 3, "/cache/m", None, None
+    )
