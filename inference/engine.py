@@ -36,6 +36,7 @@ from inference.core.sequence import FinishReason, Sequence, SequenceStatus
 from inference.core.stats import SchedulerStats
 from inference.detokenizer import IncrementalDetokenizer, fast_decoder
 from inference.outputs import CompletionOutput, RequestMetrics, RequestOutput, Usage
+from inference.structured.compiler import is_json
 from inference.structured.matchers import StructuredOutputs
 from inference.worker.sampler import Sampler
 
@@ -174,8 +175,9 @@ class LLMEngine:
         # Candidate 0 prefills the prompt; the others are forked from it. Raises before anything is registered.
         self.scheduler.add(completions[0].seq, [c.seq for c in completions[1:]])
         if grammar is not None:
+            compact_json = is_json(params.structured_outputs)  # type: ignore[arg-type]
             for c in completions:
-                self.structured.start(c.seq.request_id, grammar)
+                self.structured.start(c.seq.request_id, grammar, compact_json)
         request = _Request(request_id, text, ids, params, RequestMetrics(arrival_time=arrival), completions)
         self._requests[request_id] = request
         for c in completions:

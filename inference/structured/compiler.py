@@ -8,6 +8,12 @@ masked off like any disallowed token.
 JSON schemas are compiled without free whitespace (xgrammar's ``any_whitespace=False``: the compact separators
 ``", "`` and ``": "``): a small model at temperature 1 left free to pick whitespace can spend its whole token
 budget on newlines, and the text is the same JSON either way.
+
+Compact JSON holds no control character (U+0000-U+001F) at all: strings must escape them (RFC 8259, section 7)
+and no whitespace but the separators' spaces is allowed. xgrammar 0.2.9's rule for a string with ``minLength`` or
+``maxLength`` (``[^"\\\r\n]{min,max}``) still admits a raw tab or other control byte, which ``json.loads`` refuses
+(found by the 10,000-sample validity run: one output of 9,929, docs/benchmark.md), so the rows of a JSON
+constraint are also masked with ``printable``: every token whose bytes hold none.
 """
 
 from __future__ import annotations
@@ -25,9 +31,28 @@ from inference.structured.errors import StructuredOutputError
 from inference.structured.keys import ConstraintKey, constraint_key
 
 DEFAULT_CACHE_SIZE = 128
+JSON_KINDS = ("json", "json_object")  # constraints compiled as compact JSON (``printable`` applies)
 
 # xgrammar's C++ errors start with "[hh:mm:ss] /path/file.cc:line: "; the caller gets the message after it.
 _LOCATION = re.compile(r"^\[[0-9:]+\] \S+:\d+: ")
+
+
+def is_json(params: StructuredOutputsParams) -> bool:
+    """The constraint is compact JSON: no token with a control byte may be drawn (``GrammarCompiler.printable``)."""
+    return constraint_key(params)[0] in JSON_KINDS
+
+
+def printable_bitmask(decoded_vocab: list[bytes], vocab_size: int) -> Any:
+    """An int32 allowed-token row in xgrammar's layout (bit ``t % 32`` of word ``t // 32``) that allows every
+    token whose bytes hold no control character (< 0x20) and every id past the tokenizer's (xgrammar masks those)."""
+    import numpy as np
+    import torch
+
+    words = (vocab_size + 31) // 32
+    allowed = np.ones(words * 32, dtype=bool)
+    for token_id, text in enumerate(decoded_vocab[:vocab_size]):
+        allowed[token_id] = not any(byte < 0x20 for byte in text)
+    return torch.from_numpy(np.packbits(allowed, bitorder="little").view("<i4").astype(np.int32))
 
 
 def library_message(exc: BaseException) -> str:
@@ -51,6 +76,14 @@ class GrammarCompiler:
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self.num_compiled = 0  # compilations done (cache misses)
+        self._printable: Any = None
+
+    @property
+    def printable(self) -> Any:
+        """The mask a JSON constraint's rows are also ANDed with (``printable_bitmask``), built on first use."""
+        if self._printable is None:
+            self._printable = printable_bitmask(self.tokenizer_info.decoded_vocab, self.vocab_size)
+        return self._printable
 
     def compile(self, params: StructuredOutputsParams) -> Any:
         """The compiled grammar of ``params`` (xgrammar's ``CompiledGrammar``); raises ``StructuredOutputError``

@@ -31,6 +31,7 @@ class StructuredOutputs:
         self._cache_size = cache_size
         self._compiler: GrammarCompiler | None = None
         self._matchers: dict[str, Any] = {}
+        self._json: set[str] = set()  # sequences under a compact-JSON constraint (``GrammarCompiler.printable``)
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -47,13 +48,16 @@ class StructuredOutputs:
         """The compiled constraint (cached); raises ``StructuredOutputError``. Call before queueing a request."""
         return self.compiler.compile(params)
 
-    def start(self, seq_id: str, compiled: Any) -> None:
-        """A fresh matcher for a sequence that has generated nothing yet."""
+    def start(self, seq_id: str, compiled: Any, json: bool = False) -> None:
+        """A fresh matcher for a sequence that has generated nothing yet; ``json``: the constraint is compact JSON
+        (``compiler.is_json``), so no token with a control byte is allowed either."""
         import xgrammar as xgr
 
         if seq_id in self._matchers:
             raise ValueError(f"sequence {seq_id!r} already has a matcher")
         self._matchers[seq_id] = xgr.GrammarMatcher(compiled)
+        if json:
+            self._json.add(seq_id)
 
     def is_constrained(self, seq_id: str) -> bool:
         return seq_id in self._matchers
@@ -72,6 +76,8 @@ class StructuredOutputs:
         out: list[torch.Tensor | None] = [None] * len(seq_ids)
         for j, i in enumerate(rows):
             self._matchers[seq_ids[i]].fill_next_token_bitmask(bitmask, j)
+            if seq_ids[i] in self._json:
+                bitmask[j] &= self.compiler.printable
             out[i] = bitmask[j]
         return out
 
@@ -110,3 +116,4 @@ class StructuredOutputs:
 
     def free(self, seq_id: str) -> None:
         self._matchers.pop(seq_id, None)
+        self._json.discard(seq_id)

@@ -79,3 +79,30 @@ def test_a_structural_tag_compiles_once_and_constrains(compiler: GrammarCompiler
     assert compiler.compile(S(structural_tag=tag)) is compiled and compiler.num_compiled == before + 1
     for text, ok in (("yes", True), ("<n>42</n>", True), ("<n>x</n>", False), ("no", False)):
         assert xgr.GrammarMatcher(compiled).accept_string(text) is ok, text
+
+
+TAGS = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 20},
+        "minItems": 2, "maxItems": 4}}, "required": ["tags"], "additionalProperties": False}  # fmt: skip
+
+
+def test_a_json_constraint_never_allows_a_token_with_a_control_byte(tokenizer) -> None:
+    """The 10,000-sample validity run's one failure: inside a length-bounded string xgrammar 0.2.9 allowed a raw tab,
+    which JSON forbids (``json.loads`` refused it). A JSON constraint's rows are masked with every token holding a
+    control byte; a regex constraint is left as the library compiles it (its text may need a newline)."""
+    so = StructuredOutputs(tokenizer, len(tokenizer), [EOS])
+    control = {t for t, text in enumerate(so.compiler.tokenizer_info.decoded_vocab) if any(b < 0x20 for b in text)}
+    assert tokenizer.encode("\t")[0] in control and tokenizer.encode("a")[0] not in control
+    for seq_id, json in (("json", True), ("plain", False)):
+        so.start(seq_id, so.compile(S(json=TAGS)), json)
+        for token in tokenizer.encode('{"tags": ["x'):
+            so.accept(seq_id, token)
+    so.start("regex", so.compile(S(regex="[^\"]*")))
+    masks = dict(zip(("json", "plain", "regex"), so.bitmasks(["json", "plain", "regex"])))
+    allowed = {k: set(unpack_bitmask(m.unsqueeze(0), len(tokenizer))[0].nonzero().flatten().tolist()) for k, m in masks.items()}
+    assert not allowed["json"] & control
+    assert allowed["plain"] & control, "xgrammar now refuses control bytes in bounded strings: the mask may go"
+    assert allowed["regex"] & control
+    assert allowed["json"] == allowed["plain"] - control  # nothing else is taken away
+    for seq_id in ("json", "plain", "regex"):
+        so.free(seq_id)
+    assert so.num_live == 0 and not so._json
