@@ -11,9 +11,10 @@ budget on newlines, and the text is the same JSON either way.
 
 Compact JSON holds no control character (U+0000-U+001F) at all: strings must escape them (RFC 8259, section 7)
 and no whitespace but the separators' spaces is allowed. xgrammar 0.2.9's rule for a string with ``minLength`` or
-``maxLength`` (``[^"\\\r\n]{min,max}``) still admits a raw tab or other control byte, which ``json.loads`` refuses
-(found by the 10,000-sample validity run: one output of 9,929, docs/benchmark.md), so the rows of a JSON
-constraint are also masked with ``printable``: every token whose bytes hold none.
+``maxLength`` (any character but the quote, the backslash, CR and LF, min to max times) still admits a raw tab or
+other control byte, which ``json.loads`` refuses (found by the 10,000-sample validity run: one output of 9,929,
+docs/benchmark.md), so the rows of a JSON constraint are also masked with ``printable``: every token whose bytes
+hold none.
 """
 
 from __future__ import annotations
