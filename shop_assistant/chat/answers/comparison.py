@@ -171,15 +171,14 @@ def _by_price(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascendi
 
 
 def _by_measure(
-    shown: list[tuple[dict[str, Any], ProductFacts, Variant]],
-    values: list[tuple[float, str] | None],
-    ascending: bool,
-    said: dict[str, str],
+    shown: list[tuple[dict[str, Any], ProductFacts, Variant]], attribute: str, ascending: bool
 ) -> tuple[list[int], str]:
-    """``shown`` ordered on a measured attribute (``values``: (the number compared, the catalog's words) or None
-    where the catalog does not say), and the sentence saying so; ``said``'s sentences (untranslated, each with
-    ``{value}``) say it: "best" (the first, then the rest), "one" (one known), "none" (none known), "unknown" (the
-    ones the catalog does not say)."""
+    """``shown`` ordered on a measured attribute (``MEASURES``: (the number compared, the catalog's words), or None
+    where the catalog does not say; for warmth the lowest temperature, the warmest, comes first when ascending),
+    and the sentence saying so, from ``_SAID``'s untranslated sentences: "best" (the first, then the rest), "one"
+    (one known), "none" (none known), "unknown" (the ones the catalog does not say)."""
+    values = [MEASURES[attribute](facts) for _, facts, _ in shown]
+    said = _SAID[attribute][ascending] | _SAID[attribute][None]
     known = sorted((i for i, value in enumerate(values) if value is not None),
                    key=lambda i: values[i][0], reverse=not ascending)  # type: ignore[index]
     unknown = [i for i, value in enumerate(values) if value is None]
@@ -233,15 +232,7 @@ _WARMTH_SAID = {
 }
 
 
-def _by_weight(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], ascending: bool) -> tuple[list[int], str]:
-    said = _WEIGHT_SAID[ascending] | _WEIGHT_SAID[None]
-    return _by_measure(shown, [MEASURES[WEIGHT](facts) for _, facts, _ in shown], ascending, said)
-
-
-def _by_warmth(shown: list[tuple[dict[str, Any], ProductFacts, Variant]], warmest_first: bool) -> tuple[list[int], str]:
-    # the warmest is the lowest comfort temperature: ascending temperatures put it first
-    said = _WARMTH_SAID[warmest_first] | _WARMTH_SAID[None]
-    return _by_measure(shown, [MEASURES[WARMTH](facts) for _, facts, _ in shown], warmest_first, said)
+_SAID = {WEIGHT: _WEIGHT_SAID, WARMTH: _WARMTH_SAID}
 
 
 def _by_waterproofing(shown: list[tuple[dict[str, Any], ProductFacts, Variant]]) -> tuple[list[int], str]:
@@ -344,10 +335,8 @@ def ordered(
     """The indexes of ``shown`` in the order that answers the comparison, and the sentence saying so."""
     if attribute == PRICE:
         return _by_price(shown, ascending)
-    if attribute == WEIGHT:
-        return _by_weight(shown, ascending)
-    if attribute == WARMTH:
-        return _by_warmth(shown, ascending)
+    if attribute in MEASURES:
+        return _by_measure(shown, attribute, ascending)
     if attribute == WATERPROOF:
         return _by_waterproofing(shown)
     return _by_size(shown, text)
