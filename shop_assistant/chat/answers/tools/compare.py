@@ -27,6 +27,9 @@ from .total import difference_sentence
 from .registry import Context, register
 
 
+_RANKED = (comparison.PRICE, *comparison.MEASURES)  # attributes a kind's products are ranked on
+
+
 class CompareArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
     products: list[str] = Field(
@@ -106,7 +109,11 @@ def compare_products(context: Context, arguments: CompareArguments) -> Compositi
         compared = comparison.compare(context.store, context.text, context.shown, asked)
         if compared is not None:
             return Composition(COMPARE, reply=compared.reply, cards=compared.cards, products=compared.products)
-        if asked is None:  # "which jackets are waterproof?" after tents: not about those cards, a search
+        if asked is None:  # not about those cards: "which sleeping bag is warmer?" after jackets ranks that kind,
+            reread = comparison.asked_attribute(context.text)  # "which jackets are waterproof?" after tents is a search
+            if reread is not None and reread[0] in _RANKED:
+                kind = CompareArguments(products=[context.text], attribute=reread[0], ascending=reread[1])
+                return compare_products(context, kind)
             return search_products(context, SearchArguments(query=context.text))
         products = shown(context.store, context.shown)
     else:

@@ -88,6 +88,15 @@ def test_a_kinds_products_by_warmth_and_a_kind_without_ratings_searched(shop):
     assert "comfort" not in jackets.reply
 
 
+def test_a_ranking_of_another_kind_than_the_cards_shown_ranks_that_kind(shop):
+    jackets = cards_of(shop, "Men's Stormshell Rain Jacket", "Women's Stormshell Rain Jacket")
+    bags = compare(shop, "Which sleeping bag is warmer?", shown=jackets)  # as the planner sends a follow-up
+    assert [c["sku"] for c in bags.cards] == ["DO-ADB-REG", "DO-BSB"]
+    assert bags.reply.startswith("The Alpine Down Sleeping Bag is the warmest, comfortable to -7 °C")
+    waterproof = compare(shop, "Which jackets are waterproof?", shown=cards_of(shop, "Ridgeline 2-Person Tent"))
+    assert waterproof.kind != COMPARE  # not a ranking: the search answers
+
+
 def test_the_cards_shown_are_ordered_on_what_is_asked(shop):
     shown = cards_of(shop, "Ridgeline 2-Person Tent", "Basecamp 6 Family Tent")
     cheaper = compare(shop, "Which one is cheaper?", shown)  # the attribute read from the words
