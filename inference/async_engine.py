@@ -15,13 +15,13 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from inference.chat_template import encode_chat
 from inference.core.config import EngineConfig
-from inference.core.sampling_params import SamplingParams
+from inference.core.sampling_params import SamplingParams, StructuredOutputsParams
 from inference.engine import LLMEngine, PromptType
 from inference.outputs import RequestOutput, StreamDelta, Usage
 
@@ -59,10 +59,17 @@ class RequestStream:
     """Async iterator over one request's ``StreamDelta``s. The request is submitted on the first ``__anext__``;
     leaving early (break, ``aclose``, cancellation, or just dropping the object) aborts it."""
 
-    def __init__(self, engine: AsyncLLM, request_id: str, submit: Callable[[_Sink], None]) -> None:
+    def __init__(
+        self,
+        engine: AsyncLLM,
+        request_id: str,
+        submit: Callable[[_Sink], None],
+        prepare: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.request_id = request_id
         self._engine = engine
         self._submit = submit
+        self._prepare = prepare  # awaited before the submission (a constraint compiled off the engine thread)
         self._sink: _Sink | None = None
         self._done = False
 
@@ -78,6 +85,9 @@ class RequestStream:
         if self._done:
             raise StopAsyncIteration
         if self._sink is None:
+            if self._prepare is not None:
+                prepare, self._prepare = self._prepare, None
+                await prepare()
             sink = _Sink(self.request_id, asyncio.get_running_loop())
             self._submit(sink)  # raises EngineDeadError after shutdown: then there is nothing to abort
             self._sink = sink
@@ -213,7 +223,21 @@ class AsyncLLM:
         def submit(sink: _Sink) -> None:
             self._enqueue(lambda: self._add(sink, prompt, params, session_id, cache_salt, arrival, priority))
 
-        return RequestStream(self, rid, submit)
+        async def prepare() -> None:
+            if params is not None and params.structured_outputs is not None:
+                await self.compile_constraint(params.structured_outputs)
+
+        return RequestStream(self, rid, submit, prepare)
+
+    async def compile_constraint(self, constraint: StructuredOutputsParams) -> None:
+        """Compile ``constraint`` into the engine's grammar cache on a worker thread, so that the engine thread's
+        ``add_request`` finds it there: a new schema's compilation (two seconds for the planner's ten tools)
+        then holds up its own request, not every running sequence's next step (vLLM compiles off its core loop
+        too). One that does not compile is left for ``add_request`` to refuse with the library's message."""
+        try:
+            await asyncio.to_thread(self.engine.structured.compile, constraint)
+        except Exception:  # noqa: BLE001 - refused where every request's errors are: add_request
+            logger.debug("constraint did not compile ahead of its request", exc_info=True)
 
     async def generate(
         self,

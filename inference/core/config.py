@@ -22,6 +22,10 @@ class EngineConfig:
     # Cap on one prefill chunk while other requests wait, so a long prompt can't hold back first tokens.
     # None: max_num_batched_tokens // 4.
     long_prefill_token_threshold: int | None = None
+    # A step that decodes a request of a priority below this one (a smaller value: the chat's plans, -1, each
+    # of whose few tokens a shopper's first words wait on) runs no prefill of a lower priority beside it: the
+    # decode step stays a decode's cost instead of a 512-token prefill's. Above it, priorities share steps.
+    exclusive_decode_below: int = 0
     max_model_len: int = 2048
     enable_prefix_caching: bool = True
     kv_cache_memory: int = 512 * 2**20  # bytes of KV cache on CPU (CUDA sizes it from gpu_memory_utilization)

@@ -24,7 +24,9 @@ order (first come first served within a priority; a preempted sequence goes to t
 running sequences are scheduled and topped up in priority order, the victim of a preemption is the newest of
 the lowest priority, a waiting sequence that finds no seat or no memory preempts running ones of a lower
 priority (newest first) to get in, and a step that prefills a sequence runs none of a lower priority (they sit
-that step out). With one priority for everyone all of this is the plain order above.
+that step out). A step that decodes a sequence of a priority below ``exclusive_decode_below`` (the chat's plans)
+runs no prefill of a lower priority either, only their decodes: a plan's every step is then a decode's cost. With
+one priority for everyone all of this is the plain order above.
 
 Parallel sampling (``add(seq, forks=...)``): only ``seq`` is queued and prefilled; the step that finishes its
 prompt samples a first token for it and for each fork from the same logits (``ScheduledSeq.forks``), and
@@ -91,6 +93,12 @@ class _StepBudget:
     tokens: int
     scheduled: dict[str, ScheduledSeq] = field(default_factory=dict)
     preempted: list[Sequence] = field(default_factory=list)
+    # The highest priority (lowest value) decoding with ``exclusive_decode_below``: no prefill of a lower one.
+    exclusive: int | None = None
+
+    def holds_back(self, seq: Sequence) -> bool:
+        """Whether ``seq``'s prefill waits this step for an exclusive decode."""
+        return self.exclusive is not None and seq.priority > self.exclusive
 
 
 class Scheduler:
@@ -110,6 +118,7 @@ class Scheduler:
         # vLLM's name; EngineConfig may carry it, else a quarter of the step budget.
         threshold = config.long_prefill_token_threshold or config.max_num_batched_tokens // 4
         self.long_prefill_token_threshold = max(1, threshold)
+        self.exclusive_decode_below = config.exclusive_decode_below
 
     @property
     def max_seq_len(self) -> int:
@@ -207,19 +216,24 @@ class Scheduler:
         step = _StepBudget(self.max_num_batched_tokens)
         decodes = [s for s in self.running if s.num_uncomputed_tokens == 1]
         prefills = [s for s in self.running if s.num_uncomputed_tokens > 1]
+        step.exclusive = min((s.priority for s in decodes if s.priority < self.exclusive_decode_below), default=None)
+        # A prefill of a lower priority than the head of the queue goes after its admission, not before: else
+        # the running prefills could spend every step's budget and a plan would wait for all of them.
+        first_waiting = self.waiting[0].priority if self.waiting else None
+        deferred = []
         # Stable: within a priority, decodes then prefills, in admission order, as without priorities.
         for seq in sorted(decodes + prefills, key=_priority):
-            if step.tokens == 0:
-                break
-            if seq.status != SequenceStatus.RUNNING:  # preempted earlier in this step
+            if seq.num_uncomputed_tokens > 1 and step.holds_back(seq):
                 continue
-            num_new = min(seq.num_uncomputed_tokens, step.tokens, self.long_prefill_token_threshold)
-            if self._allocate_or_preempt(seq, num_new, step):
-                step.scheduled[seq.request_id] = ScheduledSeq(seq, num_new)
-                step.tokens -= num_new
+            if seq.num_uncomputed_tokens > 1 and first_waiting is not None and seq.priority > first_waiting:
+                deferred.append(seq)
+                continue
+            self._schedule_running(seq, step)
         # Admitting right after a preemption would only take the blocks just freed for the running ones; only a
         # request of a higher priority than every sequence preempted may still come in (_admit_waiting).
         self._admit_waiting(step)
+        for seq in deferred:
+            self._schedule_running(seq, step)
         self._yield_to_urgent_prefills(step)
         self._top_up_prefills(step)
         for item in step.scheduled.values():
@@ -284,6 +298,16 @@ class Scheduler:
         pending = sum(len(f) for pid, f in self._forks.items() if self.requests[pid].status == SequenceStatus.RUNNING)
         return len(self.running) + pending
 
+    def _schedule_running(self, seq: Sequence, step: _StepBudget) -> None:
+        """A running sequence's next chunk (a decode, or a prefill chunk capped at the threshold), preempting
+        the newest of the lowest priority when memory runs out."""
+        if step.tokens == 0 or seq.status != SequenceStatus.RUNNING:  # preempted earlier in this step
+            return
+        num_new = min(seq.num_uncomputed_tokens, step.tokens, self.long_prefill_token_threshold)
+        if self._allocate_or_preempt(seq, num_new, step):
+            step.scheduled[seq.request_id] = ScheduledSeq(seq, num_new)
+            step.tokens -= num_new
+
     def _admit_waiting(self, step: _StepBudget) -> None:
         if not self.waiting:
             return
@@ -297,6 +321,8 @@ class Scheduler:
                 break  # the queue is in priority order: nobody behind it may come in either
             if urgent is not None and seq.priority > urgent:
                 break  # a step that prefills a request runs none of a lower priority (_yield_to_urgent_prefills)
+            if step.holds_back(seq):
+                break  # nor a step that decodes an exclusive one any prefill of a lower priority
             num_forks = len(self._forks.get(seq.request_id, ()))
             while seats + 1 + num_forks > self.max_num_seqs and self._preempt_lower(seq, step):
                 seats = self._num_seats()

@@ -567,3 +567,36 @@ def test_a_lower_priority_request_never_preempts_a_higher_one():
     out = step(sched)
     assert out.preempted == [] and plan(out) == [("chat", 1)]  # the API request waits for memory
     assert [s.request_id for s in sched.waiting] == ["api"]
+
+
+def test_a_plan_decoding_holds_back_lower_prefills_but_not_their_decodes():
+    """A plan (priority -1, below ``exclusive_decode_below``) is a few tokens a shopper's first words wait on:
+    while it decodes, the chat's prompts (0) wait, mid-prefill or queued, and the chat's decodes run beside it."""
+    sched = make(num_blocks=64, max_num_batched_tokens=16, threshold=16)
+    sched.add(seq("chat-a", 4))
+    step(sched)  # chat-a decodes from now on
+    sched.add(seq("chat-long", 40))
+    assert plan(step(sched)) == [("chat-a", 1), ("chat-long", 15)]
+    sched.add(seq("plan", 3, priority=-1))
+    assert plan(step(sched)) == [("plan", 3)]  # its prefill: everyone of a lower priority sits it out
+    sched.add(seq("chat-b", 5))
+    for _ in range(3):  # the plan decodes: chat-a's decode rides along, chat-long and chat-b wait
+        assert plan(step(sched)) == [("plan", 1), ("chat-a", 1)]
+    assert sched.get_request("chat-long").num_computed_tokens == 15 and list(sched.waiting) == [sched.get_request("chat-b")]
+    sched.finish("plan", SequenceStatus.FINISHED_STOPPED)
+    assert plan(step(sched)) == [("chat-a", 1), ("chat-long", 15)]  # the budget's 15 left after chat-a's decode
+    assert plan(step(sched)) == [("chat-a", 1), ("chat-long", 10), ("chat-b", 5)]
+
+
+def test_priorities_at_or_above_exclusive_decode_below_share_steps():
+    """The chat (0) and the /v1 API (1) by default: a chat decode does not hold back the API's prefill."""
+    sched = make(num_blocks=64, max_num_batched_tokens=16, threshold=16)
+    sched.add(seq("chat", 4))
+    step(sched)
+    sched.add(seq("api", 6, priority=1))
+    assert plan(step(sched)) == [("chat", 1), ("api", 6)]
+    exclusive = make(num_blocks=64, max_num_batched_tokens=16, threshold=16, exclusive_decode_below=1)
+    exclusive.add(seq("chat", 4))
+    step(exclusive)
+    exclusive.add(seq("api", 6, priority=1))
+    assert plan(step(exclusive)) == [("chat", 1)]

@@ -4,6 +4,7 @@ leaves frees its matchers."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 
@@ -47,3 +48,30 @@ async def test_a_constrained_stream_and_a_consumer_that_leaves(engine: AsyncLLM,
         break  # the consumer goes: the request is aborted
     await _until_idle(engine)
     assert llm.llm_engine.structured.num_live == 0
+
+
+async def test_a_new_constraint_is_compiled_off_the_engine_thread(engine: AsyncLLM, llm: LLM, monkeypatch) -> None:
+    """Compiling a new schema takes seconds for a large one: on the engine thread it would stall every running
+    sequence's next step, so the stream compiles it on a worker thread first and the engine finds it cached."""
+    structured = llm.llm_engine.structured
+    threads: list[str] = []
+    compile_ = structured.compile
+
+    def recording(params: S):
+        threads.append(threading.current_thread().name)
+        return compile_(params)
+
+    monkeypatch.setattr(structured, "compile", recording)
+    before = structured.compiler.num_compiled
+    schema = {"type": "object", "properties": {"colour": {"enum": ["red", "teal", "ochre"]}}, "required": ["colour"]}
+    params = SamplingParams(max_tokens=16, structured_outputs=S(json=schema))
+    deltas = [d async for d in engine.stream("new-schema", "Pick a colour.", params)]
+    assert deltas[-1].finish_reason == "stop" and structured.compiler.num_compiled == before + 1
+    engine_thread = engine._thread.name
+    assert len(threads) == 2 and threads[0] != engine_thread and threads[1] == engine_thread  # compiled, then a hit
+    # Prepared ahead (a planner's prewarm): the request itself then compiles nothing at all.
+    other = S(json={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+    await engine.compile_constraint(other)
+    assert structured.compiler.num_compiled == before + 2
+    [d async for d in engine.stream("prepared", "A number?", SamplingParams(max_tokens=8, structured_outputs=other))]
+    assert structured.compiler.num_compiled == before + 2

@@ -128,20 +128,24 @@ def prefix_ids(engine: Any, store: Store) -> list[int]:
         return encode_chat(tokenizer, conversation, add_generation_prompt=False, tools=specs())
 
 
+def _constraint() -> StructuredOutputsParams:
+    return StructuredOutputsParams(json=call_schema())
+
+
 async def aprewarm(engine: Any, store: Store) -> int:
-    """Compute the planner's prefix for ``store`` into the prefix cache (when the served model plans), so the
-    first shopper's plan prefills only their message; the prefix's token count (0: the model does not plan)."""
+    """Compute the planner's prefix for ``store`` into the prefix cache and its constraint into the grammar
+    cache (when the served model plans), so the first shopper's plan prefills only their message and compiles
+    nothing; the prefix's token count (0: the model does not plan)."""
     if not can_plan(engine):
         return 0
+    await engine.compile_constraint(_constraint())
     ids = await asyncio.to_thread(prefix_ids, engine, store)  # the catalog's names: a database read
     await engine.prefill(ids, cache_salt=store.cache_salt)
     return len(ids)
 
 
 async def _complete(engine: Any, token_ids: list[int], priority: int, cache_salt: str | None) -> str:
-    params = SamplingParams(
-        temperature=0.0, max_tokens=MAX_PLAN_TOKENS, structured_outputs=StructuredOutputsParams(json=call_schema())
-    )
+    params = SamplingParams(temperature=0.0, max_tokens=MAX_PLAN_TOKENS, structured_outputs=_constraint())
     text = ""
     request_id = f"plan-{uuid.uuid4().hex[:12]}"
     async for delta in engine.stream(request_id, token_ids, params, cache_salt=cache_salt, priority=priority):
