@@ -36,20 +36,14 @@ DELIVERED_MISSING = gettext_noop(
 )
 NOT_SHIPPED_YET = gettext_noop("It hasn't shipped yet; you'll get a tracking link by email when it does.")
 ITEMS = gettext_noop("Order #{number} has: {items}.")
-RETURN_REQUESTED = gettext_noop(
-    "I've sent a return request for {items} from order #{number} to our team. A person will confirm it here in "
-    "this chat; nothing changes on your order until then."
-)
-EXCHANGE_REQUESTED = gettext_noop(
-    "I've sent an exchange request for {items} from order #{number}{wanted} to our team. A person will confirm it "
-    "here in this chat; nothing changes on your order until then."
-)
+# A return, an exchange or a cancellation is a request that agents decide (``OrderRequest``): each reply that
+# sends one says what was asked for, then ``UNTIL_DECIDED`` (``requested``), one sentence for the three.
+RETURN_REQUESTED = gettext_noop("I've sent a return request for {items} from order #{number} to our team.")
+EXCHANGE_REQUESTED = gettext_noop("I've sent an exchange request for {items} from order #{number}{wanted} to our team.")
+CANCEL_REQUESTED = gettext_noop("Order #{number} hasn't shipped yet, so I've asked our team to cancel it.")
+UNTIL_DECIDED = gettext_noop("A person will confirm it here in this chat; nothing changes on your order until then.")
 FOR_WANTED = gettext_noop(" (for {wanted})")
 ASK_WANTED = gettext_noop("Which size or colour would you like instead of {items} from order #{number}?")
-CANCEL_REQUESTED = gettext_noop(
-    "Order #{number} hasn't shipped yet, so I've asked our team to cancel it. A person will confirm it here in "
-    "this chat; nothing changes on your order until then."
-)
 ALREADY_CANCELLED = gettext_noop("Order #{number} is already cancelled.")
 CANNOT_CANCEL = gettext_noop(
     "Order #{number} already shipped on {date}, so it can't be cancelled. Once it arrives you can return it instead."
@@ -66,6 +60,12 @@ OUTSIDE_WINDOW = gettext_noop(
     "can't start a return for it here; a person from our team can take a look: ask for a person."
 )
 EXCLUDED = gettext_noop("{item} can't be returned under our returns policy.")
+
+
+def requested(sentence: str, **values: str) -> str:
+    """The reply that sends a request to agents: ``sentence`` (one of the ``*_REQUESTED``) formatted with
+    ``values``, then what happens next."""
+    return f"{_(sentence).format(**values)} {_(UNTIL_DECIDED)}"
 
 
 def day(value: datetime | date) -> str:

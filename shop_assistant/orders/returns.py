@@ -90,10 +90,11 @@ def check(order: Order, text: str, rules: ReturnRules, kind: str, wanted: str = 
         return decision
     if kind == OrderRequest.Kind.EXCHANGE:
         extra = _(replies.FOR_WANTED).format(wanted=wanted) if wanted else ""
-        decision.sentences.append(_(replies.EXCHANGE_REQUESTED).format(items=names, number=order.number, wanted=extra))
+        decision.sentences.append(
+            replies.requested(replies.EXCHANGE_REQUESTED, items=names, number=order.number, wanted=extra))
         quoted = rules.exchange_sentence or rules.window_sentence
     else:
-        decision.sentences.append(_(replies.RETURN_REQUESTED).format(items=names, number=order.number))
+        decision.sentences.append(replies.requested(replies.RETURN_REQUESTED, items=names, number=order.number))
         quoted = rules.window_sentence
     if quoted:  # shown as the answer's quote, not in its text (``replies.OUTSIDE_WINDOW``)
         decision.policy.append(quoted)

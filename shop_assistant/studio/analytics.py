@@ -130,10 +130,8 @@ def _median(values: str) -> property:
 class Report:
     range: Range
     conversations: int = 0
-    messages: int = 0
-    shopper_messages: int = 0
-    answers: int = 0
-    agent_messages: int = 0
+    # Messages by who wrote them (Message.Role: "user", "assistant", "agent"); ``messages`` is their sum.
+    messages_by_role: dict[str, int] = field(default_factory=lambda: dict.fromkeys(Message.Role.values, 0))
     deflected: int = 0
     handoffs: int = 0
     handoffs_replied: int = 0
@@ -156,9 +154,8 @@ class Report:
     order_conversations: int = 0
     order_verified: int = 0
     order_deflected: int = 0
-    requests_pending: int = 0
-    requests_accepted: int = 0
-    requests_declined: int = 0
+    # The requests by outcome (OrderRequest.Status: "pending", "accepted", "declined").
+    order_requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OrderRequest.Status.values, 0))
 
     # Shares of two of the counts above (None when there is nothing to divide by) and medians of the lists.
     deflection_rate = _rate("deflected", "conversations")
@@ -167,6 +164,10 @@ class Report:
     cache_share = _rate("cached_tokens", "prompt_tokens")
     median_first_human_reply = _median("first_human_reply_seconds")
     median_first_token_ms = _median("first_token_ms")
+
+    @property
+    def messages(self) -> int:
+        return sum(self.messages_by_role.values())
 
     @property
     def csat_responses(self) -> int:
@@ -244,11 +245,7 @@ def store_report(store: Store, span: Range) -> Report:
         (at - requested[conversation_id]).total_seconds() for conversation_id, at in first_reply.items()
     )
 
-    counts = _count_by(messages, "role")
-    report.shopper_messages = counts.get(Message.Role.USER, 0)
-    report.answers = counts.get(Message.Role.ASSISTANT, 0)
-    report.agent_messages = counts.get(Message.Role.AGENT, 0)
-    report.messages = sum(counts.values())
+    report.messages_by_role = _count_by(messages, "role", Message.Role.values)
 
     answers = messages.filter(role=Message.Role.ASSISTANT)
     report.thumbs_up = answers.filter(rating=1).count()
@@ -269,9 +266,10 @@ def store_report(store: Store, span: Range) -> Report:
     return report
 
 
-def _count_by(rows, column: str) -> dict:
-    """How many of ``rows`` (a queryset) hold each value of ``column``, counted by the database in one query."""
-    return dict(rows.values_list(column).annotate(n=Count("id")).values_list(column, "n"))
+def _count_by(rows, column: str, values: list[str]) -> dict[str, int]:
+    """How many of ``rows`` (a queryset) hold each value of ``column``, counted by the database in one query; each
+    of ``values`` (the column's choices) is there, 0 where no row holds it."""
+    return dict.fromkeys(values, 0) | dict(rows.values_list(column).annotate(n=Count("id")).values_list(column, "n"))
 
 
 def _deflected(row: dict) -> bool:
@@ -288,10 +286,8 @@ def _order_figures(report: Report, conversations, deflected: set) -> None:
         report.order_conversations += 1
         report.order_verified += verified_at is not None
         report.order_deflected += conversation_id in deflected
-    outcomes = _count_by(OrderRequest.objects.filter(conversation__in=conversations), "status")
-    report.requests_pending = outcomes.get(OrderRequest.Status.PENDING, 0)
-    report.requests_accepted = outcomes.get(OrderRequest.Status.ACCEPTED, 0)
-    report.requests_declined = outcomes.get(OrderRequest.Status.DECLINED, 0)
+    requests = OrderRequest.objects.filter(conversation__in=conversations)
+    report.order_requests = _count_by(requests, "status", OrderRequest.Status.values)
 
 
 def _questions_answered_with(messages, kind: str) -> tuple[list[NoMatchGroup], int]:
@@ -356,7 +352,10 @@ _FORMATS: dict[str, Callable[[Any], str]] = {
 
 
 def _figure(report: Report, name: str) -> str:
-    return _FORMATS.get(name, str)(getattr(report, name))
+    """A figure by name: the report's attribute, or ``attribute.key``, one entry of a count by value."""
+    attribute, _, key = name.partition(".")
+    value = getattr(report, attribute)
+    return _FORMATS.get(name, str)(value[key] if key else value)
 
 
 # The page's key figures: the template's key -> the report's figure.
@@ -373,9 +372,9 @@ _HEADLINE = {
 _SUMMARY = {
     "Conversations": "conversations",
     "Messages": "messages",
-    "Shopper messages": "shopper_messages",
-    "Assistant answers": "answers",
-    "Agent messages": "agent_messages",
+    "Shopper messages": "messages_by_role.user",
+    "Assistant answers": "messages_by_role.assistant",
+    "Agent messages": "messages_by_role.agent",
     "Answered without a person": "deflected",
     "Deflection rate": "deflection_rate",
     "Handoffs": "handoffs",
@@ -399,9 +398,9 @@ _SUMMARY = {
     "Order conversations": "order_conversations",
     "Order conversations verified": "order_verified",
     "Order conversations answered without a person": "order_deflected",
-    "Order requests pending": "requests_pending",
-    "Order requests accepted": "requests_accepted",
-    "Order requests declined": "requests_declined",
+    "Order requests pending": "order_requests.pending",
+    "Order requests accepted": "order_requests.accepted",
+    "Order requests declined": "order_requests.declined",
 }
 
 

@@ -72,6 +72,25 @@ def test_the_page_shows_every_figure_of_the_week(week, client):
     assert summary["Card click-through"] == "66.7%" and summary["No-match replies"] == "4"
 
 
+def test_the_order_requests_by_outcome_on_the_page(week, client):
+    """The requests' key figure reads the report's count by outcome; a request of a conversation started after
+    the range does not count."""
+    from django.utils import timezone
+
+    from shop_assistant.orders.models import Order, OrderRequest
+
+    order = Order.objects.create(store=week.store, number="1001", email="sam@example.com", placed_at=timezone.now())
+    c = week.conversations
+    for conversation, status in ((c["order"], "accepted"), (c["order"], "declined"), (c["person"], "declined"),
+                                 (c["waiting"], "pending"), (c["next-week"], "accepted")):
+        OrderRequest.objects.create(store=week.store, order=order, conversation=conversation, kind="return",
+                                    status=status)
+    page = client.get(f"/studio/corner/analytics/?{WEEK}").content.decode()
+    assert kpi(page, "order-requests") == "1 / 2 | order requests accepted / declined (1 pending)"
+    summary = dict(re.findall(r'<tr><th scope="row">([^<]+)</th><td>([^<]*)</td></tr>', page))
+    assert (summary["Order requests accepted"], summary["Order requests pending"]) == ("1", "1")
+
+
 def test_csv_exports_hold_the_same_rows(week, client):
     summary = read_csv(client.get(f"/studio/corner/analytics/summary.csv?{WEEK}"))
     assert summary[0] == ["Figure", "Value"]

@@ -42,4 +42,4 @@ def order_cancel(context: Context, arguments: OrderCancelArguments) -> Compositi
         reply = _(replies.CANNOT_CANCEL).format(number=order.number, date=replies.day(order.fulfilled_at or order.placed_at))
         return answered(access, reply)
     request = Requested(OrderRequest.Kind.CANCEL, order.pk, (), "", context.text)
-    return answered(access, _(replies.CANCEL_REQUESTED).format(number=order.number), effects=[request])
+    return answered(access, replies.requested(replies.CANCEL_REQUESTED, number=order.number), effects=[request])
