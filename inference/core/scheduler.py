@@ -24,7 +24,8 @@ order (first come first served within a priority; a preempted sequence goes to t
 running sequences are scheduled and topped up in priority order, the victim of a preemption is the newest of
 the lowest priority, a waiting sequence that finds no seat or no memory preempts running ones of a lower
 priority (newest first) to get in, and a step that prefills a sequence runs none of a lower priority (they sit
-that step out). A step that decodes a sequence of a priority below ``exclusive_decode_below`` (the chat's plans)
+that step out); a running prefill of a lower priority than the head of the queue takes its chunk after that
+head is admitted. A step that decodes a sequence of a priority below ``exclusive_decode_below`` (the chat's plans)
 runs no prefill of a lower priority either, only their decodes: a plan's every step is then a decode's cost. With
 one priority for everyone all of this is the plain order above.
 
