@@ -87,6 +87,7 @@ _SYNONYMS = {
     "exchange": "exchange", "swap": "exchange", "returned": "return", "returning": "return", "returns": "return",
     "internationally": "international", "abroad": "international", "overseas": "international",
     "shop": "store", "pay": "payment", "paying": "payment", "paid": "payment",
+    "hydration": "water",  # a hydration bladder (or reservoir) is a water bladder
 }
 
 

@@ -373,3 +373,22 @@ def test_the_owners_own_templates_are_never_translated():
     # The defaults in French keep as many wordings as in English: a question picks the same one in every language.
     assert all(len(defaults[kind]) == len(DEFAULT_TEMPLATES[kind]) for kind in DEFAULT_TEMPLATES)
     assert defaults["thanks"] != DEFAULT_TEMPLATES["thanks"]
+
+
+PACK = product("Summit 40L Backpack", "149.00", product_type="Backpacks", options="Colour: Slate, Rust",
+               option_values=(("Colour", (("Slate", True), ("Rust", False))),),
+               description="A 40-litre pack for weekend trips. Fits a 3-litre hydration bladder.")  # fmt: skip
+
+
+def test_a_yes_no_question_about_the_one_product_found_is_answered_first_when_its_sentence_settles_it():
+    text = opening_for(STORE, "Will a 3 litre water bladder fit in the Summit backpack?", [PACK], []).text
+    assert text.startswith("Yes. Summit 40L Backpack: Fits a 3-litre hydration bladder. ")  # then the lead, once
+    assert text.count("Fits a 3-litre") == 1 and "149.00 USD" in text
+    # a figure the sentence does not give, a word it lacks, or two products: the facts alone, no verdict
+    assert not opening_for(STORE, "Will a 5 litre water bladder fit in the Summit backpack?", [PACK], []).text.startswith(("Yes", "No"))
+    assert not opening_for(STORE, "Will a 3 litre wine bladder fit in the Summit backpack?", [PACK], []).text.startswith(("Yes", "No"))
+    assert not opening_for(STORE, "Is a 3 litre bladder fine in these?", [PACK, SHELL], []).text.startswith(("Yes", "No"))
+    # a colour named is the rows' answer ("Rust is sold out"), not the description's
+    assert not opening_for(STORE, "Will a 3 litre bladder fit in the Rust Summit backpack?", [PACK], []).text.startswith("Yes")
+    # "do you have ...?" keeps its one "Yes!" from the lead
+    assert opening_for(STORE, "Do you have a waterproof jacket?", [SHELL], []).text.count("Yes") == 1

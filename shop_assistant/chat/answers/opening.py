@@ -515,6 +515,15 @@ def _lead(
     return _pick(templates["products"], question).format(products=listed)
 
 
+def _settled_about(products: Sequence[ProductFacts], question: str, details: Sequence[str | None]) -> str | None:
+    """"Yes."/"No." when the shopper's yes/no question found one product and its description's sentence for
+    the question settles it (``settles``: every word asked is in the sentence as quoted, the product's name
+    included, so "will a 5 litre bladder fit?" gets no "Yes." from "Fits a 3-litre hydration bladder.")."""
+    if len(products) != 1 or not details or not details[0] or _HAVE.search(question):
+        return None  # "do you have ...?" is answered by the lead ("Yes! There's ...")
+    return settles(question, details[0])
+
+
 def _in_english() -> bool:
     return (get_language() or "en").split("-")[0] == "en"
 
@@ -574,6 +583,11 @@ def products_opening(
     # The catalog's descriptions are in the store's language: quoted into an answer in another one, they made
     # it half English. The lead, prices, stock and options are the facts; the card carries the rest.
     details = [_detail_for(p, question, describe=len(products) == 1) for p in products] if _in_english() else []
+    # Not for what the rows answer (stock, sale, a size or colour named) nor what the product lacks: said above.
+    asks_the_rows = asks_sale or asks_stock or options.told_stock or not options.settled or lacking
+    verdict = None if asks_the_rows else _settled_about(products, question, details)
+    if verdict:  # "Will a 3 litre bladder fit in the Summit backpack?": the sentence that settles it comes first
+        sentences.insert(0, f"{verdict} {details.pop(0)}")
     sentences += [detail for detail in details if detail][:2]
     if not asks_stock:
         sentences += [s for s in stock if s]
