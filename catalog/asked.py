@@ -29,6 +29,11 @@ MIN_NOUN_SIMILARITY = 0.40
 # "sleeping" for the sleeping pad +0.25, "down jacket" and the down vest +0.30, "bedside lamp" +0.18; "sun
 # hoodie" and the sun hat +0.11, "sleeping mat" and a sleeping bag +0.12, "hiking pants" and socks +0.13.
 MIN_NOUN_GAIN = 0.15
+# ...and only when the modifiers alone relate to the product: the phrase then builds on what drew the hit.
+# "bike helmets" and the rain jacket (whose description mentions a helmet) gain +0.25 because "bike" alone is
+# far from everything (0.09): it is no helmet. "sleeping" and the sleeping pad 0.22, "down" and the down vest 0.31;
+# "bike" and the jacket, the sun hat and the first-aid kit 0.07-0.12.
+MIN_MODIFIER_SIMILARITY = 0.20
 # The most words a named kind has: a modifier and the noun ("sun hoodie", "2-person tent", "sleeping bag").
 MAX_PHRASE_WORDS = 2
 # How close a word must be to one of the store's to be taken for a typo of it ("hamock", "tnet").
@@ -157,7 +162,11 @@ def means(named: Named, vectors: Sequence[np.ndarray | None], encode: Callable[[
             verdicts.append(True)
             continue
         close = float(vector @ noun) >= MIN_NOUN_SIMILARITY
-        gains = phrase is not None and float(vector @ phrase) - float(vector @ modifiers) >= MIN_NOUN_GAIN
+        gains = (
+            phrase is not None
+            and float(vector @ modifiers) >= MIN_MODIFIER_SIMILARITY
+            and float(vector @ phrase) - float(vector @ modifiers) >= MIN_NOUN_GAIN
+        )
         verdicts.append(close or gains)
     return verdicts
 

@@ -221,6 +221,13 @@ def test_a_product_the_import_rejected_gets_the_no_match_reply(demo_store):
     )
 
 
+def test_a_kind_only_a_description_mentions_is_not_carried(demo_store):
+    """Found walking the widget: "Any bike helmets?" showed the rain jacket, whose hood "fits over a helmet"."""
+    composition = compose(demo_store, "Any bike helmets?", retrieve)
+    assert composition.kind == NO_MATCH and composition.cards == [], composition.cards
+    assert composition.reply.startswith("Sorry, we don't carry bike helmets."), composition.reply
+
+
 @pytest.mark.parametrize(
     ("question", "title"),
     [
