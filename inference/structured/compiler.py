@@ -76,6 +76,9 @@ class GrammarCompiler:
         self._cache: OrderedDict[ConstraintKey, Any] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        # One lock per constraint being compiled: a second request for it waits for the first compilation instead of
+        # running its own (requests compile on worker threads, ``AsyncLLM.compile_constraint``, so they can overlap).
+        self._compiling: dict[ConstraintKey, threading.Lock] = {}
         self.num_compiled = 0  # compilations done (cache misses)
         self._printable: Any = None
 
@@ -91,22 +94,38 @@ class GrammarCompiler:
         with the library's message when it does not compile."""
         key = constraint_key(params)
         with self._lock:
-            if key in self._cache:
+            cached = self._cached(key)
+            if cached is not None:
+                return cached
+            compiling = self._compiling.setdefault(key, threading.Lock())
+        with compiling:
+            with self._lock:
+                cached = self._cached(key)  # compiled by the request this one waited for
+                if cached is not None:
+                    return cached
+            try:
+                compiled = self._compile(key)
+            except StructuredOutputError:
+                raise
+            except Exception as exc:  # xgrammar raises RuntimeError (and ValueError for some schemas)
+                raise StructuredOutputError(f"invalid {key[0]} constraint: {library_message(exc)}") from exc
+            finally:
+                with self._lock:
+                    self._compiling.pop(key, None)
+            with self._lock:
+                self.num_compiled += 1
+                self._cache[key] = compiled
                 self._cache.move_to_end(key)
-                return self._cache[key]
-        try:
-            compiled = self._compile(key)
-        except StructuredOutputError:
-            raise
-        except Exception as exc:  # xgrammar raises RuntimeError (and ValueError for some schemas)
-            raise StructuredOutputError(f"invalid {key[0]} constraint: {library_message(exc)}") from exc
-        with self._lock:
-            self.num_compiled += 1
-            self._cache[key] = compiled
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
         return compiled
+
+    def _cached(self, key: ConstraintKey) -> Any:
+        """The compiled grammar of ``key`` if cached (marked recently used), else None; under ``_lock``."""
+        if key not in self._cache:
+            return None
+        self._cache.move_to_end(key)
+        return self._cache[key]
 
     def _compile(self, key: ConstraintKey) -> Any:
         kind, text = key

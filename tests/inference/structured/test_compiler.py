@@ -3,6 +3,9 @@ the padded vocabulary."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from inference.core.sampling_params import StructuredOutputsParams as S
@@ -31,6 +34,24 @@ def test_each_distinct_constraint_compiles_once_and_the_cache_is_bounded(compile
     assert compiler.num_compiled == before + 4
     compiler.compile(S(json={"type": "object", "properties": {"x": {"type": "integer"}}}))
     assert compiler.num_compiled == before + 5
+
+
+def test_requests_for_a_constraint_being_compiled_wait_for_that_compilation(compiler: GrammarCompiler, monkeypatch) -> None:
+    """Requests compile on worker threads (``AsyncLLM.compile_constraint``): four at once for one new schema
+    compile it once, and the three others get that grammar."""
+    compile_ = compiler._compile
+
+    def slow(key):
+        time.sleep(0.3)  # long enough for every thread to ask while it compiles
+        return compile_(key)
+
+    monkeypatch.setattr(compiler, "_compile", slow)
+    before = compiler.num_compiled
+    schema = S(json={"type": "object", "properties": {"tent": {"enum": ["ridgeline", "basecamp"]}}})
+    with ThreadPoolExecutor(4) as pool:
+        grammars = list(pool.map(lambda _: compiler.compile(schema), range(4)))
+    assert compiler.num_compiled == before + 1 and all(g is grammars[0] for g in grammars)
+    assert compiler._compiling == {}
 
 
 @pytest.mark.parametrize(
