@@ -47,7 +47,8 @@ _AROUND = frozenset(
     want wanted wanna need needed like love looking look search searching find finding buy buying order
     ordering purchase sell selling carry carrying stock stocking offer offering show tell please pls hi hello
     hey there how much many what which where when who whats what's about also still just really actually
-    maybe perhaps sure know wondering wonder if whether one kind sort""".split()
+    maybe perhaps sure know wondering wonder if whether one kind sort bring take wear recommend suggest choose
+    pick""".split()
 )
 # Where the noun phrase ends: a preposition, a clause, a verb after the noun.
 _BOUNDARY = frozenset(
@@ -116,9 +117,12 @@ def _named_in(clause: list[str]) -> Named | None:
     """The noun phrase one clause names; None when it asks about something that is no product (a price, a
     gift), ``_NOTHING`` when it names nothing."""
     phrase: list[str] = []
+    previous = ""
     for word in clause:
+        # "how warm is the down bag?": the word after "how" is a degree asked about, never the kind
+        degree, previous = previous == "how", word
         if not phrase:
-            if word in _AROUND or word in _BOUNDARY:
+            if word in _AROUND or word in _BOUNDARY or degree:
                 continue
             if word in _NOT_A_KIND:
                 return None
@@ -146,6 +150,14 @@ def sold_as(named: Named, kinds: frozenset[str]) -> bool:
     if not words or words <= kinds:
         return True
     return all(difflib.get_close_matches(word, kinds, n=1, cutoff=TYPO_CUTOFF) for word in words)
+
+
+def is_kind(named: Named | None, title: str, product_type: str) -> bool:
+    """The product is what ``named`` names: its noun is a word of the product's title or type ("tent" and the
+    Ridgeline 2-Person Tent, "jackets" and the rain jacket; not "hike" and the Daytripper 22L Daypack)."""
+    if named is None or not named.noun:
+        return False
+    return bool(passages.content_words(named.noun) & passages.content_words(f"{title} {product_type}"))
 
 
 def means(named: Named, vectors: Sequence[np.ndarray | None], encode: Callable[[str], np.ndarray]) -> list[bool]:

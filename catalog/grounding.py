@@ -121,9 +121,10 @@ IDEA_RELATIVE_CUTOFF = 0.5
 
 
 def ideas(store: Store, text: str, k: int = 3, *, min_price: Decimal | None = None,
-          max_price: Decimal | None = None) -> Grounding:
+          max_price: Decimal | None = None, relative: float = IDEA_RELATIVE_CUTOFF) -> Grounding:
     """Products to suggest for what someone likes (``text``), in stock and within the price range, best first:
-    ``ground``'s cards and facts with the weaker bar of a suggestion (``IDEA_MIN_SEMANTIC``)."""
+    ``ground``'s cards and facts with the weaker bar of a suggestion (``IDEA_MIN_SEMANTIC``), each scoring at
+    least ``relative`` times the best."""
     found = search(text, k * 3, store=store, min_price=min_price, max_price=max_price, in_stock=True)
     if not any(h.keyword > 0 for h in found):
         # None of the person's words is the catalog's ("kayaking", "golf"): likeness alone would suggest trekking
@@ -131,7 +132,7 @@ def ideas(store: Store, text: str, k: int = 3, *, min_price: Decimal | None = No
         return Grounding(facts=NO_MATCH, cards=[], found=False)
     hits = [h for h in found if h.variant is not None and (h.semantic >= IDEA_MIN_SEMANTIC or h.keyword >= IDEA_MIN_KEYWORD)]
     if hits:
-        hits = [h for h in hits if h.score >= IDEA_RELATIVE_CUTOFF * hits[0].score][:k]
+        hits = [h for h in hits if h.score >= relative * hits[0].score][:k]
     if not hits:
         return Grounding(facts=NO_MATCH, cards=[], found=False)
     lines = ["Products from the catalog that could suit:"] + [_product_line(i, hit) for i, hit in enumerate(hits, 1)]
@@ -331,6 +332,25 @@ def _of_the_kind_named(store: Store, text: str, hits: list[SearchHit]) -> list[S
     return [hit for hit, means in zip(hits, asked.means(named, vectors, query_vector)) if means]
 
 
+# How many more hits are searched when only one kind of product will be kept.
+KIND_DEPTH = 5
+
+
+def kind_sold(store: Store, text: str) -> str:
+    """The product type of the kind of product ``text`` names, when the store sells it: the best product for the
+    named phrase alone is called that ("any jackets under 50?": a rain jacket, type Jackets; "hiking boots": the
+    Trailblazer boots, Footwear). "" for words that name an activity or no product ("a day hike": the daypack is
+    no hike; "cooking gear"), nothing at all, or a product without a type. The phrase alone, not the message:
+    "under 50" would find the sun hat's "UPF 50"."""
+    named = asked.named_kind(text)
+    if named is None or not named.noun:
+        return ""
+    best = search(named.phrase, 1, store=store)
+    if not best or not asked.is_kind(named, best[0].product.title, best[0].product.product_type):
+        return ""
+    return best[0].product.product_type
+
+
 def ground(
     store: Store,
     text: str,
@@ -361,8 +381,13 @@ def ground(
     hits: list[SearchHit] = []
     answers: list[passages.Match] = []
     if text.strip():
-        found = search(text, k, store=store, min_price=low, max_price=high, in_stock=in_stock)
-        hits = [hit for hit in found if hit.variant is not None]
+        # With a price range, a kind of product named ("a tent under 100") keeps the hits of its type (the store's
+        # own category), searched deeper for them: the headlamp that "tent mate" finds under 100 is no tent, the
+        # camp chair with its carry bag no sleeping bag; the trail shoes under 150 are footwear like the boots
+        # asked for. Words that name no product ("a day hike", "gear") keep every hit.
+        kind = kind_sold(store, text) if low is not None or high is not None else ""
+        found = search(text, k * KIND_DEPTH if kind else k, store=store, min_price=low, max_price=high, in_stock=in_stock)
+        hits = [hit for hit in found if hit.variant is not None and (not kind or hit.product.product_type == kind)][:k]
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
         hits = _of_the_kind_asked(text, [hit for hit in hits if hit.score >= floor and _means_it(hit)])
         hits = _of_the_kind_named(store, text, hits)

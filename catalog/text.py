@@ -13,8 +13,9 @@ import re
 SENTENCE_END = re.compile(r"[.!?…]+[\"'’”)\]*_]*(?=\s)|\n")
 # Between the sentences of a whole text: whitespace after . ! or ?, or line breaks.
 _BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
-# The same, where the next sentence must start as one does ("approx. 2 kg" stays one sentence).
-_BREAK_BEFORE_START = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")
+# The same, where the next sentence must start as one does ("approx. 2 kg" stays one sentence); a list item of a
+# description whose lines were joined ("... at night. - Packed weight 1.6 kg - Floor 215 x 130 cm") is one too.
+_BREAK_BEFORE_START = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\s+-\s+(?=[A-Z0-9])|\n+")
 
 
 def split_sentences(text: str, *, starts_upper: bool = False) -> list[str]:

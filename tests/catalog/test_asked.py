@@ -37,7 +37,10 @@ def test_the_noun_a_request_names(text, noun, modifiers):
      "a gift for my dad", "Hello!", "¿Tienen chaquetas impermeables?", "What is your return policy?",
      # A clause read on past the noun: its last word ("enough", "two") was taken for the thing asked for.
      "Is the Ridgeline tent big enough for three people?",
-     "What would the tent plus two of the down bags cost together?"],
+     "What would the tent plus two of the down bags cost together?",
+     # The word after "how" is a degree ("warm" was taken for the kind, and every sleeping bag was dropped), and
+     # "bring" a verb: no kind, so no hit is dropped for not being one.
+     "How warm is the down sleeping bag?", "What should I bring for a weekend backpacking trip?"],
 )
 def test_no_kind_where_none_is_named(text):
     assert named_kind(text) is None

@@ -15,6 +15,11 @@ def test_prose_breaks_only_before_what_starts_a_sentence():
         "Weighs approx. two kg.", "Packs small.", "3 colours.", "\"Best tent\" says a review."
     ]
     assert split_sentences("Weighs approx. two kg.") == ["Weighs approx.", "two kg."]
+    # A description's list items, its lines joined: each is a sentence; a hyphen inside a word is none.
+    joined = "Two doors and two vestibules. - Packed weight 1.6 kg - Floor 215 x 130 cm - A three-season tent"
+    assert split_sentences(joined, starts_upper=True) == [
+        "Two doors and two vestibules.", "Packed weight 1.6 kg", "Floor 215 x 130 cm", "A three-season tent",
+    ]
 
 
 def test_a_streamed_sentence_ends_after_its_closing_marks_before_whitespace():

@@ -184,7 +184,7 @@ def listing(items: Sequence[str], conjunction: str = "and") -> str:
 
 def _agreeing(title: str, singular: str, plural: str) -> str:
     """The one of two translated sentences whose verb agrees with the product's name: "is" or "are" (``_is``)."""
-    return singular if _is(title) == "is" else plural
+    return singular if be_for(title) == "is" else plural
 
 
 def over_the_limit(title: str, price: Decimal, limit: Decimal, currency: str) -> str:
@@ -216,7 +216,7 @@ _COMMON_FIRST_WORDS = frozenset(
 )
 
 
-def _is(title: str) -> str:
+def be_for(title: str) -> str:
     """The verb for a product's name: "The Trekking Poles are", "The Tent is" (a plural's last word ends in s)."""
     last = re.sub(r"\s*\(.*\)$", "", title).split()[-1].lower() if title.strip() else ""
     return "are" if last.endswith("s") and not last.endswith(("ss", "us", "is")) else "is"
@@ -232,7 +232,7 @@ def _about(product: ProductFacts, sentence: str, first: bool) -> str:
     product is ("A freestanding tent ..."): it becomes "The X is a freestanding tent ..."; any other is quoted
     after the name, since its subject may be a part ("A draft collar and a hood ... hold the warmth in")."""
     article, _space, rest = sentence.partition(" ")
-    if first and article in ("A", "An") and rest and _is(product.title) == "is":
+    if first and article in ("A", "An") and rest and be_for(product.title) == "is":
         # The description goes on in the store's words: "The X is a freestanding tent ..."
         return _("The {title} is {description}").format(title=product.title, description=f"{article.lower()} {rest}")
     return f"{product.title}: {sentence}"
@@ -497,7 +497,7 @@ def _lead(
     listed = listing([_("the {title} ({price})").format(title=p.title, price=money(p.price, p.currency)) for p in products])
     if len(products) == 1:
         product = products[0]
-        price, verb = money(product.price, product.currency), _is(product.title)
+        price, verb = money(product.price, product.currency), be_for(product.title)
         if not product.buyable:
             # Not "You could go for the chair" before "the chair is out of stock": the lead says it.
             return _agreeing(

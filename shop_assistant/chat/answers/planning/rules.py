@@ -91,6 +91,14 @@ _BUDGET = re.compile(
 _POINTS_BACK = any_word("it", "its", "it's", "this one", "that one")
 _FOLLOW_UP_WORDS = 12
 _ONE_OF_SHOWN = any_word("the (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last) one")
+# "How warm is the down sleeping bag?", "How heavy are the boots?": a degree asked of one product named (a singular
+# verb and an article, or "are the" for a name in the plural), answered from its own description; "how much" is its
+# price, which the search's opening says, and "how warm are your bags?" asks of several.
+_HOW_IS_ONE = re.compile(
+    r"^\W*how\s+(?!much\b|many\b|about\b|come\b)[a-z-]+\s+(?:(?:is|does)\s+(?:the|your|this|that)|are\s+the)\s+(.+?)"
+    r"(?:\s+(?:last|weigh|hold|fit|pack|keep|get|run|take|go)\b.*?)?\s*[?.!]*$",
+    re.IGNORECASE,
+)
 _WHICH = re.compile(r"^\W*(?:which|what)\b", re.IGNORECASE)
 # "Which backpack is cheaper?", "lightest tent?", "which sleeping bag is warmer?": a kind's products ranked on what
 # is asked. Price words anywhere; weight and warmth as a superlative or in a "which" question ("do you sell a
@@ -262,6 +270,9 @@ def plan(context: Context) -> list[Call]:
     planned = _named_comparison(text) or _ranked_kind(text)
     if planned:
         return planned
+    degree = _HOW_IS_ONE.match(text) if context.language == "en" and not asks_about_the_store(text) else None
+    if degree:
+        return [call("product_details", product=degree.group(1), question=text)]
     if context.shown and _POINTS_BACK.search(text) and len(text.split()) <= _FOLLOW_UP_WORDS:
         return [call("product_details", product="it", question=text)]
     # "¿Tienen chaquetas impermeables?": the store's synonyms for the message's language; "do u hav a hedlamp": the

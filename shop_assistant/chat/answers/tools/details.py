@@ -20,7 +20,7 @@ from catalog.search import query_vector
 from catalog.text import split_sentences
 
 from ..composition import NO_MATCH, Composition, no_match_reply
-from ..opening import options_sentences, settles, stock_sentence
+from ..opening import be_for, options_sentences, settles, stock_sentence
 from .references import Product, resolve
 from .registry import Context, register
 
@@ -33,9 +33,46 @@ class DetailsArguments(BaseModel):
     question: str = Field("", max_length=200, description="what the shopper wants to know about it, in English")
 
 
+# What "how <degree> ...?" is answered with: a sentence giving its measure. By meaning alone, "how long does the
+# battery last?" found the headlamp's "400 lumens of light charged over USB-C" over "Runs 40 hours on its lowest
+# setting", and "how warm" the down bag's "hold the warmth in" over "keeps you comfortable to -7 °C".
+_WEIGHT = r"\d\s*(?:kg|g)\b|\bweigh"
+_HEIGHT = r"(?<!-)\bheight\b|\d\s*m\b"  # not "standing-height"
+_SIZE = r"\d[\s-]*(?:l|litres?|liters?|cm|m)\b|\broom for\b"
+_MEASURES = {
+    "heavy": _WEIGHT, "light": _WEIGHT,
+    "warm": r"-?\d+(?:[.,]\d+)?\s*°\s*C|\bcomfortable to\b",
+    "tall": _HEIGHT, "high": _HEIGHT,
+    "big": _SIZE, "large": _SIZE, "roomy": _SIZE, "small": _SIZE,
+    "bright": r"\blumens?\b",
+    "long": r"\bhours?\b|\bminutes?\b|\blength\b|\d\s*cm\b",
+    "fast": r"\bminutes?\b|\bseconds?\b",
+}  # fmt: skip
+# Degrees only a figure answers: "how heavy is the stove?" is not answered by "boils a litre in three minutes"
+# (while "how warm is the fleece?" is by "a soft, warm mid layer").
+_FIGURE_ONLY = frozenset({"heavy", "light", "tall", "high", "bright"})
+_HOW = re.compile(r"\bhow\s+([a-z]+)\b", re.IGNORECASE)
+
+
+def _degree(question: str) -> str:
+    how = _HOW.search(question)
+    return how.group(1).lower() if how and how.group(1).lower() in _MEASURES else ""
+
+
+def _measured(sentences: list[str], question: str) -> list[str]:
+    """The sentences that give the measure a "how <degree>" question asks for; when none does, all of them, or
+    none for a degree only a figure answers."""
+    degree = _degree(question)
+    if not degree:
+        return sentences
+    giving = [sentence for sentence in sentences if re.search(_MEASURES[degree], sentence, re.IGNORECASE)]
+    return giving or ([] if degree in _FIGURE_ONLY else sentences)
+
+
 def closest_sentence(facts: ProductFacts, question: str) -> str | None:
-    """The sentence of the product's description that answers ``question`` best, by meaning."""
-    sentences = split_sentences(facts.description, starts_upper=True)
+    """The sentence of the product's description that answers ``question`` best, by meaning, among those that
+    give the measure asked for ("how heavy": a weight)."""
+    sentences = _measured(split_sentences(facts.description, starts_upper=True), question)
     if not sentences:
         return None
     asked = query_vector(question)
@@ -62,9 +99,12 @@ def _answer(facts: ProductFacts, question: str) -> str:
         return " ".join([*said, *([stock] if stock and stock not in said else [])])
     sentence = closest_sentence(facts, question)
     if sentence is None:
-        return f"Our catalog doesn't say more about the {facts.title}. A member of our team can help: ask for a person."
+        degree = _degree(question)
+        unsaid = f"how {degree} the {facts.title} {be_for(facts.title)}" if degree else f"more about the {facts.title}"
+        return f"Our catalog doesn't say {unsaid}. A member of our team can help: ask for a person."
     verdict = _warm_enough(question, sentence) or settles(question, sentence)
-    return f"{verdict + ' ' if verdict else ''}The {facts.title}: {sentence}"
+    ended = sentence if sentence[-1] in ".!?" else f"{sentence}."  # a list item ("Packed weight 1.6 kg")
+    return f"{verdict + ' ' if verdict else ''}The {facts.title}: {ended}"
 
 
 def _reread(context: Context, product: Product, question: str) -> Product:

@@ -14,11 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.grounding import ideas
 
-from ..composition import MODEL, NO_MATCH, PRODUCTS, Composition
+from ..composition import NO_MATCH, PRODUCTS, Composition
 from ..opening import money
-from ..retrieval import protocol_card
 from .registry import Context, register
-from .search import Price
+from .search import Price, composition_of_ideas
 
 
 class GiftArguments(BaseModel):
@@ -45,13 +44,7 @@ def suggest_gifts(context: Context, arguments: GiftArguments) -> Composition:
     found = ideas(context.store, arguments.interests, min_price=arguments.min_price, max_price=arguments.max_price)
     if not found.found:
         return Composition(NO_MATCH, reply=_no_gift_reply(context, arguments))
-    return Composition(
-        MODEL,
-        facts=found.facts,
-        cards=[protocol_card(card) for card in found.cards],
-        products=list(found.products),
-        topic=PRODUCTS,
-    )
+    return composition_of_ideas(found)
 
 
 def _no_gift_reply(context: Context, arguments: GiftArguments) -> str:

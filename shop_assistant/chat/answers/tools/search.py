@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from catalog import terms
-from catalog.grounding import price_limits
+from catalog.grounding import RELATIVE_CUTOFF, ideas, kind_sold, price_limits
 
 from ..composition import (
     MODEL,
@@ -33,6 +33,7 @@ from ..composition import (
     no_match_reply,
 )
 from ..opening import money, over_the_limit
+from ..retrieval import protocol_card
 from .registry import Context, register
 
 
@@ -60,6 +61,17 @@ def composition_of(retrieved) -> Composition:  # noqa: ANN001  (retrieval.Retrie
         # The store's documents answered and no product did: a question about the store ("what is your return
         # policy?", which the rules search as words), as the policy tool would have answered it.
         topic=POLICY if retrieved.answers and not retrieved.cards else PRODUCTS,
+    )
+
+
+def composition_of_ideas(found) -> Composition:  # noqa: ANN001  (grounding.Grounding from ``ideas``)
+    """Suggestions (``catalog.grounding.ideas``) as the composition the model continues."""
+    return Composition(
+        MODEL,
+        facts=found.facts,
+        cards=[protocol_card(card) for card in found.cards],
+        products=list(found.products),
+        topic=PRODUCTS,
     )
 
 
@@ -91,6 +103,9 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
     if asks_about_the_store(text):
         return Composition(NO_ANSWER, reply=no_answer_reply())
     whole = _is_the_message(context, arguments.query)
+    within = _within_the_limit(context, arguments)
+    if within is not None:
+        return within
     over = _only_over_the_limit(context, arguments)
     if over:
         return Composition(NO_MATCH, reply=over)
@@ -136,6 +151,29 @@ def _only_over_the_limit(context: Context, arguments: SearchArguments) -> str:
         return ""
     amount = money(limit, context.store.currency)
     return f"{_('Nothing we have for that is under {limit}.').format(limit=amount)} {_('Try a higher limit or other words, or ask for a person.')}"
+
+
+def _within_the_limit(context: Context, arguments: SearchArguments) -> Composition | None:
+    """Suggestions within the shopper's limit when everything their words match closely is above it and the words
+    name an activity, not a kind of product: "anything for a day hike under 60?" finds the daypack (69), and the
+    socks, poles and first-aid kit under 60 are what a shop assistant offers instead, with the daypack's price
+    said first when near the limit (``over_the_limit``, ``NEAR_MISS``). "A tent under 100" names the kind, so it keeps "nothing we have for that is
+    under 100" (a headlamp is no tent). Suggestions carry ``ideas``' weaker bar, in stock only. None otherwise."""
+    limit = _limit(context, arguments)
+    if limit is None:
+        return None
+    unbounded = context.retrieve(context.store, arguments.query, min_price=Decimal("0"))
+    best = unbounded.products[0] if unbounded.products else None
+    if best is None or kind_sold(context.store, arguments.query):
+        return None
+    # A search's bar relative to the best (not a gift's): "anything warm under 30?" is the beanie, not the sun hat
+    found = ideas(context.store, arguments.query, min_price=arguments.min_price, max_price=limit, relative=RELATIVE_CUTOFF)
+    if not found.found:
+        return None
+    composition = composition_of_ideas(found)
+    if best.price <= limit * NEAR_MISS:
+        composition.lead.append(over_the_limit(best.title, best.price, limit, best.currency))
+    return composition
 
 
 def _is_the_message(context: Context, query: str) -> bool:

@@ -79,6 +79,12 @@ TABLE = [
     ("does it have a rain cover?", True, [("product_details", {"product": "it"})]),
     ("Is the cheaper one warm enough for 5 degrees?", True, [("product_details", {"product": "the cheaper one"})]),
     ("do you have it in L?", True, [("product_details", {"product": "it"})]),
+    # a degree asked of one product by name: its details, not a search of every sleeping bag
+    ("How warm is the down sleeping bag?", False, [("product_details", {"product": "down sleeping bag"})]),
+    ("How long does the headlamp battery last?", False, [("product_details", {"product": "headlamp battery"})]),
+    ("How much is the Ridgeline tent?", False, [("search_products", {})]),  # its price: the search's opening
+    ("How are your sleeping bags?", False, [("search_products", {})]),
+    ("How long does the shipping take?", False, [("search_products", {})]),  # the store's, not a product's
     # budgets: a limit said without "under" is the search's max_price; "around" allows 30% more
     ("I have 100 dollars. What can I get for a day hike?", False, [("search_products", {"max_price": Decimal("100")})]),
     ("my budget is 80, what daypack?", False, [("search_products", {"max_price": Decimal("80")})]),

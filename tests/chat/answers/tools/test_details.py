@@ -68,3 +68,20 @@ def test_warm_enough_is_yes_or_no_by_the_rating_the_description_gives(shop):
     composition = details(shop, text, product="Alpine down bag", question=text)
     assert composition.reply == "Yes. The Alpine Down Sleeping Bag: Responsibly sourced 800-fill goose down keeps you comfortable to -7 °C."
     assert [c["sku"] for c in composition.cards] == ["DO-ADB-REG"]
+
+
+@pytest.mark.parametrize(
+    ("text", "product", "reply"),
+    [
+        ("How warm is the down sleeping bag?", "down sleeping bag",
+         "The Alpine Down Sleeping Bag: Responsibly sourced 800-fill goose down keeps you comfortable to -7 °C."),
+        ("How heavy is the Ridgeline tent?", "Ridgeline tent", "The Ridgeline 2-Person Tent: Packed weight 1.6 kg."),
+        ("How tall is the family tent?", "family tent", "The Basecamp 6 Family Tent: Peak height 2 m."),
+        ("How long does the headlamp battery last?", "headlamp battery",
+         "The Beam 400 Rechargeable Headlamp: Runs 40 hours on its lowest setting and shrugs off rain."),
+    ],
+)
+def test_how_warm_heavy_tall_or_long_is_the_sentence_giving_that_measure(shop, text, product, reply):
+    """By meaning alone "how warm" found "hold the warmth in" and "how tall" the "standing-height centre"; the
+    description's list items ("Peak height 2 m") are sentences of their own."""
+    assert details(shop, text, product=product, question=text).reply == reply

@@ -42,3 +42,31 @@ def test_words_that_match_only_above_the_limit_are_no_we_dont_carry(shop):
     # What the store does not sell at any price is still said so.
     kayaks = search(shop, "kayak under 100", query="kayak under 100")
     assert kayaks.reply.startswith("Sorry, we don't carry kayak")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["tent under 100",  # the Beam 400 headlamp "does not wake your tent mate"
+     "Any jackets under 50?",  # the sun hat's "UPF 50"
+     "sleeping bag under 80"],  # the camp chair's carry bag
+)
+def test_a_kind_named_with_a_limit_is_never_answered_by_another_kind(shop, text):
+    composition = search(shop, text, query=text)
+    assert not composition.cards
+    assert composition.reply.startswith("Nothing we have for that is under")
+
+
+def test_an_activity_with_a_limit_gets_what_fits_beside_the_best_match_over_it(shop):
+    """"Nothing we have for that is under 60.00 USD" was false: the daypack (69.00) is the best match of "a day
+    hike", and the socks, poles and first-aid kit under 60 are for one too."""
+    text = "Anything for a day hike under 60 dollars?"
+    composition = search(shop, text, query=text)
+    assert composition.kind == "model" and composition.topic == "products"
+    assert composition.lead == ["The Daytripper 22L Daypack is 69.00 USD, over your limit of 60.00 USD."]
+    titles = [product.title for product in composition.products]
+    assert set(titles) == {"Aluminium Trekking Poles (Pair)", "Merino Hiking Socks (3-Pack)", "Trail First Aid Kit"}
+    assert all(Decimal(card["price"]) <= 60 and card["in_stock"] for card in composition.cards)
+    # A model's plan: the activity as the query and the limit as an argument (the socks then match closely).
+    planned = search(shop, text, query="day hike", max_price=Decimal("60"))
+    assert planned.lead == composition.lead
+    assert "Merino Hiking Socks (3-Pack)" in {product.title for product in planned.products}
