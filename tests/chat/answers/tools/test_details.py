@@ -85,3 +85,15 @@ def test_how_warm_heavy_tall_or_long_is_the_sentence_giving_that_measure(shop, t
     """By meaning alone "how warm" found "hold the warmth in" and "how tall" the "standing-height centre"; the
     description's list items ("Peak height 2 m") are sentences of their own."""
     assert details(shop, text, product=product, question=text).reply == reply
+
+
+def test_a_figure_the_description_does_not_give_is_said_to_be_unknown(shop):
+    """"How heavy is the stove?" was answered with "boils a litre of water in about three and a half minutes"."""
+    stove = details(shop, "How heavy is the stove?", product="stove", question="How heavy is the stove?")
+    assert stove.reply == ("Our catalog doesn't say how heavy the Micro Backpacking Stove is. A member of our team "
+                           "can help: ask for a person.")
+    boots = details(shop, "How heavy are the boots?", product="boots", question="How heavy are the boots?")
+    assert boots.reply.startswith("Our catalog doesn't say how heavy the Trailblazer Waterproof Hiking Boots are.")
+    # A degree that words answer too keeps the closest sentence.
+    fleece = details(shop, "How warm is the fleece?", product="fleece", question="How warm is the fleece?")
+    assert fleece.reply == "The Cascade Fleece Jacket: A soft, warm mid layer made from recycled polyester fleece."
