@@ -24,7 +24,9 @@ What the search gets: for an English message, the message with its terms replace
 language in which a term matched, only what the catalog can read: the replacements, the words the catalog itself
 uses ("merino", "trekking", a product's name) and the figures, in the message's order; the other words are in a
 language the index and the embedding model do not read, and each one only lowers the match ("¿Tienen chaquetas
-impermeables?" is searched as "rain jacket waterproof"). A message no term matched is searched as it is.
+impermeables?" is searched as "rain jacket waterproof"); so is one in which no term matched but a catalog word
+stands ("¿Cuánto cuesta la tienda Ridgeline?" is searched as "Ridgeline"). A message with neither is searched as
+it is.
 
 Only ``ACCEPTED`` rows are used: proposals of the translation generator wait for the owner (see
 ``propose``). A store's synonyms are read once per change (the count and the latest edit of its accepted rows,
@@ -250,7 +252,7 @@ def apply(store: Store | None, text: str, language: str, catalog_words: Iterable
         matched[" ".join(folded[i : i + length])] = replacement
         out.append((spans[i][0], spans[i + length - 1][1], replacement))
         i += length
-    if not matched:
+    if not matched and language == "en":
         return Applied(text, {})
     if language == "en":  # the index reads English: the rest of the message stays as written
         pieces, last = [], 0
@@ -259,7 +261,7 @@ def apply(store: Store | None, text: str, language: str, catalog_words: Iterable
                 pieces += [text[last:start], replacement]
                 last = end
         return Applied("".join(pieces) + text[last:], matched)
-    kept = []
+    kept, named = [], False  # named: a word of the catalog's own stands in the message
     for start, end, replacement in out:
         if replacement is not None:
             kept.append(replacement)
@@ -267,6 +269,9 @@ def apply(store: Store | None, text: str, language: str, catalog_words: Iterable
         word = fold(text[start:end])
         if word.isdigit() or (len(word) >= MIN_KEPT_CATALOG_WORD and word in catalog):
             kept.append(text[start:end])
+            named = named or not word.isdigit()
+    if not matched and not named:
+        return Applied(text, {})  # nothing the catalog reads: the message as it is
     return Applied(" ".join(kept), matched)
 
 

@@ -82,6 +82,13 @@ def test_german_compounds_and_typos_read_through_the_stores_terms(shop):
 def test_the_catalogs_own_words_and_figures_stay_in_a_foreign_query(shop):
     applied = synonyms.apply(shop, "un saco de dormir Alpine para 2 personas", "es", catalog_words={"alpine", "down"})
     assert applied.query == "sleeping bag Alpine 2"
+    # No term matched, but a product's name stands: only it is searched ("¿Cuánto cuesta la tienda Ridgeline?"
+    # found nothing, the Spanish words around the name lowering every match).
+    named = synonyms.apply(shop, "¿Cuánto cuesta la tienda Ridgeline?", "es", catalog_words={"ridgeline", "tent"})
+    assert named == synonyms.Applied("Ridgeline", {})
+    # A figure alone is no catalog word: the message as it is.
+    assert synonyms.apply(shop, "¿Cuánto cuesta el envío a 2 países?", "es", catalog_words={"ridgeline"}).query == (
+        "¿Cuánto cuesta el envío a 2 países?")
 
 
 def test_proposed_synonyms_wait_for_the_owner(shop):

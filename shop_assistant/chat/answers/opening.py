@@ -414,7 +414,12 @@ def stock_sentence(product: ProductFacts, question: str) -> str | None:
     """Whether ``product`` is in stock, when ``question`` asks."""
     if not _STOCK_WORDS.search(question):
         return None
-    return _stock_sentence(product) or ("In stock now." if product.in_stock else None)
+    if not product.in_stock:
+        return _stock_sentence(product)
+    # Named: after "is the cheaper one in stock?" a bare "In stock now." does not say which one is.
+    return _agreeing(product.title, _("The {title} is in stock now."), _("The {title} are in stock now.")).format(
+        title=product.title
+    )
 
 
 def _all_described(products: Sequence[ProductFacts], question: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from typing import Any
 
 from catalog import terms
 from catalog.grounding import price_limits
@@ -115,6 +116,13 @@ _RANKED_FILLER = re.compile(
     r"cheap(?:er|est)|pricier|priciest|light(?:er|est)|heav(?:ier|iest)|warm(?:er|est))\b|[?.!]",
     re.IGNORECASE,
 )
+# What stands in for the product a follow-up is about: "a cheaper one", "anything cheaper", "something similar but
+# cheaper", "any cheaper alternatives".
+_STAND_IN = re.compile(
+    r"\b(?:a|an|any|some|something|anything|similar|but|like|alternatives?|options?|others?|else|it|this|that|"
+    r"there|got|to|than)\b|[,']",
+    re.IGNORECASE,
+)
 _AROUND = any_word("around", "about", "roughly", "ish")
 _ROUGHLY = Decimal("1.3")  # "around 50" still takes a 59 gift, not a 149 one
 _QUERY_BOUND = next(m.max_length for m in SearchArguments.model_fields["query"].metadata if hasattr(m, "max_length"))
@@ -197,10 +205,18 @@ def _capacity_in_another_language(context: Context) -> list[Call]:
     return [call("check_capacity", product=product, people=int(count) if count.isdigit() else _NUMBER_WORDS_OTHER[count])]
 
 
+def _people(text: str) -> re.Match[str] | None:
+    """The count of people asked about: "for a family of five" is five, its article no count; "for a" alone is
+    one ("big enough for a person?")."""
+    found = list(_PEOPLE.finditer(text))
+    counted = [m for m in found if (m.group(1) or m.group(2)).lower() not in ("a", "an")]
+    return (counted or found or [None])[0]
+
+
 def _capacity(text: str) -> list[Call]:
     if not _CAPACITY_ASK.search(text):
         return []
-    people, weight = _PEOPLE.search(text), _WEIGHT.search(text)
+    people, weight = _people(text), _WEIGHT.search(text)
     if not (people or weight):
         return []
     product = " ".join(_CAPACITY_FILLER.sub(" ", text).split())
@@ -222,12 +238,16 @@ def _named_comparison(text: str) -> list[Call]:
     return [call("compare_products", products=phrases[:4])] if phrases else []
 
 
-def _ranked_kind(text: str) -> list[Call]:
-    """"Which backpack is cheaper?", "warmest sleeping bag you have?": the kind's products ranked on what is asked."""
+def _ranked_kind(text: str, shown: list[dict[str, Any]]) -> list[Call]:
+    """"Which backpack is cheaper?", "warmest sleeping bag you have?": the kind's products ranked on what is asked.
+    "Do you have a cheaper one?" after a card names no kind: the shown product's ("sorry, we don't carry one" was
+    the answer), so the cheaper backpack comes first and the shown one after it."""
     asked = next(((attribute, ascending) for pattern, attribute, ascending in _RANKED if pattern.search(text)), None)
     if asked is None:
         return []
     kind = " ".join(_RANKED_FILLER.sub(" ", text).split())
+    if not _STAND_IN.sub(" ", kind).strip():
+        kind = str(shown[0].get("title") or "") if shown else ""
     if not kind:
         return []
     return [call("compare_products", products=[kind], attribute=asked[0], ascending=asked[1])]
@@ -267,7 +287,7 @@ def plan(context: Context) -> list[Call]:
         return [call("product_details", product=pointed.group(0), question=text)]
     if context.shown and comparison.asked_attribute(text):
         return [call("compare_products")]  # about the cards shown; a search when it is not (the tool decides)
-    planned = _named_comparison(text) or _ranked_kind(text)
+    planned = _named_comparison(text) or _ranked_kind(text, context.shown)
     if planned:
         return planned
     degree = _HOW_IS_ONE.match(text) if context.language == "en" and not asks_about_the_store(text) else None

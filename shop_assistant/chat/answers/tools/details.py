@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.grounding import ProductFacts
+from catalog.passages import content_words
 from catalog.search import query_vector
 from catalog.text import split_sentences
 
@@ -92,6 +93,12 @@ def _warm_enough(question: str, sentence: str) -> str | None:
     return "Yes." if float(rated.group(1).replace(",", ".")) <= float(asked.group(1).replace(",", ".")) else "No."
 
 
+def _shares_a_word(question: str, sentence: str, facts: ProductFacts) -> bool:
+    """The sentence has a word the question asks about, the product's own name left out."""
+    asked = content_words(question) - content_words(facts.title)
+    return bool(asked & content_words(sentence))
+
+
 def _answer(facts: ProductFacts, question: str) -> str:
     said = options_sentences(facts, question)
     stock = stock_sentence(facts, question)
@@ -103,6 +110,10 @@ def _answer(facts: ProductFacts, question: str) -> str:
         unsaid = f"how {degree} the {facts.title} {be_for(facts.title)}" if degree else f"more about the {facts.title}"
         return f"Our catalog doesn't say {unsaid}. A member of our team can help: ask for a person."
     verdict = _warm_enough(question, sentence) or settles(question, sentence)
+    if verdict is None and not _degree(question) and not _shares_a_word(question, sentence, facts):
+        # "Is it waterproof?" of the fleece found "wear it ... under a shell when the weather turns": the closest
+        # sentence by meaning, but no answer.
+        return f"Our catalog doesn't say that about the {facts.title}. A member of our team can help: ask for a person."
     ended = sentence if sentence[-1] in ".!?" else f"{sentence}."  # a list item ("Packed weight 1.6 kg")
     return f"{verdict + ' ' if verdict else ''}The {facts.title}: {ended}"
 

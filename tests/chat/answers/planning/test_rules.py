@@ -80,6 +80,11 @@ TABLE = [
     ("Is the cheaper one warm enough for 5 degrees?", True, [("product_details", {"product": "the cheaper one"})]),
     ("do you have it in L?", True, [("product_details", {"product": "it"})]),
     # a degree asked of one product by name: its details, not a search of every sleeping bag
+    # "a cheaper one" after a card names the shown product's kind, not a product called "one"
+    ("Do you have a cheaper one?", True, [("compare_products", {"products": ["Ridgeline 2-Person Tent (Sage)"], "attribute": "price"})]),
+    ("Do you have something similar but cheaper?", True, [("compare_products", {"products": ["Ridgeline 2-Person Tent (Sage)"]})]),
+    ("Do you have a cheaper one?", False, [("search_products", {})]),
+    ("Which tent is best for a family of five?", False, [("check_capacity", {"people": 5})]),  # "for a" is no count
     ("How warm is the down sleeping bag?", False, [("product_details", {"product": "down sleeping bag"})]),
     ("How long does the headlamp battery last?", False, [("product_details", {"product": "headlamp battery"})]),
     ("How much is the Ridgeline tent?", False, [("search_products", {})]),  # its price: the search's opening

@@ -117,3 +117,11 @@ def test_a_question_not_about_the_cards_shown_is_a_search(shop):
 def test_nothing_to_compare_is_a_no_match(shop):
     composition = compare(shop, "kayaks vs canoes?", products=["kayak", "canoe"])
     assert composition.kind == NO_MATCH and composition.cards == []
+
+
+def test_a_cheaper_one_after_a_card_ranks_that_cards_kind(shop):
+    """"Do you have a cheaper one?" after the Summit backpack: the planner names the card's product, ranked with its
+    kind by price; the daypack comes first."""
+    shown = cards_of(shop, "Summit 40L Backpack")
+    composition = compare(shop, "Do you have a cheaper one?", shown, products=["Summit 40L Backpack"], attribute="price")
+    assert composition.reply == "The Daytripper 22L Daypack is the least expensive at 69.00 USD, then the Summit 40L Backpack (149.00 USD)."
