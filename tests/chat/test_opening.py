@@ -392,3 +392,13 @@ def test_a_yes_no_question_about_the_one_product_found_is_answered_first_when_it
     assert not opening_for(STORE, "Will a 3 litre bladder fit in the Rust Summit backpack?", [PACK], []).text.startswith("Yes")
     # "do you have ...?" keeps its one "Yes!" from the lead
     assert opening_for(STORE, "Do you have a waterproof jacket?", [SHELL], []).text.count("Yes") == 1
+
+
+def test_a_yes_no_question_the_products_name_settles_is_answered_yes():
+    """"Is the headlamp rechargeable?" of the Beam 400 Rechargeable Headlamp: its name says so (its sentence
+    about USB-C charging holds "not", and would have made it a "No.")."""
+    lamp = product("Beam 400 Rechargeable Headlamp", "44.95", product_type="Lighting",
+                   description="400 lumens of light charged over USB-C, with a red night mode that does not wake your tent mate.")  # fmt: skip
+    assert opening_for(STORE, "Is the headlamp rechargeable?", [lamp], []).text.startswith("Yes. ")
+    # a word the name lacks: no verdict from the name
+    assert not opening_for(STORE, "Is the headlamp waterproof?", [lamp], []).text.startswith(("Yes", "No"))

@@ -524,8 +524,12 @@ def _settled_about(products: Sequence[ProductFacts], question: str, details: Seq
     """"Yes."/"No." when the shopper's yes/no question found one product and its description's sentence for
     the question settles it (``settles``: every word asked is in the sentence as quoted, the product's name
     included, so "will a 5 litre bladder fit?" gets no "Yes." from "Fits a 3-litre hydration bladder.")."""
-    if len(products) != 1 or not details or not details[0] or _HAVE.search(question):
+    if len(products) != 1 or _HAVE.search(question):
         return None  # "do you have ...?" is answered by the lead ("Yes! There's ...")
+    if settles(question, products[0].title) == "Yes.":
+        return "Yes."  # the name says it: "Is the headlamp rechargeable?" of the Beam 400 Rechargeable Headlamp
+    if not details or not details[0]:
+        return None
     return settles(question, details[0])
 
 

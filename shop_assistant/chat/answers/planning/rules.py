@@ -100,6 +100,10 @@ _HOW_IS_ONE = re.compile(
     r"(?:\s+(?:last|weigh|hold|fit|pack|keep|get|run|take|go)\b.*?)?\s*[?.!]*$",
     re.IGNORECASE,
 )
+# "Is the Alpine bag warm enough for -5?": one product named, asked whether it is enough for something.
+_ENOUGH_FOR_ONE = re.compile(
+    r"^\W*(?:is|are|will|would)\s+(?:the|your|this|that)\s+(.+?)\s+(?:be\s+)?[a-z]+\s+enough\s+for\b", re.IGNORECASE
+)
 _WHICH = re.compile(r"^\W*(?:which|what)\b", re.IGNORECASE)
 # "Which backpack is cheaper?", "lightest tent?", "which sleeping bag is warmer?": a kind's products ranked on what
 # is asked. Price words anywhere; weight and warmth as a superlative or in a "which" question ("do you sell a
@@ -290,7 +294,8 @@ def plan(context: Context) -> list[Call]:
     planned = _named_comparison(text) or _ranked_kind(text, context.shown)
     if planned:
         return planned
-    degree = _HOW_IS_ONE.match(text) if context.language == "en" and not asks_about_the_store(text) else None
+    english = context.language == "en" and not asks_about_the_store(text)
+    degree = (_HOW_IS_ONE.match(text) or _ENOUGH_FOR_ONE.match(text)) if english else None
     if degree:
         return [call("product_details", product=degree.group(1), question=text)]
     if context.shown and _POINTS_BACK.search(text) and len(text.split()) <= _FOLLOW_UP_WORDS:

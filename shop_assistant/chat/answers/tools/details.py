@@ -52,12 +52,13 @@ _MEASURES = {
 # Degrees only a figure answers: "how heavy is the stove?" is not answered by "boils a litre in three minutes"
 # (while "how warm is the fleece?" is by "a soft, warm mid layer").
 _FIGURE_ONLY = frozenset({"heavy", "light", "tall", "high", "bright"})
-_HOW = re.compile(r"\bhow\s+([a-z]+)\b", re.IGNORECASE)
+_HOW = re.compile(r"\bhow\s+([a-z]+)\b|\b([a-z]+)\s+enough\b", re.IGNORECASE)  # "how warm", "warm enough"
 
 
 def _degree(question: str) -> str:
     how = _HOW.search(question)
-    return how.group(1).lower() if how and how.group(1).lower() in _MEASURES else ""
+    word = (how.group(1) or how.group(2)).lower() if how else ""
+    return word if word in _MEASURES else ""
 
 
 def _measured(sentences: list[str], question: str) -> list[str]:
@@ -82,12 +83,14 @@ def closest_sentence(facts: ProductFacts, question: str) -> str | None:
 
 
 _TEMPERATURE = re.compile(r"(-?\d+(?:[.,]\d+)?)\s*(?:°\s*C|degrees?(?: c(?:elsius)?)?|ºC)", re.IGNORECASE)
+# "warm enough for -5?": a bare figure after "warm enough for" is a temperature
+_BARE_TEMPERATURE = re.compile(r"\bwarm enough for\s+(-?\d+(?:[.,]\d+)?)\s*[?.!]*$", re.IGNORECASE)
 _DOWN_TO = re.compile(r"\b(?:to|down to|rated (?:to|for)|comfort(?:able)? (?:to|at))\s*(-?\d+(?:[.,]\d+)?)\s*°\s*C", re.I)
 
 
 def _warm_enough(question: str, sentence: str) -> str | None:
     """"Yes."/"No." for "warm enough for -5 degrees?" against a rating the sentence gives ("comfortable to -7 °C")."""
-    asked, rated = _TEMPERATURE.search(question), _DOWN_TO.search(sentence)
+    asked, rated = _TEMPERATURE.search(question) or _BARE_TEMPERATURE.search(question), _DOWN_TO.search(sentence)
     if asked is None or rated is None:
         return None
     return "Yes." if float(rated.group(1).replace(",", ".")) <= float(asked.group(1).replace(",", ".")) else "No."

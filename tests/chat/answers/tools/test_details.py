@@ -97,3 +97,11 @@ def test_a_figure_the_description_does_not_give_is_said_to_be_unknown(shop):
     # A degree that words answer too keeps the closest sentence.
     fleece = details(shop, "How warm is the fleece?", product="fleece", question="How warm is the fleece?")
     assert fleece.reply == "The Cascade Fleece Jacket: A soft, warm mid layer made from recycled polyester fleece."
+
+
+def test_a_named_product_warm_enough_for_a_bare_figure(shop):
+    text = "Is the Alpine bag warm enough for -5?"
+    assert details(shop, text, product="Alpine bag", question=text).reply == (
+        "Yes. The Alpine Down Sleeping Bag: Responsibly sourced 800-fill goose down keeps you comfortable to -7 °C.")
+    text = "Is the Breeze bag warm enough for 0 degrees?"
+    assert details(shop, text, product="Breeze bag", question=text).reply.startswith("No. The Breeze Synthetic Sleeping Bag")
