@@ -140,6 +140,25 @@ def ideas(store: Store, text: str, k: int = 3, *, min_price: Decimal | None = No
                      products=[product_facts(hit) for hit in hits])
 
 
+def priced(store: Store, k: int = 3, *, descending: bool = False) -> list[SearchHit]:
+    """The store's ``k`` least (``descending``: most) expensive active products, each at that variant's price:
+    "what's the cheapest thing you sell?" asks of the whole catalog, not of a search's best matches."""
+    variants = (
+        Variant.objects.filter(store=store, product__status=Product.Status.ACTIVE)
+        .select_related("product", "product__store")
+        .order_by("-price" if descending else "price", "id")
+    )
+    hits: list[SearchHit] = []
+    seen: set[int] = set()
+    for variant in variants.iterator():
+        if variant.product_id not in seen:
+            seen.add(variant.product_id)
+            hits.append(SearchHit(product=variant.product, variant=variant, score=1.0))
+        if len(hits) == k:
+            break
+    return hits
+
+
 def price_limits(text: str) -> tuple[Decimal | None, Decimal | None]:
     """Price bounds a shopper stated ("under $50", "between 20 and 40"); (None, None) when none."""
     lowered = text.lower()

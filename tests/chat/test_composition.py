@@ -122,6 +122,7 @@ def test_what_was_asked_for():
     assert requested_thing("Do you sell laptops?") == "laptops"
     assert requested_thing("Do you have coffee beans under $20?") == "coffee beans"
     assert requested_thing("Do you have a product that does something very specific for me today?") == ""
+    assert requested_thing("What's new?") == "" and requested_thing("anything popular?") == ""  # no thing asked for
     assert asks_the_catalog("I'm looking for something special for my brother's birthday party")
     assert not asks_the_catalog("I like long walks in the mountains and the smell of pine trees.")
 

@@ -109,6 +109,11 @@ _REQUEST_NOISE = frozenset(
     for want wanted to buy need get find searching search is are there your in of please can could would
     like me my show we us""".split()
 )
+# Words that name no thing on their own: what a shopper asks about the catalog as a whole.
+_NO_THING = frozenset(
+    """what's whats what new newest latest popular best good nice cool trending recommended hot thing things stuff
+    item items product products everything anything something""".split()
+)
 # A message asking the catalog for something: when nothing matches, it gets the no-match reply. Anything else
 # the catalog has nothing for ("I like long walks") is left to the model, told that nothing matched.
 _REQUEST = re.compile(
@@ -193,6 +198,8 @@ def requested_thing(text: str) -> str:
     cleaned = re.sub(r"[$€£]?\d+(?:[.,]\d+)?", " ", sales.without_sale_words(text).lower())
     cleaned = _PRICE_WORDS.sub(" ", cleaned)
     words = [word for word in re.findall(r"[a-z][a-z'-]*", cleaned) if word not in _REQUEST_NOISE]
+    if all(word in _NO_THING for word in words):
+        return ""  # "What's new?" asks for no thing: "we don't carry new" reads as a mistake
     return " ".join(words) if 1 <= len(words) <= 4 else ""
 
 

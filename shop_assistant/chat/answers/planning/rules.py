@@ -127,6 +127,12 @@ _STAND_IN = re.compile(
     r"there|got|to|than)\b|[,']",
     re.IGNORECASE,
 )
+# What names the whole catalog rather than a kind: "the cheapest thing you sell", "your most expensive item".
+_WHOLE_CATALOG = re.compile(
+    r"\b(?:things?|items?|products?|stuff|everything|anything|sell|sells|carry|stock|store|shop|here|of all|"
+    r"overall|in|at|can|i|buy|get|got)\b|[,']",
+    re.IGNORECASE,
+)
 _AROUND = any_word("around", "about", "roughly", "ish")
 _ROUGHLY = Decimal("1.3")  # "around 50" still takes a 59 gift, not a 149 one
 _QUERY_BOUND = next(m.max_length for m in SearchArguments.model_fields["query"].metadata if hasattr(m, "max_length"))
@@ -250,6 +256,9 @@ def _ranked_kind(text: str, shown: list[dict[str, Any]]) -> list[Call]:
     if asked is None:
         return []
     kind = " ".join(_RANKED_FILLER.sub(" ", text).split())
+    if kind and not _WHOLE_CATALOG.sub(" ", kind).strip():
+        # "What's the cheapest thing you sell?": every product of the store (no products, no cards shown)
+        return [call("compare_products", products=[], attribute=asked[0], ascending=asked[1])] if not shown else []
     if not _STAND_IN.sub(" ", kind).strip():
         kind = str(shown[0].get("title") or "") if shown else ""
     if not kind:

@@ -14,7 +14,7 @@ from typing import Literal
 from django.utils.translation import gettext as _
 from pydantic import BaseModel, ConfigDict, Field
 
-from catalog.grounding import card, product_facts
+from catalog.grounding import card, priced, product_facts
 from catalog.search import MATCH_THRESHOLD, search
 
 from .. import comparison
@@ -34,7 +34,8 @@ class CompareArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
     products: list[str] = Field(
         default_factory=list, max_length=4,
-        description="the products to compare as the shopper names them; empty for the products just shown",
+        description="the products to compare as the shopper names them; empty for the products just shown (with "
+        "none shown, everything the store sells)",
     )
     attribute: Literal["price", "weight", "warmth", "waterproof", "size", "all"] = Field(
         "all", description="what to compare on; 'all' for every difference the catalog shows"
@@ -116,6 +117,11 @@ def compare_products(context: Context, arguments: CompareArguments) -> Compositi
                 return compare_products(context, kind)
             return search_products(context, SearchArguments(query=context.text))
         products = shown(context.store, context.shown)
+    elif not arguments.products:  # nothing named, nothing shown: the whole catalog ("the cheapest thing you sell?")
+        if arguments.attribute != comparison.PRICE:
+            return search_products(context, SearchArguments(query=context.text))
+        hits = priced(context.store, descending=not arguments.ascending)
+        products = [Product(card(hit), product_facts(hit)) for hit in hits]
     else:
         products = _products(context, arguments.products)
     if not products:

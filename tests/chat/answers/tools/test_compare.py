@@ -125,3 +125,12 @@ def test_a_cheaper_one_after_a_card_ranks_that_cards_kind(shop):
     shown = cards_of(shop, "Summit 40L Backpack")
     composition = compare(shop, "Do you have a cheaper one?", shown, products=["Summit 40L Backpack"], attribute="price")
     assert composition.reply == "The Daytripper 22L Daypack is the least expensive at 69.00 USD, then the Summit 40L Backpack (149.00 USD)."
+
+
+def test_nothing_named_and_nothing_shown_ranks_the_whole_catalog_by_price(shop):
+    """"What's the cheapest thing you sell?" got "Sorry, we don't carry what's cheapest thing."."""
+    cheapest = compare(shop, "What's the cheapest thing you sell?", products=[], attribute="price")
+    assert cheapest.reply == ("The Merino Wool Beanie is the least expensive at 22.00 USD, then the Merino Hiking Socks "
+                              "(3-Pack) (24.00 USD) and the Titanium Camp Mug 450 ml (27.00 USD).")
+    dearest = compare(shop, "what is your most expensive item?", products=[], attribute="price", ascending=False)
+    assert dearest.reply.startswith("The Basecamp 6 Family Tent is the most expensive at 429.00 USD")
