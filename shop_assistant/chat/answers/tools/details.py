@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.grounding import ProductFacts
@@ -21,7 +23,7 @@ from catalog.search import query_vector
 from catalog.text import split_sentences
 
 from ..composition import NO_MATCH, Composition, no_match_reply
-from ..opening import be_for, options_sentences, settles, stock_sentence
+from ..opening import options_sentences, settles, stock_sentence
 from .references import Product, resolve
 from .registry import Context, register
 
@@ -102,6 +104,17 @@ def _shares_a_word(question: str, sentence: str, facts: ProductFacts) -> bool:
     return bool(asked & content_words(sentence))
 
 
+# What the catalog does not give, said in the shopper's language (a degree only a figure answers: ``_FIGURE_ONLY``).
+_UNGIVEN = {
+    "heavy": gettext_noop("Our catalog doesn't give the weight of the {title}."),
+    "light": gettext_noop("Our catalog doesn't give the weight of the {title}."),
+    "tall": gettext_noop("Our catalog doesn't give the height of the {title}."),
+    "high": gettext_noop("Our catalog doesn't give the height of the {title}."),
+    "bright": gettext_noop("Our catalog doesn't give the brightness of the {title}."),
+}
+ASK_A_PERSON = gettext_noop("A member of our team can help: ask for a person.")
+
+
 def _answer(facts: ProductFacts, question: str) -> str:
     said = options_sentences(facts, question)
     stock = stock_sentence(facts, question)
@@ -109,16 +122,17 @@ def _answer(facts: ProductFacts, question: str) -> str:
         return " ".join([*said, *([stock] if stock and stock not in said else [])])
     sentence = closest_sentence(facts, question)
     if sentence is None:
-        degree = _degree(question)
-        unsaid = f"how {degree} the {facts.title} {be_for(facts.title)}" if degree else f"more about the {facts.title}"
-        return f"Our catalog doesn't say {unsaid}. A member of our team can help: ask for a person."
+        unsaid = _UNGIVEN.get(_degree(question), gettext_noop("Our catalog doesn't say more about the {title}."))
+        return f"{_(unsaid).format(title=facts.title)} {_(ASK_A_PERSON)}"
     verdict = _warm_enough(question, sentence) or settles(question, sentence)
     if verdict is None and not _degree(question) and not _shares_a_word(question, sentence, facts):
         # "Is it waterproof?" of the fleece found "wear it ... under a shell when the weather turns": the closest
         # sentence by meaning, but no answer.
-        return f"Our catalog doesn't say that about the {facts.title}. A member of our team can help: ask for a person."
+        unsaid = _("Our catalog doesn't say that about the {title}.").format(title=facts.title)
+        return f"{unsaid} {_(ASK_A_PERSON)}"
     ended = sentence if sentence[-1] in ".!?" else f"{sentence}."  # a list item ("Packed weight 1.6 kg")
-    return f"{verdict + ' ' if verdict else ''}The {facts.title}: {ended}"
+    quoted = _("The {title}: {sentence}").format(title=facts.title, sentence=ended)
+    return f"{_(verdict)} {quoted}" if verdict else quoted
 
 
 def _reread(context: Context, product: Product, question: str) -> Product:

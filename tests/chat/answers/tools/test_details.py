@@ -90,10 +90,10 @@ def test_how_warm_heavy_tall_or_long_is_the_sentence_giving_that_measure(shop, t
 def test_a_figure_the_description_does_not_give_is_said_to_be_unknown(shop):
     """"How heavy is the stove?" was answered with "boils a litre of water in about three and a half minutes"."""
     stove = details(shop, "How heavy is the stove?", product="stove", question="How heavy is the stove?")
-    assert stove.reply == ("Our catalog doesn't say how heavy the Micro Backpacking Stove is. A member of our team "
+    assert stove.reply == ("Our catalog doesn't give the weight of the Micro Backpacking Stove. A member of our team "
                            "can help: ask for a person.")
     boots = details(shop, "How heavy are the boots?", product="boots", question="How heavy are the boots?")
-    assert boots.reply.startswith("Our catalog doesn't say how heavy the Trailblazer Waterproof Hiking Boots are.")
+    assert boots.reply.startswith("Our catalog doesn't give the weight of the Trailblazer Waterproof Hiking Boots.")
     # A degree that words answer too keeps the closest sentence.
     fleece = details(shop, "How warm is the fleece?", product="fleece", question="How warm is the fleece?")
     assert fleece.reply == "The Cascade Fleece Jacket: A soft, warm mid layer made from recycled polyester fleece."
@@ -105,3 +105,18 @@ def test_a_named_product_warm_enough_for_a_bare_figure(shop):
         "Yes. The Alpine Down Sleeping Bag: Responsibly sourced 800-fill goose down keeps you comfortable to -7 °C.")
     text = "Is the Breeze bag warm enough for 0 degrees?"
     assert details(shop, text, product="Breeze bag", question=text).reply.startswith("No. The Breeze Synthetic Sleeping Bag")
+
+
+def test_the_reply_is_in_the_shoppers_language_around_the_stores_words(shop):
+    """A model's plan of "¿Cuánto pesa la estufa?": the question in English for the catalog, the reply's own words
+    in Spanish (the description stays the store's)."""
+    from django.utils import translation
+
+    with translation.override("es"):
+        stove = execute(Context(shop, "¿Cuánto pesa la estufa?", retrieve, "", [], "es"),
+                        [call("product_details", product="stove", question="how heavy is it")])
+        tent = execute(Context(shop, "¿Cuánto pesa la tienda Ridgeline?", retrieve, "", [], "es"),
+                       [call("product_details", product="Ridgeline tent", question="how heavy is it")])
+    assert stove.reply == ("Nuestro catálogo no indica el peso de Micro Backpacking Stove. Alguien de nuestro equipo "
+                           "puede ayudarte: pide hablar con una persona.")
+    assert tent.reply == "Ridgeline 2-Person Tent: Packed weight 1.6 kg."
