@@ -138,13 +138,18 @@ _ROUGHLY = Decimal("1.3")  # "around 50" still takes a 59 gift, not a 149 one
 _QUERY_BOUND = next(m.max_length for m in SearchArguments.model_fields["query"].metadata if hasattr(m, "max_length"))
 # A gift's framing: who it is for is not what the catalog sells ("a gift for my dad who loves hiking" is a search
 # for hiking). Read in English only; the words of the activity stay.
-_GIFT = re.compile(r"\b(?:gifts?|presents?|stocking stuffers?)\b(?!\s*(?:cards?|certificates?|vouchers?|wrap\w*|receipts?|box\w*))|\bfor (?:my|our) [a-z]+\b(?=.*\bwho\b)", re.I)
+_PERSON = (r"(?:dad|father|mom|mum|mother|wife|husband|son|daughter|kids?|friend|brother|sister|partner|boyfriend|"
+           r"girlfriend|grandpa|grandma|grandfather|grandmother|boss|colleague|uncle|aunt|niece|nephew|teen|teenager)")
+# A gift: named so, "for my dad who ...", or "something for my mom, her ears always get cold on walks".
+_GIFT = re.compile(
+    r"\b(?:gifts?|presents?|stocking stuffers?)\b(?!\s*(?:cards?|certificates?|vouchers?|wrap\w*|receipts?|box\w*))"
+    rf"|\bfor (?:my|our) [a-z]+\b(?=.*\bwho\b)|\b(?:something|anything) for (?:my|our) {_PERSON}\b",
+    re.I,
+)
 _GIFT_FRAME = re.compile(
     r"\b(?:(?:a|an|some|any|good|nice|birthday|christmas|xmas|anniversary|leaving|farewell|retirement|wedding|"
     r"graduation|housewarming|thank[- ]you)\s+)*(?:gifts?|presents?|stocking stuffers?)(?:\s+ideas?)?(?:\s+for)?\b"
-    r"|\b(?:for\s+)?(?:my|our|a|an)\s+(?:dad|father|mom|mum|mother|wife|husband|son|daughter|kids?|friend|brother|"
-    r"sister|partner|boyfriend|girlfriend|grandpa|grandma|grandfather|grandmother|boss|colleague|uncle|aunt|niece|"
-    r"nephew|teen|teenager)\b"
+    rf"|\b(?:for\s+)?(?:my|our|a|an)\s+{_PERSON}\b"
     r"|\b(?:for\s+)?(?:someone|somebody|a person|people)\b"
     r"|\b(?:who|that)(?:'s| is)?\s+(?:(?:just|really|always)\s+)?(?:loves?|likes?|enjoys?|is into|into|does|goes|got into)\b"
     r"|\b(?:any|just|always|really|who|that|ideas?)\b|[?!]",

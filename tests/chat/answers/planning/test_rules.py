@@ -86,6 +86,8 @@ TABLE = [
     ("Do you have a cheaper one?", False, [("search_products", {})]),
     ("Is the Alpine bag warm enough for -5?", False, [("product_details", {"product": "Alpine bag"})]),
     ("What's the cheapest thing you sell?", False, [("compare_products", {"products": [], "attribute": "price"})]),
+    ("something for my mom, her ears always get cold on walks", False, [("suggest_gifts", {})]),  # a gift, unnamed
+    ("something for my tent", False, [("search_products", {})]),
     ("Which tent is best for a family of five?", False, [("check_capacity", {"people": 5})]),  # "for a" is no count
     ("How warm is the down sleeping bag?", False, [("product_details", {"product": "down sleeping bag"})]),
     ("How long does the headlamp battery last?", False, [("product_details", {"product": "headlamp battery"})]),
