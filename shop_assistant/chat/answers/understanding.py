@@ -46,6 +46,7 @@ class Understood:
     planner: str  # "rules" or "model"
     plan_seconds: float = 0.0  # the model planner's time, 0 for the rules
     model_error: str = ""  # why the model's plan was not used
+    reading: str = ""  # the message as the opening reads it (``read_as``)
 
 
 def _planner_mode(engine: Any) -> str:
@@ -55,6 +56,8 @@ def _planner_mode(engine: Any) -> str:
 
 def _rules_fall_short(context: tools.Context, calls: list[tools.Call], composition: Composition) -> bool:
     if context.language != "en":
+        # Even a message the store's synonyms read may be read in part: "¿Venden bicicletas de montaña?" reads
+        # "montaña" (hiking) and not "bicicletas", and the rules would show hiking boots. A model reads all of it.
         return True
     found = composition.cards or composition.answers or composition.quotes
     nothing = composition.kind == NO_MATCH or not (found or is_small_talk(context.text))
@@ -79,6 +82,16 @@ def _by_the_rules(context: tools.Context, calls: list[tools.Call], composition: 
     if context.language != "en" and composition.kind == NO_MATCH and not composition.topic:
         return Composition(NOT_UNDERSTOOD, reply=not_understood_reply())
     return composition
+
+
+def read_as(context: tools.Context, calls: Sequence[tools.Call]) -> str:
+    """The message as the opening reads it for what is asked (on sale, in stock, waterproof): its English words. A
+    message in another language is followed by the English words its plan searched ("¿Qué productos están en
+    oferta?" searched "on sale"), so its answer says the markdowns as the English one does."""
+    if context.language == "en":
+        return context.text
+    queries = [str(getattr(c.arguments, "query", "") or "") for c in calls]
+    return " ".join([context.text, *(q for q in queries if q)])
 
 
 def understand(
@@ -107,15 +120,17 @@ def understand(
     calls = rules.plan(context)
     composition = None if mode == "model" else tools.execute(context, calls)
     if mode == "rules" or (composition is not None and not _rules_fall_short(context, calls, composition)):
-        return Understood(_by_the_rules(context, calls, composition), calls, "rules")
+        return Understood(_by_the_rules(context, calls, composition), calls, "rules", reading=read_as(context, calls))
     titles = [str(card.get("title") or "") for card in shown]
     planned = model.plan(engine, store, prompt, text, previous, titles, priority=engine_service.PLAN_PRIORITY)
     logger.info("model plan in %.1f s for %r: %s %s", planned.seconds, text, planned.raw, planned.error)
     if composition is not None and planned.calls and not _adds_understanding(context, calls, planned.calls):
         planned = model.Planned(None, planned.raw, planned.seconds, "the same search as the rules'")
     if not planned.calls:
-        return Understood(_by_the_rules(context, calls, composition), calls, "rules", planned.seconds, planned.error)
-    return Understood(tools.execute(context, planned.calls), planned.calls, "model", planned.seconds)
+        return Understood(_by_the_rules(context, calls, composition), calls, "rules", planned.seconds, planned.error,
+                          read_as(context, calls))
+    return Understood(tools.execute(context, planned.calls), planned.calls, "model", planned.seconds,
+                      reading=read_as(context, planned.calls))
 
 
 def compose(

@@ -220,7 +220,7 @@ def _plan(
     # The passages' index, built once per catalog change (retrieval has just looked it up).
     index = passages.store_index(store)
     described = index.described_words if composition.products else frozenset()
-    opening = opening_for(store, text, composition.products, composition.answers, types, described)
+    opening = opening_for(store, understood.reading or text, composition.products, composition.answers, types, described)
     if composition.lead:  # the other tools' sentences (a total) before the products or the quote
         opening = Opening(" ".join([*composition.lead, opening.text]), opening.kind)
     mode = AnswerSettings.of(store).model_text or MODEL_TEXT_CHECKED

@@ -191,3 +191,15 @@ def test_each_answer_knows_what_kind_of_answer_it_is(shop, tools_tokenizer, plan
     understood = understand(shop, text, retrieve, shown=cards, engine=engine)
     assert understood.planner == ("model" if plan else "rules")
     assert understood.composition.answer_kind == kind, (understood.calls, understood.composition.reply)
+
+
+def test_the_opening_reads_a_message_in_another_language_with_the_words_its_plan_searched(shop):
+    """"¿Qué productos están en oferta?" is searched as "on sale" (the store's synonyms): its opening says the
+    markdowns as the English question's does, not the products alone."""
+    from shop_assistant.chat.answers.opening import opening_for
+
+    understood = understand(shop, "¿Qué productos están en oferta?", retrieve)
+    assert understood.reading == "¿Qué productos están en oferta? on sale"
+    opening = opening_for(shop, understood.reading, understood.composition.products, understood.composition.answers)
+    assert "The Featherlight Down Vest is on sale: down from 129.00 USD." in opening.text
+    assert understand(shop, "Do you sell headlamps?", retrieve).reading == "Do you sell headlamps?"
