@@ -63,6 +63,28 @@ MIN_COMPOUND_LENGTH = 7  # "Zeltboden"; shorter German words are rarely compound
 MIN_PART = 3  # the shortest modifier or head of a compound ("Eis", "Hut")
 # A catalog word kept in a non-English query must be at least this long ("in", "a", "die" are function words).
 MIN_KEPT_CATALOG_WORD = 4
+# The words around the thing asked for in a request in Spanish or French, folded (``fold``): articles, pronouns,
+# prepositions, question words and the verbs of asking ("¿Tienen ...?", "Je cherche ..."). No maintained stop-word
+# list is in the lock; these are the ones before a noun in a shop's requests. In both languages the noun comes
+# before its modifiers ("bicicletas de montaña"), so the first other word is the thing asked for. German names it
+# last, behind its modifiers and inside compounds (read by ``_compound``), so it is not judged this way.
+HEAD_FIRST_FUNCTION_WORDS = {
+    "es": frozenset(
+        """tienen tiene tienes teneis busco buscamos buscaba necesito necesitamos necesitaria quiero queremos quisiera
+        querria venden vende vendeis hay habra cuanto cuanta cuantos cuantas cuesta cuestan vale valen que cual cuales
+        donde como se puede pueden puedo podria podrian un una unos unas el la los las lo del de al a para por con en
+        y o u me mi mis te tu tus su sus nos es son esta estan hola favor gracias algo alguna alguno algun algunas
+        algunos productos producto articulos articulo cosas cosa recomiendan recomienda recomiendas ver comprar
+        ofrecen ofreces no si otro otra otros otras mas muy bien buen buena buenas buenos""".split()
+    ),
+    "fr": frozenset(
+        """avez auriez avons vous je j tu nous cherche cherchons cherchais voudrais voudrions veux voulez vendez vend
+        il ils elle y a des de du d un une le la les l combien coute coutent quel quelle quels quelles est sont ce
+        cet cette ces qui que qu quoi pour en avec et ou mon ma mes ton ta tes votre vos son sa ses bonjour merci svp
+        plait s quelque chose produits produit articles article acheter besoin ai faut me recommandez proposez
+        avoir autre autres plus tres bon bonne bons bonnes pas ne n""".split()
+    ),
+}
 
 _WORD = re.compile(r"[^\W_]+")
 _VOWELS = {"es": "aeo", "fr": "e"}
@@ -178,6 +200,12 @@ class Applied:
 
     query: str
     matched: dict[str, str]
+    # the message's words (folded) neither a term nor the catalog reads, in order (not part of what a reading is)
+    unread: tuple[str, ...] = field(default=(), compare=False)
+    # A word that is no function word stands unread before the first word read, in a language that names the thing
+    # first ("¿Venden bicicletas de montaña?": "montaña" read as hiking, "bicicletas" not): what is asked for was
+    # not read, so what the read words find is no answer to it.
+    head_unread: bool = field(default=False, compare=False)
 
 
 def _typo_of(word: str, key: str, table: _Table) -> str | None:
@@ -261,18 +289,24 @@ def apply(store: Store | None, text: str, language: str, catalog_words: Iterable
                 pieces += [text[last:start], replacement]
                 last = end
         return Applied("".join(pieces) + text[last:], matched)
-    kept, named = [], False  # named: a word of the catalog's own stands in the message
+    kept, named, unread = [], False, []  # named: a word of the catalog's own stands in the message
+    function_words = HEAD_FIRST_FUNCTION_WORDS.get(language)
+    head_unread = seen = False  # seen: a word has been read (a term or the catalog's own)
     for start, end, replacement in out:
+        word = fold(text[start:end])
         if replacement is not None:
             kept.append(replacement)
-            continue
-        word = fold(text[start:end])
-        if word.isdigit() or (len(word) >= MIN_KEPT_CATALOG_WORD and word in catalog):
+            seen = True
+        elif word.isdigit() or (len(word) >= MIN_KEPT_CATALOG_WORD and word in catalog):
             kept.append(text[start:end])
-            named = named or not word.isdigit()
+            if not word.isdigit():
+                named = seen = True
+        else:
+            unread.append(word)
+            head_unread = head_unread or (function_words is not None and not seen and word not in function_words)
     if not matched and not named:
-        return Applied(text, {})  # nothing the catalog reads: the message as it is
-    return Applied(" ".join(kept), matched)
+        return Applied(text, {}, tuple(unread))  # nothing the catalog reads: the message as it is
+    return Applied(" ".join(kept), matched, tuple(unread), head_unread)
 
 
 # --- the owner's file -------------------------------------------------------------------------------------------

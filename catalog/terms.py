@@ -178,3 +178,11 @@ def search_words(store: Store | None, text: str, *, lang: str | None = None) -> 
     lang = lang or language.detect(text)
     catalog_words = search.get_index(store).vocabulary if store is not None else ()
     return correct(store, synonyms.apply(store, text, lang, catalog_words).query, lang=lang)
+
+
+def reads_the_thing(store: Store | None, text: str, *, lang: str | None = None) -> bool:
+    """The store's synonyms read what a message asks for, not only the words around it: False for "¿Venden
+    bicicletas de montaña?" (``synonyms.Applied.head_unread``: "montaña" read, "bicicletas" not)."""
+    lang = lang or language.detect(text)
+    catalog_words = search.get_index(store).vocabulary if store is not None else ()
+    return not synonyms.apply(store, text, lang, catalog_words).head_unread

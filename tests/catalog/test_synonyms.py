@@ -91,6 +91,19 @@ def test_the_catalogs_own_words_and_figures_stay_in_a_foreign_query(shop):
         "¿Cuánto cuesta el envío a 2 países?")
 
 
+def test_a_thing_asked_for_that_no_term_reads_is_said_unread(shop):
+    """Spanish and French name the thing first: an unread word before the first word read ("bicicletas" before
+    "de montaña") is the thing asked for, and what the rest finds is no answer to it."""
+    synonyms.save(shop, [("es", "montaña", "hiking"), ("es", "botas", "boots")])
+    bikes = synonyms.apply(shop, "¿Venden bicicletas de montaña?", "es")
+    assert bikes.query == "hiking" and bikes.head_unread and bikes.unread == ("venden", "bicicletas", "de")
+    boots = synonyms.apply(shop, "¿Venden botas de montaña ligeras?", "es")  # a modifier unread after the thing
+    assert boots.query == "boots hiking" and not boots.head_unread
+    assert not synonyms.apply(shop, "je cherche une lampe frontale", "fr").head_unread
+    # German names it last (compounds, modifiers before): not judged this way
+    assert not synonyms.apply(shop, "Habt ihr Fahrrad Schlafsack?", "de").head_unread
+
+
 def test_proposed_synonyms_wait_for_the_owner(shop):
     synonyms.save(shop, [("fr", "tente", "tent")], source=SearchSynonym.Source.GENERATED,
                   status=SearchSynonym.Status.PROPOSED)

@@ -26,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog import language
+from catalog import language, terms
 from catalog.models import Store
 
 from shop_assistant.orders import conversations
@@ -77,9 +77,16 @@ def _adds_understanding(context: tools.Context, rules_calls: list[tools.Call], m
 
 
 def _by_the_rules(context: tools.Context, calls: list[tools.Call], composition: Composition | None) -> Composition:
-    """The rules' answer, unless they could not read the message: then the not-understood reply."""
+    """The rules' answer, unless they could not read the message: then the not-understood reply. In another
+    language that is a search that found nothing, or products found by the words around what was asked for
+    ("¿Venden bicicletas de montaña?" showed hiking boots for "montaña")."""
     composition = composition or tools.execute(context, calls)
-    if context.language != "en" and composition.kind == NO_MATCH and not composition.topic:
+    if context.language == "en":
+        return composition
+    unread = composition.kind == NO_MATCH and not composition.topic
+    read_in_part = rules.is_last_resort(calls) and bool(composition.cards) and not terms.reads_the_thing(
+        context.store, context.text, lang=context.language)
+    if unread or read_in_part:
         return Composition(NOT_UNDERSTOOD, reply=not_understood_reply())
     return composition
 

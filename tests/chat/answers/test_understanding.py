@@ -180,6 +180,8 @@ KINDS = [
     # Read through the store's search synonyms (the demo store's reviewed es/fr/de file): the rain jackets.
     ("¿Tienen chaquetas impermeables?", False, None, "products"),
     ("¿Venden patinetes eléctricos?", False, None, "not_understood"),
+    # "montaña" read as hiking, "bicicletas" not: hiking boots are no answer to mountain bikes
+    ("¿Venden bicicletas de montaña?", False, None, "not_understood"),
 ]
 
 
