@@ -20,6 +20,7 @@ from ...log import handoff
 from .. import comparison
 from . import orders
 from ..composition import IDENTITY_PATTERN, asks_about_the_store
+from ..tools.details import DEGREES
 from ..tools.registry import Call, Context, call
 from ..tools.search import SearchArguments
 
@@ -94,9 +95,10 @@ _FOLLOW_UP_WORDS = 12
 _ONE_OF_SHOWN = any_word("the (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last) one")
 # "How warm is the down sleeping bag?", "How heavy are the boots?": a degree asked of one product named (a singular
 # verb and an article, or "are the" for a name in the plural), answered from its own description; "how much" is its
-# price, which the search's opening says, and "how warm are your bags?" asks of several.
+# price, which the search's opening says, and "how warm are your bags?" asks of several. Only degrees a description
+# gives a figure or a word for (``details.DEGREES``): "how good is the headlamp?" is the search's answer.
 _HOW_IS_ONE = re.compile(
-    r"^\W*how\s+(?!much\b|many\b|about\b|come\b)[a-z-]+\s+(?:(?:is|does)\s+(?:the|your|this|that)|are\s+the)\s+(.+?)"
+    rf"^\W*how\s+(?:{'|'.join(sorted(DEGREES))})\s+(?:(?:is|does)\s+(?:the|your|this|that)|are\s+the)\s+(.+?)"
     r"(?:\s+(?:last|weigh|hold|fit|pack|keep|get|run|take|go)\b.*?)?\s*[?.!]*$",
     re.IGNORECASE,
 )

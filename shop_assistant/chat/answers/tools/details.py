@@ -54,6 +54,7 @@ _MEASURES = {
 # Degrees only a figure answers: "how heavy is the stove?" is not answered by "boils a litre in three minutes"
 # (while "how warm is the fleece?" is by "a soft, warm mid layer").
 _FIGURE_ONLY = frozenset({"heavy", "light", "tall", "high", "bright"})
+DEGREES = frozenset(_MEASURES)  # "how <degree> is it?": what a description can give a figure or a word for
 _HOW = re.compile(r"\bhow\s+([a-z]+)\b|\b([a-z]+)\s+enough\b", re.IGNORECASE)  # "how warm", "warm enough"
 
 

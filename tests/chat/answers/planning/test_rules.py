@@ -93,6 +93,7 @@ TABLE = [
     ("How long does the headlamp battery last?", False, [("product_details", {"product": "headlamp battery"})]),
     ("How much is the Ridgeline tent?", False, [("search_products", {})]),  # its price: the search's opening
     ("How are your sleeping bags?", False, [("search_products", {})]),
+    ("How good is the headlamp?", False, [("search_products", {})]),  # no degree a description measures
     ("How long does the shipping take?", False, [("search_products", {})]),  # the store's, not a product's
     # budgets: a limit said without "under" is the search's max_price; "around" allows 30% more
     ("I have 100 dollars. What can I get for a day hike?", False, [("search_products", {"max_price": Decimal("100")})]),
