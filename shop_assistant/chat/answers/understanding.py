@@ -5,8 +5,9 @@ Two planners, chosen by the setting ``ANSWER_PLANNER``:
 - ``rules`` (``planning.rules``): patterns; instant, English, the structures it knows (totals, capacity, ...);
 - ``model`` (``planning.model``): the engine's model, constrained to the tools' schemas; any language and
   wording, seconds on a CPU.
-"auto" (the default) asks the model, when the served model can plan, only where the rules fall short: a message
-not in English, or one the rules did not recognise (their last-resort catalog search) whose search found nothing.
+"auto" (the default) asks the model, when the served model can plan, only where the rules fall short: a message the
+rules did not recognise (their last-resort catalog search) whose search found nothing, or, in another language, one
+whose words (the thing asked for included) the store's synonyms did not read.
 Everything else is answered at the rules' speed. A model plan that fails validation falls back to the rules' plan:
 facts never depend on the model, only the choice of tool does.
 
@@ -33,7 +34,7 @@ from shop_assistant.orders import conversations
 from shop_assistant.runtime import engine_service
 
 from . import tools
-from .composition import NO_MATCH, NOT_UNDERSTOOD, Composition, is_small_talk, not_understood_reply
+from .composition import MODEL, NO_MATCH, NOT_UNDERSTOOD, Composition, is_small_talk, not_understood_reply
 from .planning import model, rules
 
 logger = logging.getLogger(__name__)
@@ -55,11 +56,17 @@ def _planner_mode(engine: Any) -> str:
 
 
 def _rules_fall_short(context: tools.Context, calls: list[tools.Call], composition: Composition) -> bool:
-    if context.language != "en":
-        # Even a message the store's synonyms read may be read in part: "¿Venden bicicletas de montaña?" reads
-        # "montaña" (hiking) and not "bicicletas", and the rules would show hiking boots. A model reads all of it.
-        return True
     found = composition.cards or composition.answers or composition.quotes
+    if context.language != "en":
+        # The rules read other languages through the store's synonyms (and their own patterns for a person or a
+        # count of people): their plan stands when it recognised a structure, or when its search read the message
+        # in the store's words and found it ("¿Tienen chaquetas impermeables?": "jacket waterproof"), the thing
+        # asked for included ("¿Venden bicicletas de montaña?" reads only "montaña": the model's).
+        if not rules.is_last_resort(calls):
+            return False
+        read = calls[0].arguments.query != context.text and terms.reads_the_thing(
+            context.store, context.text, lang=context.language)
+        return not (read and found and composition.kind == MODEL)
     nothing = composition.kind == NO_MATCH or not (found or is_small_talk(context.text))
     return rules.is_last_resort(calls) and nothing
 

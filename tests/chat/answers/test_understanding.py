@@ -22,7 +22,8 @@ pytestmark = pytest.mark.django_db
 LAST_RESORT = "Do you sell headlamps?"  # the rules' catch-all search, which finds the headlamp
 TYPO = "do u hav a hedlamp"  # also the catch-all search, of the corrected words: it finds the headlamp too
 UNREAD = "something to see in the dark, 50 dollars max"  # the catch-all search, which finds nothing
-NOT_ENGLISH = "¿Tienen linternas frontales por menos de 50 dólares?"  # the rules read English only
+NOT_ENGLISH = "¿Tienen algo para ver de noche, por menos de 50 dólares?"  # no synonym of the store's reads it
+READ_SPANISH = "¿Tienen linternas frontales por menos de 50 dólares?"  # the store's synonyms read "headlamp"
 NOTHING_SOLD = "Do you sell kayaks?"  # the catch-all search: no match
 RECOGNISED = "I need 2 headlamps, what's the total?"  # the rules' price_total
 
@@ -85,14 +86,18 @@ def test_auto_keeps_the_rules_plan_when_they_recognised_the_message(shop, tools_
     assert understood.composition.reply == "2 × Beam 400 Rechargeable Headlamp at 44.95 USD = 89.90 USD in total."
 
 
-@pytest.mark.parametrize("text", [LAST_RESORT, TYPO], ids=["plain", "typo corrected"])
-def test_auto_keeps_the_rules_last_resort_search_when_it_found_something(shop, tools_tokenizer, planner, text):
+@pytest.mark.parametrize(
+    ("text", "query"),
+    [(LAST_RESORT, LAST_RESORT), (TYPO, "do u hav a headlamp"), (READ_SPANISH, "headlamp 50")],
+    ids=["plain", "typo corrected", "Spanish read by the synonyms"],
+)
+def test_auto_keeps_the_rules_last_resort_search_when_it_found_something(shop, tools_tokenizer, planner, text, query):
     planner("auto")
     engine = RecordingEngine(tools_tokenizer, '{"name": "handoff", "arguments": {}}')
     understood = understand(shop, text, retrieve, engine=engine)
     assert understood.planner == "rules" and engine.used == []
     [call] = understood.calls
-    assert call.name == "search_products" and call.arguments.query == text.replace("hedlamp", "headlamp")
+    assert call.name == "search_products" and call.arguments.query == query
     assert [c["sku"] for c in understood.composition.cards] == ["DO-B400"]
 
 
@@ -166,9 +171,10 @@ KINDS = [
     ("Is the Ridgeline tent big enough for three people?", False, None, "capacity"),
     ("Which backpack is cheaper?", False, None, "compare"),
     ("What is your return policy?", False, None, "policy"),
-    ("¿Cuál es su política de devoluciones?", False,
+    ("¿Cuál es su política de devoluciones?", False, None, "policy"),  # read by the store's synonyms: the rules
+    ("¿Puedo mandar algo de vuelta si no me gusta?", False,
      '{"name": "policy_lookup", "arguments": {"question": "What is your return policy?"}}', "policy"),
-    ("¿Qué productos están en oferta?", False, '{"name": "products_on_sale", "arguments": {}}', "sale"),
+    ("¿Hay algo más barato de lo normal esta semana?", False, '{"name": "products_on_sale", "arguments": {}}', "sale"),
     ("can I talk to a real person", False, None, "handoff"),
     ("Where is my order #1001?", False, None, "order"),
     ("hello", False, None, "small_talk"),
