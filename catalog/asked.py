@@ -64,7 +64,7 @@ _NOT_A_KIND = frozenset(
     refund refunds order orders item items product products stuff recommendation recommendations idea ideas
     help question questions information info way difference alternative alternatives replacement spare
     parts part accessory accessories model models version versions small medium large xl xs extra dollars
-    dollar bucks euros usd eur""".split()
+    dollar bucks euros usd eur gear equipment supplies essentials""".split()
 )
 _SPANISH = re.compile(
     r"[¿¡ñáéíóú]|\b(?:tienen|tienes|hay|quiero|busco|necesito|para|una|unos|unas|los|las|el|la|del|con|por|"

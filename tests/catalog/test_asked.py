@@ -40,7 +40,10 @@ def test_the_noun_a_request_names(text, noun, modifiers):
      "What would the tent plus two of the down bags cost together?",
      # The word after "how" is a degree ("warm" was taken for the kind, and every sleeping bag was dropped), and
      # "bring" a verb: no kind, so no hit is dropped for not being one.
-     "How warm is the down sleeping bag?", "What should I bring for a weekend backpacking trip?"],
+     "How warm is the down sleeping bag?", "What should I bring for a weekend backpacking trip?",
+     # "gear" names no kind: "cooking gear under 20" was told "we don't carry cooking gear" beside "Our categories
+     # are ..., cooking, ..."
+     "cooking gear under 20", "Any camping equipment?"],
 )
 def test_no_kind_where_none_is_named(text):
     assert named_kind(text) is None
