@@ -64,7 +64,8 @@ MIN_PART = 3  # the shortest modifier or head of a compound ("Eis", "Hut")
 # A catalog word kept in a non-English query must be at least this long ("in", "a", "die" are function words).
 MIN_KEPT_CATALOG_WORD = 4
 # The words around the thing asked for in a request in Spanish or French, folded (``fold``): articles, pronouns,
-# prepositions, question words and the verbs of asking ("¿Tienen ...?", "Je cherche ..."). No maintained stop-word
+# prepositions, question words, the verbs of asking ("¿Tienen ...?", "Je cherche ...") and "policy", which a policy
+# question names before its kind ("la política de devoluciones": the returns). No maintained stop-word
 # list is in the lock; these are the ones before a noun in a shop's requests. In both languages the noun comes
 # before its modifiers ("bicicletas de montaña"), so the first other word is the thing asked for. German names it
 # last, behind its modifiers and inside compounds (read by ``_compound``), so it is not judged this way.
@@ -75,14 +76,14 @@ HEAD_FIRST_FUNCTION_WORDS = {
         donde como se puede pueden puedo podria podrian un una unos unas el la los las lo del de al a para por con en
         y o u me mi mis te tu tus su sus nos es son esta estan hola favor gracias algo alguna alguno algun algunas
         algunos productos producto articulos articulo cosas cosa recomiendan recomienda recomiendas ver comprar
-        ofrecen ofreces no si otro otra otros otras mas muy bien buen buena buenas buenos""".split()
+        ofrecen ofreces no si otro otra otros otras mas muy bien buen buena buenas buenos politica politicas""".split()
     ),
     "fr": frozenset(
         """avez auriez avons vous je j tu nous cherche cherchons cherchais voudrais voudrions veux voulez vendez vend
         il ils elle y a des de du d un une le la les l combien coute coutent quel quelle quels quelles est sont ce
         cet cette ces qui que qu quoi pour en avec et ou mon ma mes ton ta tes votre vos son sa ses bonjour merci svp
         plait s quelque chose produits produit articles article acheter besoin ai faut me recommandez proposez
-        avoir autre autres plus tres bon bonne bons bonnes pas ne n""".split()
+        avoir autre autres plus tres bon bonne bons bonnes pas ne n politique politiques""".split()
     ),
 }
 
