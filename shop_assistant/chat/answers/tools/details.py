@@ -23,7 +23,7 @@ from catalog.search import query_vector
 from catalog.text import split_sentences
 
 from ..composition import NO_MATCH, Composition, no_match_reply
-from ..opening import options_sentences, settles, stock_sentence
+from ..opening import money, options_sentences, settles, stock_sentence
 from .references import Product, resolve
 from .registry import Context, register
 
@@ -116,11 +116,18 @@ _UNGIVEN = {
 ASK_A_PERSON = gettext_noop("A member of our team can help: ask for a person.")
 
 
+# "How much is it?", a model's plan of "¿Cuánto cuesta la linterna frontal?": the price, from the variant's row.
+_ASKS_PRICE = re.compile(r"\bhow much\b|\bprice[sd]?\b|\bcosts?\b", re.IGNORECASE)
+
+
 def _answer(facts: ProductFacts, question: str) -> str:
     said = options_sentences(facts, question)
     stock = stock_sentence(facts, question)
     if said or stock:
         return " ".join([*said, *([stock] if stock and stock not in said else [])])
+    if _ASKS_PRICE.search(question):
+        priced = _("The {title} costs {price}.").format(title=facts.title, price=money(facts.price, facts.currency))
+        return " ".join([priced, *([stock_sentence(facts, "in stock")] if not facts.in_stock else [])])
     sentence = closest_sentence(facts, question)
     if sentence is None:
         unsaid = _UNGIVEN.get(_degree(question), gettext_noop("Our catalog doesn't say more about the {title}."))

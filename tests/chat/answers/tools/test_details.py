@@ -120,3 +120,9 @@ def test_the_reply_is_in_the_shoppers_language_around_the_stores_words(shop):
     assert stove.reply == ("Nuestro catálogo no indica el peso de Micro Backpacking Stove. Alguien de nuestro equipo "
                            "puede ayudarte: pide hablar con una persona.")
     assert tent.reply == "Ridgeline 2-Person Tent: Packed weight 1.6 kg."
+
+
+def test_how_much_is_it_is_its_price(shop):
+    shown = cards_of(shop, "Beam 400 Rechargeable Headlamp")
+    composition = details(shop, "How much is it?", shown, product="it", question="How much is it?")
+    assert composition.reply == "The Beam 400 Rechargeable Headlamp costs 44.95 USD."
