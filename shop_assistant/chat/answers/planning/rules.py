@@ -92,6 +92,15 @@ _BUDGET = re.compile(
 # "its battery", "do you have it in L?", "is it warm enough?": about the product just shown
 _POINTS_BACK = any_word("it", "its", "it's", "this one", "that one")
 _FOLLOW_UP_WORDS = 12
+_THEY = any_word("they", "them", "these", "those")
+
+
+def _points_back(text: str, shown: list[dict[str, Any]]) -> bool:
+    """The message is about the card shown: "it", or "they" when one card is ("how much do they cost?" after the
+    trekking poles searched the words and quoted the shipping policy); "do they ship to Canada?" asks the store."""
+    if _POINTS_BACK.search(text):
+        return True
+    return len(shown) == 1 and bool(_THEY.search(text)) and not asks_about_the_store(text)
 _ONE_OF_SHOWN = any_word("the (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last) one")
 # "How warm is the down sleeping bag?", "How heavy are the boots?": a degree asked of one product named (a singular
 # verb and an article, or "are the" for a name in the plural), answered from its own description; "how much" is its
@@ -314,7 +323,7 @@ def plan(context: Context) -> list[Call]:
     degree = (_HOW_IS_ONE.match(text) or _ENOUGH_FOR_ONE.match(text)) if english else None
     if degree:
         return [call("product_details", product=degree.group(1), question=text)]
-    if context.shown and _POINTS_BACK.search(text) and len(text.split()) <= _FOLLOW_UP_WORDS:
+    if context.shown and _points_back(text, context.shown) and len(text.split()) <= _FOLLOW_UP_WORDS:
         return [call("product_details", product="it", question=text)]
     # "¿Tienen chaquetas impermeables?": the store's synonyms for the message's language; "do u hav a hedlamp": the
     # catalog's own word for a typo of it (English only: other languages' words collide)

@@ -23,7 +23,7 @@ from catalog.search import query_vector
 from catalog.text import split_sentences
 
 from ..composition import NO_MATCH, Composition, no_match_reply
-from ..opening import money, options_sentences, settles, stock_sentence
+from ..opening import be_for, money, options_sentences, settles, stock_sentence
 from .references import Product, resolve
 from .registry import Context, register
 
@@ -126,7 +126,8 @@ def _answer(facts: ProductFacts, question: str) -> str:
     if said or stock:
         return " ".join([*said, *([stock] if stock and stock not in said else [])])
     if _ASKS_PRICE.search(question):
-        priced = _("The {title} costs {price}.").format(title=facts.title, price=money(facts.price, facts.currency))
+        costs = _("The {title} costs {price}.") if be_for(facts.title) == "is" else _("The {title} cost {price}.")
+        priced = costs.format(title=facts.title, price=money(facts.price, facts.currency))
         return " ".join([priced, *([stock_sentence(facts, "in stock")] if not facts.in_stock else [])])
     sentence = closest_sentence(facts, question)
     if sentence is None:

@@ -213,3 +213,11 @@ def test_a_message_longer_than_a_model_query_is_still_searched_whole(shop):
     text = "Question 0: " + "I like long walks in the mountains. " * 12
     [search] = plan(context(shop, text))
     assert search.name == "search_products" and search.arguments.query == text and len(text) > 200
+
+
+def test_they_after_one_card_is_that_card(shop):
+    """"how much do they cost?" after the trekking poles searched its words and quoted the shipping policy."""
+    poles = [{"sku": "DO-ATP", "title": "Aluminium Trekking Poles (Pair)"}]
+    assert planned(shop, "how much do they cost?", poles) == [
+        ("product_details", {"product": "it", "question": "how much do they cost?"})]
+    assert planned(shop, "do they ship to Canada?", poles)[0][0] == "search_products"  # the store's, not the poles'

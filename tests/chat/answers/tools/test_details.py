@@ -126,3 +126,6 @@ def test_how_much_is_it_is_its_price(shop):
     shown = cards_of(shop, "Beam 400 Rechargeable Headlamp")
     composition = details(shop, "How much is it?", shown, product="it", question="How much is it?")
     assert composition.reply == "The Beam 400 Rechargeable Headlamp costs 44.95 USD."
+    poles = details(shop, "how much do they cost?", cards_of(shop, "Aluminium Trekking Poles (Pair)"), product="it",
+                    question="how much do they cost?")
+    assert poles.reply == "The Aluminium Trekking Poles (Pair) cost 59.00 USD."
