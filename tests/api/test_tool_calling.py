@@ -265,8 +265,9 @@ def qwen_server(django_db_setup, tmp_path_factory):
         yield server
 
 
+# Heavy but not ``untimed``: run alone. On a CPU without bf16 instructions (Zen 3) its server holds the 1.5B in fp32,
+# 13 GB at its peak, and beside the README's pass it was killed by the kernel's OOM killer (CI, 2026-12-07).
 @pytest.mark.heavy
-@pytest.mark.untimed
 @pytest.mark.backend_agnostic
 def test_qwen_calls_a_tool_on_its_own_and_answers_with_the_result(qwen_server, api_key):
     """Qwen2.5-Coder calls the tool on its own under ``auto``; the answer after the tool's result quotes it.
