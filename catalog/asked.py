@@ -57,7 +57,7 @@ _BOUNDARY = frozenset(
     near around as of if please so because since cheaper bigger smaller""".split()
 )
 # Words that name no product: a question about one of these is not a request for a kind of product.
-_NOT_A_KIND = frozenset(
+NOT_A_KIND = frozenset(
     """something anything everything nothing discount discounts deal deals sale sales price prices cost
     size sizes sizing colour colours color colors warranty stock gift gifts present presents type types
     option options ones brand brands thing things review reviews shipping delivery policy return returns
@@ -124,7 +124,7 @@ def _named_in(clause: list[str]) -> Named | None:
         if not phrase:
             if word in _AROUND or word in _BOUNDARY or degree:
                 continue
-            if word in _NOT_A_KIND:
+            if word in NOT_A_KIND:
                 return None
             phrase.append(word)
             continue
@@ -137,7 +137,7 @@ def _named_in(clause: list[str]) -> Named | None:
     words = [word for word in phrase if not word[0].isdigit()]  # "2-person": a modifier, never the noun
     # Longer runs are not one noun phrase but a clause read on ("the Ridgeline tent big enough", "the tent plus
     # two"): their last word is no kind of product, and taking it for one dropped every hit.
-    if not words or words[-1] in _NOT_A_KIND or len(phrase) > MAX_PHRASE_WORDS:
+    if not words or words[-1] in NOT_A_KIND or len(phrase) > MAX_PHRASE_WORDS:
         return None
     noun = words[-1]
     return Named(noun=noun, modifiers=" ".join(word for word in phrase if word != noun))

@@ -176,13 +176,16 @@ def search_words(store: Store | None, text: str, *, lang: str | None = None) -> 
     applied (``synonyms.apply``: "¿Tienen chaquetas impermeables?" -> "rain jacket waterproof"), then its typos
     of the store's words corrected (``correct``, English only). Unchanged when neither applies."""
     lang = lang or language.detect(text)
-    catalog_words = search.get_index(store).vocabulary if store is not None else ()
-    return correct(store, synonyms.apply(store, text, lang, catalog_words).query, lang=lang)
+    return correct(store, _read(store, text, lang).query, lang=lang)
 
 
 def reads_the_thing(store: Store | None, text: str, *, lang: str | None = None) -> bool:
     """The store's synonyms read what a message asks for, not only the words around it: False for "¿Venden
     bicicletas de montaña?" (``synonyms.Applied.head_unread``: "montaña" read, "bicicletas" not)."""
-    lang = lang or language.detect(text)
+    return not _read(store, text, lang or language.detect(text)).head_unread
+
+
+def _read(store: Store | None, text: str, lang: str) -> synonyms.Applied:
+    """``text`` through the store's synonyms for ``lang``, the catalog's own words kept."""
     catalog_words = search.get_index(store).vocabulary if store is not None else ()
-    return not synonyms.apply(store, text, lang, catalog_words).head_unread
+    return synonyms.apply(store, text, lang, catalog_words)

@@ -110,9 +110,8 @@ _REQUEST_NOISE = frozenset(
     like me my show we us""".split()
 )
 # Words that name no thing on their own: what a shopper asks about the catalog as a whole.
-_NO_THING = frozenset(
-    """what's whats what new newest latest popular best good nice cool trending recommended hot thing things stuff
-    item items product products everything anything something""".split()
+_NO_THING = asked.NOT_A_KIND | frozenset(
+    "what's whats what new newest latest popular best good nice cool trending recommended hot".split()
 )
 # A message asking the catalog for something: when nothing matches, it gets the no-match reply. Anything else
 # the catalog has nothing for ("I like long walks") is left to the model, told that nothing matched.

@@ -93,14 +93,6 @@ _BUDGET = re.compile(
 _POINTS_BACK = any_word("it", "its", "it's", "this one", "that one")
 _FOLLOW_UP_WORDS = 12
 _THEY = any_word("they", "them", "these", "those")
-
-
-def _points_back(text: str, shown: list[dict[str, Any]]) -> bool:
-    """The message is about the card shown: "it", or "they" when one card is ("how much do they cost?" after the
-    trekking poles searched the words and quoted the shipping policy); "do they ship to Canada?" asks the store."""
-    if _POINTS_BACK.search(text):
-        return True
-    return len(shown) == 1 and bool(_THEY.search(text)) and not asks_about_the_store(text)
 _ONE_OF_SHOWN = any_word("the (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last) one")
 # "How warm is the down sleeping bag?", "How heavy are the boots?": a degree asked of one product named (a singular
 # verb and an article, or "are the" for a name in the plural), answered from its own description; "how much" is its
@@ -229,6 +221,14 @@ def _capacity_in_another_language(context: Context) -> list[Call]:
         return []  # no catalog word read from the message: nothing to check the count against
     count = people.group(1).lower()
     return [call("check_capacity", product=product, people=int(count) if count.isdigit() else _NUMBER_WORDS_OTHER[count])]
+
+
+def _points_back(text: str, shown: list[dict[str, Any]]) -> bool:
+    """The message is about the card shown: "it", or "they" when one card is ("how much do they cost?" after the
+    trekking poles searched the words and quoted the shipping policy); "do they ship to Canada?" asks the store."""
+    if _POINTS_BACK.search(text):
+        return True
+    return len(shown) == 1 and bool(_THEY.search(text)) and not asks_about_the_store(text)
 
 
 def _people(text: str) -> re.Match[str] | None:

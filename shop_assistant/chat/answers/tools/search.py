@@ -103,12 +103,9 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
     if asks_about_the_store(text):
         return Composition(NO_ANSWER, reply=no_answer_reply())
     whole = _is_the_message(context, arguments.query)
-    within = _within_the_limit(context, arguments)
-    if within is not None:
-        return within
-    over = _only_over_the_limit(context, arguments)
-    if over:
-        return Composition(NO_MATCH, reply=over)
+    past = _past_the_limit(context, arguments)
+    if past is not None:
+        return past
     if is_small_talk(text) or not asks_the_catalog(text) and whole:
         return Composition(MODEL, facts=retrieved.facts, topic=SMALL_TALK)  # talk, nothing asked of the catalog
     # What the store does not carry is said in the shopper's words: a correction that found nothing either
@@ -142,38 +139,36 @@ def _limit(context: Context, arguments: SearchArguments) -> Decimal | None:
     return arguments.max_price if arguments.max_price is not None else price_limits(context.text)[1]
 
 
-def _only_over_the_limit(context: Context, arguments: SearchArguments) -> str:
-    """"Nothing we have for that is under 30.00 USD.": the words match products, all above the shopper's limit
-    (not "we don't carry camps", which is false); "" when there is no limit or nothing matches at all."""
-    limit = _limit(context, arguments)
-    # Products only: a store document the words also find is no product over the limit.
-    if limit is None or not context.retrieve(context.store, arguments.query, min_price=Decimal("0")).cards:
-        return ""
-    amount = money(limit, context.store.currency)
-    return f"{_('Nothing we have for that is under {limit}.').format(limit=amount)} {_('Try a higher limit or other words, or ask for a person.')}"
+def _past_the_limit(context: Context, arguments: SearchArguments) -> Composition | None:
+    """When the shopper's words match products and their limit leaves out every one (None when there is no limit
+    or nothing matches at all, not even above it):
 
-
-def _within_the_limit(context: Context, arguments: SearchArguments) -> Composition | None:
-    """Suggestions within the shopper's limit when everything their words match closely is above it and the words
-    name an activity, not a kind of product: "anything for a day hike under 60?" finds the daypack (69), and the
-    socks, poles and first-aid kit under 60 are what a shop assistant offers instead, with the daypack's price
-    said first when near the limit (``over_the_limit``, ``NEAR_MISS``). "A tent under 100" names the kind, so it keeps "nothing we have for that is
-    under 100" (a headlamp is no tent). Suggestions carry ``ideas``' weaker bar, in stock only. None otherwise."""
+    - words that name an activity, not a kind of product the store sells: what fits within the limit, with
+      ``ideas``' weaker bar, in stock ("anything for a day hike under 60?": the daypack is 69, and the socks,
+      poles and first-aid kit are what a shop assistant offers instead), the best match's price said first when
+      near the limit (``over_the_limit``, ``NEAR_MISS``);
+    - else "Nothing we have for that is under 30.00 USD." ("a tent under 100": a headlamp is no tent; not "we
+      don't carry tents", which is false)."""
     limit = _limit(context, arguments)
     if limit is None:
         return None
+    # Products only: a store document the words also find is no product over the limit.
     unbounded = context.retrieve(context.store, arguments.query, min_price=Decimal("0"))
-    best = unbounded.products[0] if unbounded.products else None
-    if best is None or kind_sold(context.store, arguments.query):
+    if not unbounded.products:
         return None
-    # A search's bar relative to the best (not a gift's): "anything warm under 30?" is the beanie, not the sun hat
-    found = ideas(context.store, arguments.query, min_price=arguments.min_price, max_price=limit, relative=RELATIVE_CUTOFF)
-    if not found.found:
-        return None
-    composition = composition_of_ideas(found)
-    if best.price <= limit * NEAR_MISS:
-        composition.lead.append(over_the_limit(best.title, best.price, limit, best.currency))
-    return composition
+    if not kind_sold(context.store, arguments.query):
+        # A search's bar relative to the best (not a gift's): "anything warm under 30?" is the beanie, not the sun hat
+        found = ideas(context.store, arguments.query, min_price=arguments.min_price, max_price=limit,
+                      relative=RELATIVE_CUTOFF)
+        if found.found:
+            composition = composition_of_ideas(found)
+            best = unbounded.products[0]
+            if best.price <= limit * NEAR_MISS:
+                composition.lead.append(over_the_limit(best.title, best.price, limit, best.currency))
+            return composition
+    amount = money(limit, context.store.currency)
+    reply = f"{_('Nothing we have for that is under {limit}.').format(limit=amount)} {_('Try a higher limit or other words, or ask for a person.')}"
+    return Composition(NO_MATCH, reply=reply)
 
 
 def _is_the_message(context: Context, query: str) -> bool:
