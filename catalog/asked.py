@@ -49,6 +49,9 @@ _AROUND = frozenset(
     hey there how much many what which where when who whats what's about also still just really actually
     maybe perhaps sure know wondering wonder if whether one kind sort bring take wear recommend suggest choose
     pick""".split()
+) | frozenset(
+    # Judgements of a thing, not the thing: "what's good for a rainy hike?" names no kind, "the best tent" a tent.
+    "good best great nice ideal suitable decent perfect better".split()
 )
 # Where the noun phrase ends: a preposition, a clause, a verb after the noun.
 _BOUNDARY = frozenset(
@@ -56,6 +59,16 @@ _BOUNDARY = frozenset(
     is are was were do does did can could would will cost costs come comes available left made fit fits
     near around as of if please so because since cheaper bigger smaller""".split()
 )
+# Verbs after the thing asked about: "will the cookset work with the stove?" names a cookset, not a "work". Only
+# after it: "what would keep me warm ..." starts with no thing.
+_VERBS_AFTER = frozenset("work works fold folds last lasts keep keeps weigh weighs go goes".split())
+# What a question says of the thing after "is the ...": "is the hammock easy to set up?" names a hammock. Only
+# words that name no product (not "light": "is the camp light bright?").
+_PREDICATES = frozenset(
+    """easy hard difficult simple waterproof washable warm cold comfortable comfy heavy durable sturdy
+    breathable compatible big small wide narrow tall long short bright quiet noisy safe ok okay worth""".split()
+)
+_COPULAS = frozenset("is are was were".split())
 # Words that name no product: a question about one of these is not a request for a kind of product.
 NOT_A_KIND = frozenset(
     """something anything everything nothing discount discounts deal deals sale sales price prices cost
@@ -128,12 +141,14 @@ def _named_in(clause: list[str]) -> Named | None:
                 return None
             phrase.append(word)
             continue
-        if word in _BOUNDARY:
+        if word in _BOUNDARY or word in _VERBS_AFTER:
             break
         if word not in _AROUND:
             phrase.append(word)
     if not phrase:
         return _NOTHING
+    if clause[0] in _COPULAS and len(phrase) > 1 and phrase[-1] in _PREDICATES:
+        phrase = phrase[:-1]  # "is the hammock easy ...": what is said of the hammock
     words = [word for word in phrase if not word[0].isdigit()]  # "2-person": a modifier, never the noun
     # Longer runs are not one noun phrase but a clause read on ("the Ridgeline tent big enough", "the tent plus
     # two"): their last word is no kind of product, and taking it for one dropped every hit.

@@ -140,14 +140,19 @@ def ideas(store: Store, text: str, k: int = 3, *, min_price: Decimal | None = No
                      products=[product_facts(hit) for hit in hits])
 
 
-def priced(store: Store, k: int = 3, *, descending: bool = False) -> list[SearchHit]:
-    """The store's ``k`` least (``descending``: most) expensive active products, each at that variant's price:
-    "what's the cheapest thing you sell?" asks of the whole catalog, not of a search's best matches."""
-    variants = (
-        Variant.objects.filter(store=store, product__status=Product.Status.ACTIVE)
-        .select_related("product", "product__store")
-        .order_by("-price" if descending else "price", "id")
-    )
+def priced(
+    store: Store, k: int = 3, *, descending: bool = False, min_price: Decimal | None = None,
+    max_price: Decimal | None = None,
+) -> list[SearchHit]:
+    """The store's ``k`` least (``descending``: most) expensive active products within the price range, each at
+    that variant's price: "what's the cheapest thing you sell?" asks of the whole catalog, not of a search's best
+    matches."""
+    variants = Variant.objects.filter(store=store, product__status=Product.Status.ACTIVE)
+    if min_price is not None:
+        variants = variants.filter(price__gte=min_price)
+    if max_price is not None:
+        variants = variants.filter(price__lte=max_price)
+    variants = variants.select_related("product", "product__store").order_by("-price" if descending else "price", "id")
     hits: list[SearchHit] = []
     seen: set[int] = set()
     for variant in variants.iterator():
@@ -157,6 +162,17 @@ def priced(store: Store, k: int = 3, *, descending: bool = False) -> list[Search
         if len(hits) == k:
             break
     return hits
+
+
+def within(store: Store, k: int = 3, *, min_price: Decimal | None = None, max_price: Decimal | None = None) -> Grounding:
+    """The whole catalog within a price range, least expensive first: "Show me everything under 30 dollars"."""
+    hits = priced(store, k, min_price=min_price, max_price=max_price)
+    if not hits:
+        return Grounding(facts=NO_MATCH + " (A price limit was applied.)", cards=[], found=False)
+    lines = ["Products from the catalog in the price range, least expensive first:"]
+    lines += [_product_line(i, hit) for i, hit in enumerate(hits, 1)]
+    return Grounding(facts="\n".join(lines), cards=[card(hit) for hit in hits], found=True,
+                     products=[product_facts(hit) for hit in hits])
 
 
 def price_limits(text: str) -> tuple[Decimal | None, Decimal | None]:
@@ -294,16 +310,30 @@ def product_facts(hit: SearchHit) -> ProductFacts:
     )
 
 
+# Between two quoted passages that are not next to each other in the document: the quote marks what it leaves out,
+# so it never reads as one run of the store's text that the store did not write.
+ELISION = " … "
+
+
 def quotes_of(answers: list[passages.Match]) -> list[dict]:
-    """One quote per document, its answering passages in the document's order: {"title", "text"}."""
+    """One quote per document, its answering passages in the document's order: {"title", "text"}; passages that
+    are not adjacent in the document are joined by ``ELISION``, so each part is the store's words verbatim."""
     by_document: dict[int, list[passages.Passage]] = {}
     for match in answers:
         by_document.setdefault(match.passage.document_id, []).append(match.passage)
     quotes = []
     for chosen in by_document.values():
         chosen.sort(key=lambda passage: passage.position)
-        quotes.append({"title": chosen[0].title, "text": " ".join(passage.text for passage in chosen)})
+        text = chosen[0].text
+        for before, passage in zip(chosen, chosen[1:]):
+            text += (" " if passage.position == before.position + 1 else ELISION) + passage.text
+        quotes.append({"title": chosen[0].title, "text": text})
     return quotes
+
+
+def quoted_parts(quote: str) -> list[str]:
+    """The runs of the store's own text in a quote (``quotes_of``), each verbatim in its document."""
+    return [part for part in quote.split(ELISION.strip()) if part.strip()]
 
 
 def _means_it(hit: SearchHit) -> bool:
@@ -355,6 +385,42 @@ def _of_the_kind_named(store: Store, text: str, hits: list[SearchHit]) -> list[S
 KIND_DEPTH = 5
 
 
+# Where the shopper is: "cold nights in the tent", "what fits in my backpack". What they are in, they have.
+_SETTING = re.compile(r"\b(?:in|inside|into)\s+(?:the|my|our|a|an|your)\s+([a-z][a-z-]*)", re.IGNORECASE)
+
+
+def where_they_are(text: str) -> frozenset[str]:
+    """The words of the things the shopper says they are in ("I can only buy one thing for cold nights in the tent":
+    tent), named nowhere else in the message: a product of that type is what they have, not what they ask for."""
+    named = [match.group(1).lower() for match in _SETTING.finditer(text)]
+    elsewhere = _SETTING.sub(" ", text).lower()
+    return frozenset(
+        word for noun in named if not re.search(rf"\b{re.escape(noun)}", elsewhere) for word in passages.content_words(noun)
+    )
+
+
+def _is_where_they_are(hit: SearchHit, setting: frozenset[str]) -> bool:
+    return bool(setting & passages.content_words(hit.product.product_type))
+
+
+def _the_kind_alone(
+    store: Store, text: str, k: int, low: Decimal | None, high: Decimal | None, in_stock: bool | None,
+    setting: frozenset[str],
+) -> list[SearchHit]:
+    """When the whole message finds nothing, the kind of product it names, searched alone, if the store sells it:
+    "Does the chair come in other colors?" is about the chair, whose match the question's other words diluted
+    under the threshold. A kind the store does not sell stays unfound (its "we don't carry")."""
+    named = asked.named_kind(text)
+    if named is None or not named.noun or named.noun in setting:
+        return []
+    found = search(named.phrase, k, store=store, min_price=low, max_price=high, in_stock=in_stock)
+    return [
+        hit for hit in found
+        if hit.variant is not None and hit.score >= MATCH_THRESHOLD and _means_it(hit)
+        and asked.is_kind(named, hit.product.title, hit.product.product_type)
+    ]  # fmt: skip
+
+
 def kind_sold(store: Store, text: str) -> str:
     """The product type of the kind of product ``text`` names, when the store sells it: the best product for the
     named phrase alone is called that ("any jackets under 50?": a rain jacket, type Jackets; "hiking boots": the
@@ -404,12 +470,21 @@ def ground(
         # own category), searched deeper for them: the headlamp that "tent mate" finds under 100 is no tent, the
         # camp chair with its carry bag no sleeping bag; the trail shoes under 150 are footwear like the boots
         # asked for. Words that name no product ("a day hike", "gear") keep every hit.
+        # And a kind named as where the shopper is ("cold nights in the tent") is dropped: the tent is theirs.
         kind = kind_sold(store, text) if low is not None or high is not None else ""
-        found = search(text, k * KIND_DEPTH if kind else k, store=store, min_price=low, max_price=high, in_stock=in_stock)
-        hits = [hit for hit in found if hit.variant is not None and (not kind or hit.product.product_type == kind)][:k]
+        setting = where_they_are(text)
+        depth = k * KIND_DEPTH if kind or setting else k
+        found = search(text, depth, store=store, min_price=low, max_price=high, in_stock=in_stock)
+        hits = [
+            hit for hit in found
+            if hit.variant is not None and (not kind or hit.product.product_type == kind)
+            and not _is_where_they_are(hit, setting)
+        ][:k]  # fmt: skip
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
         hits = _of_the_kind_asked(text, [hit for hit in hits if hit.score >= floor and _means_it(hit)])
         hits = _of_the_kind_named(store, text, hits)
+        if not hits:
+            hits = _the_kind_alone(store, text, k, low, high, in_stock, setting)
         answers = passages.answering(store, text, query_vector(text))
         if not hits and not answers and sales.asks_about_sales(text):
             hits = sales.on_sale(store, k)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from catalog.grounding import quoted_parts
 from catalog.text import any_word, split_sentences
 
 from .answers import handles_no_match
@@ -224,9 +225,11 @@ def _in_stock(record: TurnRecord, value: bool, ctx: Context) -> bool:
 
 
 def _quote_from(record: TurnRecord, value: str, ctx: Context) -> bool:
-    """A quote on screen is a sentence of the store's document of that kind."""
+    """A quote on screen is the store's document of that kind, verbatim in each of its parts."""
     body = " ".join(ctx.catalog.documents.get(value, "").split())
-    return bool(body) and any(" ".join(q["text"].split()) in body for q in record.quotes if q.get("text"))
+    return bool(body) and any(
+        all(" ".join(part.split()) in body for part in quoted_parts(q["text"])) for q in record.quotes if q.get("text")
+    )
 
 
 def _shown(record: TurnRecord) -> str:

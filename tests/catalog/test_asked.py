@@ -25,6 +25,16 @@ from catalog.asked import Named, named_kind, sold_as
         ("OK, short one then: any socks?", "socks", ""),
         ("Thanks! Do you sell the sun hoodie?", "hoodie", "sun"),
         ("I need a tent for three, do you have one?", "tent", ""),
+        # A judgement is not the thing: "good" was the kind asked for, every hit was dropped, and "What's good for a
+        # rainy hike?" got the small-talk reply.
+        ("What's good for a rainy hike?", "hike", "rainy"),
+        ("What's the best tent for two?", "tent", ""),
+        ("Do you have a good sleeping bag?", "bag", "sleeping"),
+        # What is said of the thing is not the thing ("easy" and "work" were the kinds, and every hit was dropped)
+        ("Is the hammock easy to set up?", "hammock", ""),
+        ("Will the cookset work with the micro stove?", "cookset", ""),
+        ("Is the camp light bright?", "light", "camp"),
+        ("Do you have work boots?", "boots", "work"),
     ],
 )
 def test_the_noun_a_request_names(text, noun, modifiers):
@@ -43,7 +53,9 @@ def test_the_noun_a_request_names(text, noun, modifiers):
      "How warm is the down sleeping bag?", "What should I bring for a weekend backpacking trip?",
      # "gear" names no kind: "cooking gear under 20" was told "we don't carry cooking gear" beside "Our categories
      # are ..., cooking, ..."
-     "cooking gear under 20", "Any camping equipment?"],
+     "cooking gear under 20", "Any camping equipment?",
+     # A verb that starts the clause is no boundary before a kind: "sitting" was the thing asked for.
+     "My budget is 90 dollars: what would keep me warm sitting by the campfire at night?"],
 )
 def test_no_kind_where_none_is_named(text):
     assert named_kind(text) is None

@@ -175,3 +175,28 @@ def test_product_facts_give_the_options_with_their_stock_from_the_variant_rows()
     assert product_facts(SearchHit(product=bag.product, variant=bag, score=1.0)).option_values == (
         ("Length", (("Regular", True), ("Long", True))),
     )
+
+
+def test_a_quote_marks_the_text_it_leaves_out_between_passages():
+    from catalog.grounding import ELISION, quoted_parts, quotes_of
+    from catalog.passages import Match, Passage
+
+    body = ["Return within 30 days.", "Sale items are final.", "Refunds take five days.", "Exchanges are free."]
+    passage = [Passage(7, "returns", "Returns", text, position) for position, text in enumerate(body)]
+    # Scored out of order, as search returns them: quoted in the document's order.
+    quote = quotes_of([Match(passage[2], 0.9), Match(passage[0], 0.8), Match(passage[3], 0.5)])
+    assert quote == [{"title": "Returns", "text": f"{body[0]}{ELISION}{body[2]} {body[3]}"}]
+    assert quoted_parts(quote[0]["text"]) and all(part.strip() in " ".join(body) for part in quoted_parts(quote[0]["text"]))
+    assert [p.strip() for p in quoted_parts(quote[0]["text"])] == [body[0], f"{body[2]} {body[3]}"]
+    # Adjacent passages read as the store wrote them.
+    assert quotes_of([Match(passage[1], 1.0), Match(passage[0], 1.0)])[0]["text"] == f"{body[0]} {body[1]}"
+
+
+def test_where_the_shopper_is_names_the_kind_they_have():
+    from catalog.grounding import where_they_are
+
+    assert where_they_are("I can only buy one thing for cold nights in the tent") == {"tent"}
+    assert where_they_are("What fits in my backpack?") == {"backpack"}
+    assert where_they_are("Which tent keeps me dry in the rain?") == {"rain"}  # no product type: nothing dropped
+    assert where_they_are("Is the tent warm? I get cold in the tent.") == frozenset()  # the tent is asked about
+    assert where_they_are("Do you have tents for two?") == frozenset()

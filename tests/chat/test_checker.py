@@ -147,3 +147,18 @@ def test_a_recommendation_that_guesses_the_shoppers_budget_is_not_shown():
     )
     assert not check("You might want to try the Yellow Sofa if it fits your budget.", evidence).ok
     assert check("You might want to try them out!", evidence).ok
+
+
+def test_a_sentence_in_another_language_than_the_answer_is_not_shown():
+    spanish = Evidence(
+        question="¿Tienen tiendas de campaña para dos personas?",
+        opening="Tenemos Ridgeline 2-Person Tent por 249.00 USD.",
+        products=(TENT,),
+        language="es",
+    )
+    english = Evidence(question="Do you have tents for two?", opening="We have the Ridgeline 2-Person Tent.",
+                       products=(TENT,))
+    sentence = "It is a freestanding three-season tent for two that packs down to the size of a loaf of bread."
+    assert check(sentence, english).ok
+    verdict = check(sentence, spanish)
+    assert not verdict.ok and verdict.reason == "not in the answer's language (en, not es)"

@@ -104,8 +104,8 @@ def test_small_talk_and_chat_without_a_request_go_to_the_model(demo_store):
 
 
 def test_a_follow_up_is_searched_with_the_previous_message(demo_store):
-    alone = compose(demo_store, "Anything under 300 dollars?", retrieve)
-    assert alone.kind != MODEL or not alone.cards
+    alone = compose(demo_store, "Anything under 300 dollars?", retrieve)  # the catalog within it, least expensive first
+    assert [card["title"] for card in alone.cards][0] == "Merino Wool Beanie (Grey)"
     follow_up = compose(demo_store, "Anything under 300 dollars?", retrieve, previous="I am looking for a tent.")
     assert follow_up.kind == MODEL
     assert follow_up.cards[0]["title"].startswith("Ridgeline 2-Person Tent")
@@ -123,6 +123,7 @@ def test_what_was_asked_for():
     assert requested_thing("Do you have coffee beans under $20?") == "coffee beans"
     assert requested_thing("Do you have a product that does something very specific for me today?") == ""
     assert requested_thing("What's new?") == "" and requested_thing("anything popular?") == ""  # no thing asked for
+    assert requested_thing("Do you have anything for mosquitoes?") == "anything for mosquitoes"  # its "for" kept
     assert asks_the_catalog("I'm looking for something special for my brother's birthday party")
     assert not asks_the_catalog("I like long walks in the mountains and the smell of pine trees.")
 

@@ -402,3 +402,21 @@ def test_a_yes_no_question_the_products_name_settles_is_answered_yes():
     assert opening_for(STORE, "Is the headlamp rechargeable?", [lamp], []).text.startswith("Yes. ")
     # a word the name lacks: no verdict from the name
     assert not opening_for(STORE, "Is the headlamp waterproof?", [lamp], []).text.startswith(("Yes", "No"))
+
+
+def test_a_colour_the_product_does_not_list_is_said_plainly():
+    beanie = product("Merino Wool Beanie", "22.00", variant="Grey", options="Color: Grey, Mustard",
+                     option_values=(("Color", (("Grey", True), ("Mustard", True))),))
+    text = opening_for(STORE, "Can I get the beanie in black?", [beanie], []).text
+    assert sentences(text)[1] == "The Merino Wool Beanie comes in Grey and Mustard; no black is listed."
+    # A colour word of a value names it ("blue": Glacier Blue), and its stock is said.
+    bottle = product("Insulated Steel Water Bottle 750 ml", "32.00", variant="Glacier Blue",
+                     options="Color: Glacier Blue, Sand", variant_options=((("Glacier Blue",), True), (("Sand",), False)),
+                     option_values=(("Color", (("Glacier Blue", True), ("Sand", False))),))
+    text = opening_for(STORE, "Do you have the water bottle in blue?", [bottle], []).text
+    assert "no blue" not in text and "Glacier Blue is in stock." in text
+
+
+def test_a_colour_word_beside_a_value_named_is_no_missing_colour():
+    text = opening_for(STORE, "Fleece jacket in forest green, large, in stock?", [FLEECE_IN_OPTIONS], []).text
+    assert "no green" not in text and "Size L in Forest is in stock." in text

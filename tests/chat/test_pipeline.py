@@ -388,3 +388,10 @@ def test_a_follow_up_too_short_to_tell_is_answered_in_the_language_of_the_shoppe
     with translation.override("es"):
         assert follow_up.composition.reply == translation.gettext(NOT_UNDERSTOOD_REPLY) != NOT_UNDERSTOOD_REPLY
     assert pipeline.plan(None, store, [], "¿en azul?").language == "en"  # nothing before it: the default
+
+
+def test_the_model_sentences_are_checked_in_the_language_of_the_answer(tokenizing_engine, demo_store):
+    spanish = pipeline.plan(tokenizing_engine, demo_store, [], "¿Tienen linternas frontales recargables?")
+    assert spanish.language == "es" and spanish.evidence.language == "es"
+    english = pipeline.plan(tokenizing_engine, demo_store, [], "Do you have rechargeable headlamps?")
+    assert english.evidence.language == "en"

@@ -140,6 +140,16 @@ def test_a_quote_must_come_from_the_document_of_that_kind():
         "quote_from": False}
 
 
+def test_a_quote_with_parts_left_out_is_judged_part_by_part():
+    from catalog.grounding import ELISION
+
+    first, second = RETURNS.split(". ")
+    elided = [{"title": "Returns", "text": f"{second}{ELISION}{first}."}]
+    assert judged({"quote_from": "returns"}, quotes=elided) == {"quote_from": True}
+    run_on = [{"title": "Returns", "text": f"{second} {first}."}]  # reads as text the store never wrote
+    assert judged({"quote_from": "returns"}, quotes=run_on) == {"quote_from": False}
+
+
 def test_text_rules_ignore_case():
     assert judged({"text_includes": ["59.00", "Poles"]}, "The poles are 59.00 USD.") == {"text_includes": True}
     assert judged({"text_includes": ["59.00", "hammock"]}, "The poles are 59.00 USD.") == {"text_includes": False}

@@ -192,14 +192,28 @@ def is_small_talk(text: str) -> bool:
     return all(word in _SMALL_TALK or word in _REQUEST_NOISE for word in words)
 
 
-def requested_thing(text: str) -> str:
-    """The shopper's words for what they asked for ("laptops"), or "" when it cannot be told apart."""
+def _requested_words(text: str) -> tuple[str, list[str]]:
+    """The message lowered without sale and price words and figures, and its words that are no request noise."""
     cleaned = re.sub(r"[$€£]?\d+(?:[.,]\d+)?", " ", sales.without_sale_words(text).lower())
     cleaned = _PRICE_WORDS.sub(" ", cleaned)
-    words = [word for word in re.findall(r"[a-z][a-z'-]*", cleaned) if word not in _REQUEST_NOISE]
+    return cleaned, [word for word in re.findall(r"[a-z][a-z'-]*", cleaned) if word not in _REQUEST_NOISE]
+
+
+def names_no_thing(text: str) -> bool:
+    """The message asks of the catalog as a whole ("Show me everything under 30 dollars", "What's new?")."""
+    return all(word in _NO_THING for word in _requested_words(text)[1])
+
+
+def requested_thing(text: str) -> str:
+    """The shopper's words for what they asked for ("laptops"), or "" when it cannot be told apart."""
+    cleaned, words = _requested_words(text)
     if all(word in _NO_THING for word in words):
         return ""  # "What's new?" asks for no thing: "we don't carry new" reads as a mistake
-    return " ".join(words) if 1 <= len(words) <= 4 else ""
+    if not 1 <= len(words) <= 4:
+        return ""
+    if len(words) > 1 and words[0] in ("anything", "something") and f"{words[0]} for " in cleaned:
+        words.insert(1, "for")  # "anything for mosquitoes", not "anything mosquitoes"
+    return " ".join(words)
 
 
 def plural(noun_phrase: str) -> str:

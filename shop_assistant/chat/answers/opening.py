@@ -124,6 +124,11 @@ _STOCK_WORDS = re.compile(r"\b(?:stock|available|availability|left|sold out)\b",
 # A question about a product's options: "what sizes ...", "does it come in ...", "colours", "available in".
 _OPTION_WORDS = re.compile(r"\b(?:sizes?|sizing|fit|colou?rs?|comes? in|available in|options?)\b", re.IGNORECASE)
 _COLOUR = re.compile(r"colou?r", re.IGNORECASE)
+# Colours a shopper names ("the beanie in black?"): one the product's colour option does not list is said so.
+_COLOUR_WORDS = re.compile(
+    r"\b(black|white|red|blue|green|grey|gray|navy|yellow|orange|pink|purple|brown|beige|tan|olive|khaki)\b",
+    re.IGNORECASE,
+)
 # Longest first: "extra large" is XL, not L.
 _SIZE_WORDS = {"extra extra large": "XXL", "extra large": "XL", "x-large": "XL", "extra small": "XS", "x-small": "XS",
                "large": "L", "medium": "M", "small": "S"}  # fmt: skip
@@ -306,6 +311,12 @@ def _named(product: ProductFacts, question: str) -> tuple[list[tuple[int, str]],
         asked = _sizes_asked(question, _letter_sized(values)) if is_size(name) else []
         named += [(index, v) for v, _ in values if _names(question, v) or any(_is_size_value(a, v) for a in asked)]
         unlisted = [a for a in asked if not any(_is_size_value(a, v) for v, _ in values)]
+        # "in blue": the Glacier Blue bottle; "in black": no black beanie is listed ("forest green" names Forest)
+        if _COLOUR.search(name) and not any(i == index for i, _ in named):
+            for colour in (word.lower() for word in _COLOUR_WORDS.findall(question)):
+                matching = [(index, v) for v, _ in values if colour in v.lower().split()]
+                named += [pair for pair in matching if pair not in named]
+                unlisted += [] if matching else [colour]
         if unlisted and missing is None:
             missing = unlisted[0] if not unlisted[0][:1].isdigit() else _size(unlisted[0])
     return named, missing

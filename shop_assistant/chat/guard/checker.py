@@ -5,6 +5,8 @@ shown only if every rule below passes. The first sentence that fails ends the an
 prefer dropping a good sentence to showing a bad one:
 
 - form: no markup, links, e-mail addresses, placeholders ("[address]") or speaker labels ("User:");
+- language: the answer's (the opening is composed in the shopper's language; an English sentence after a Spanish
+  opening reads as a different assistant), as ``catalog.language.detect`` reads it;
 - voice: the store's assistant speaking to the shopper, not narrating ("the customer wants ..."), not disowning
   the store ("as a digital platform ..."), not apologising for nothing, not claiming a life of its own;
 - figures: every number (digits or words) is one the shopper can see or was given;
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
 
+from catalog import language as languages
 from catalog.grounding import LETTER_SIZE, ProductFacts, price_limits
 from catalog.passages import content_words
 from catalog.text import NEGATIONS, any_word, split_sentences
@@ -47,6 +50,7 @@ class Evidence:
     documents: Sequence[str] = ()
     store_name: str = ""
     history: Sequence[str] = ()
+    language: str = languages.DEFAULT  # the answer's: the shopper's, or the one the owner's prompt names
 
     @cached_property
     def texts(self) -> tuple[str, ...]:
@@ -226,7 +230,7 @@ _COMMON_CAPITALISED = frozenset(
 
 def check(sentence: str, evidence: Evidence, shown: Sequence[str] = ()) -> Verdict:
     """Whether ``sentence`` may be shown after ``shown`` (the opening and the sentences already kept)."""
-    for rule in (_form, _voice, _repeats, _figures, _names, _claims, _policy):
+    for rule in (_form, _language, _voice, _repeats, _figures, _names, _claims, _policy):
         verdict = rule(sentence, evidence, shown)
         if not verdict.ok:
             return verdict
@@ -242,6 +246,15 @@ def _form(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
         return Verdict(False, "a question that is not about what the shopper needs")
     if _FORM.search(sentence):
         return Verdict(False, "markup, a link, a placeholder or a speaker label")
+    return SUPPORTED
+
+
+def _language(sentence: str, evidence: Evidence, shown: Sequence[str]) -> Verdict:
+    # A sentence too short or too mixed to tell reads as the default language: after an opening in another one it
+    # is dropped, which costs a sentence, never a shopper reading two languages in one answer.
+    written = languages.detect(sentence)
+    if written != evidence.language:
+        return Verdict(False, f"not in the answer's language ({written}, not {evidence.language})")
     return SUPPORTED
 
 

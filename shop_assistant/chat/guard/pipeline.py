@@ -139,8 +139,10 @@ def evidence_for(
     turns: Sequence[Turn],
     system_prompt: str,
     documents: Sequence[str],
+    language: str = shopper_language.DEFAULT,
 ) -> Evidence:
-    """``documents``: the bodies of the store's documents (its passages' index keeps them)."""
+    """``documents``: the bodies of the store's documents (its passages' index keeps them); ``language``: the
+    answer's (``Plan.language``)."""
     return Evidence(
         question=text,
         opening=opening.text,
@@ -149,6 +151,7 @@ def evidence_for(
         documents=(*documents, system_prompt),
         store_name=store.name,
         history=tuple(turn.content for turn in turns[-6:]),
+        language=language,
     )
 
 
@@ -190,7 +193,7 @@ def plan(
     # One language per message: every sentence composed for it is in the same one.
     lang = guidance.language or shopper_language.detect(text, earlier=previous)
     with freshness.one_read(), translation.override(lang):
-        planned = _plan(engine, store, turns, text, previous, version, shown, conversation, guidance)
+        planned = _plan(engine, store, turns, text, previous, version, shown, conversation, guidance, lang)
         return replace(planned, language=lang)
 
 
@@ -204,6 +207,7 @@ def _plan(
     shown: Sequence[dict[str, Any]],
     conversation: Any,
     guidance: owner_guidance.Guidance,
+    lang: str,
 ) -> Plan:
     # The store's documents are the only source of a quote: the prompt is never searched (one copy of a policy).
     understood = understand(store, text, retrieve, previous, shown, engine=engine, prompt=version.full_text(),
@@ -228,7 +232,7 @@ def _plan(
     opening = Opening(owner.finish(guidance, opening.text, steered.after, closing=mode == MODEL_TEXT_OFF), opening.kind)
     sign_off = guidance.tone.sign_off if mode != MODEL_TEXT_OFF else ""
     system_prompt = version.full_text()
-    evidence = evidence_for(store, text, composition, opening, turns, system_prompt, index.documents)
+    evidence = evidence_for(store, text, composition, opening, turns, system_prompt, index.documents, lang)
     figures = figures_for(system_prompt, turns, content, composition)
     if mode == MODEL_TEXT_OFF:
         return Plan(composition, content, decoding, figures=figures, opening=opening, evidence=evidence, model_text=mode,

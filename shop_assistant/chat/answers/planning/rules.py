@@ -107,6 +107,18 @@ _HOW_IS_ONE = re.compile(
 _ENOUGH_FOR_ONE = re.compile(
     r"^\W*(?:is|are|will|would)\s+(?:the|your|this|that)\s+(.+?)\s+(?:be\s+)?[a-z]+\s+enough\s+for\b", re.IGNORECASE
 )
+# "How much does the Alpine bag weigh?", "What's the weight of the Ridgeline tent?": its weight, not its price.
+_WEIGHS_ONE = re.compile(
+    r"^\W*(?:how much|what)\s+(?:does|do)\s+(?:the|your|this|that)\s+(.+?)\s+weigh\b"
+    r"|^\W*what(?:'s| is)\s+the\s+weight\s+of\s+(?:the|your|this|that)\s+(.+?)\s*[?.!]*$",
+    re.IGNORECASE,
+)
+# "Is the Ridgeline tent good for winter camping?": one product named, asked whether it suits a use.
+_GOOD_FOR_ONE = re.compile(
+    r"^\W*(?:is|are|will|would)\s+(?:the|your|this|that)\s+(.+?)\s+(?:be\s+)?(?:any\s+)?(?:good|suitable|ok|okay|fine|"
+    r"right|made|meant|designed)\s+for\b",
+    re.IGNORECASE,
+)
 _WHICH = re.compile(r"^\W*(?:which|what)\b", re.IGNORECASE)
 # "Which backpack is cheaper?", "lightest tent?", "which sleeping bag is warmer?": a kind's products ranked on what
 # is asked. Price words anywhere; weight and warmth as a superlative or in a "which" question ("do you sell a
@@ -146,7 +158,8 @@ _PERSON = (r"(?:dad|father|mom|mum|mother|wife|husband|son|daughter|kids?|friend
 # A gift: named so, "for my dad who ...", or "something for my mom, her ears always get cold on walks".
 _GIFT = re.compile(
     r"\b(?:gifts?|presents?|stocking stuffers?)\b(?!\s*(?:cards?|certificates?|vouchers?|wrap\w*|receipts?|box\w*))"
-    rf"|\bfor (?:my|our) [a-z]+\b(?=.*\bwho\b)|\b(?:something|anything) for (?:my|our) {_PERSON}\b",
+    rf"|\bfor (?:my|our) [a-z]+\b(?=.*\bwho\b)|\b(?:something|anything) for (?:my|our) {_PERSON}\b"
+    rf"|\b(?:get|buy|give) (?:my|our) {_PERSON}\b",
     re.I,
 )
 _GIFT_FRAME = re.compile(
@@ -239,7 +252,18 @@ def _people(text: str) -> re.Match[str] | None:
     return (counted or found or [None])[0]
 
 
+# "How many people does the Basecamp tent sleep?", "How many people fit in the Ridgeline?": what it is made for.
+_HOW_MANY = re.compile(
+    r"^\W*how\s+many\s+(?:people|persons|adults|kids|of us)\s+(?:(?:does|can|will|would)\s+(?:the|your|this|that)\s+"
+    r"(.+?)\s+(?:sleep|fit|hold|take|seat)|(?:fit|sleep|go)\s+in(?:to|side)?\s+(?:the|your|this|that)\s+(.+?))\s*[?.!]*$",
+    re.IGNORECASE,
+)
+
+
 def _capacity(text: str) -> list[Call]:
+    how_many = _HOW_MANY.match(text)
+    if how_many:
+        return [call("check_capacity", product=how_many.group(1) or how_many.group(2))]
     if not _CAPACITY_ASK.search(text):
         return []
     people, weight = _people(text), _WEIGHT.search(text)
@@ -320,9 +344,11 @@ def plan(context: Context) -> list[Call]:
     if planned:
         return planned
     english = context.language == "en" and not asks_about_the_store(text)
-    degree = (_HOW_IS_ONE.match(text) or _ENOUGH_FOR_ONE.match(text)) if english else None
+    degree = (
+        _HOW_IS_ONE.match(text) or _ENOUGH_FOR_ONE.match(text) or _GOOD_FOR_ONE.match(text) or _WEIGHS_ONE.match(text)
+    ) if english else None
     if degree:
-        return [call("product_details", product=degree.group(1), question=text)]
+        return [call("product_details", product=next(g for g in degree.groups() if g), question=text)]
     if context.shown and _points_back(text, context.shown) and len(text.split()) <= _FOLLOW_UP_WORDS:
         return [call("product_details", product="it", question=text)]
     # "¿Tienen chaquetas impermeables?": the store's synonyms for the message's language; "do u hav a hedlamp": the

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 from django.utils.translation import get_language, ngettext, pgettext
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.grounding import ProductFacts, card, product_facts
 from catalog.search import MATCH_THRESHOLD, search
@@ -40,14 +40,9 @@ _LOAD = re.compile(r"\b(?:holds?|supports?|carries|load(?: limit)?(?: of)?|capac
 class CapacityArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
     product: str = Field(description="the product or the kind of product asked about ('Ridgeline tent', 'tent')")
+    # Neither: "how many people does the Basecamp tent sleep?", what the product is made for.
     people: int | None = Field(None, ge=1, le=50, description="how many people it must be for")
     weight_kg: float | None = Field(None, gt=0, le=1000, description="the weight it must hold, in kg")
-
-    @model_validator(mode="after")
-    def _one_need(self) -> "CapacityArguments":
-        if self.people is None and self.weight_kg is None:
-            raise ValueError("give people or weight_kg")
-        return self
 
 
 @dataclass(frozen=True)
@@ -135,11 +130,13 @@ def _named(phrase: str, candidates: list[Product]) -> Product | None:
 
 @register(
     "check_capacity",
-    "Whether a product (or which product of a kind) is big or strong enough: for a number of people or a weight.",
+    "Whether a product (or which product of a kind) is big or strong enough: for a number of people or a weight; "
+    "with neither, how many people it is made for.",
     CapacityArguments,
     examples=(
         ("Does the hammock take two people?", {"product": "hammock", "people": 2}),
         ("Can the stool hold 95 kg?", {"product": "stool", "weight_kg": 95}),
+        ("How many people does the canoe take?", {"product": "canoe"}),
     ),
 )
 def check_capacity(context: Context, arguments: CapacityArguments) -> Composition:
@@ -147,6 +144,8 @@ def check_capacity(context: Context, arguments: CapacityArguments) -> Compositio
     if not candidates:
         return Composition(NO_MATCH, reply=no_match_reply(context.store, context.text))
     named = _named(arguments.product, candidates) if len(candidates) > 1 else candidates[0]
+    if arguments.people is None and arguments.weight_kg is None:
+        return _how_many(named or candidates[0])
     fitting = [p for p in candidates if _fits(capacity_of(p.facts), arguments)]
     need = _need(arguments)
     sentences = []
@@ -170,3 +169,14 @@ def check_capacity(context: Context, arguments: CapacityArguments) -> Compositio
     shown = ([named] if named is not None else []) + fitting
     shown = shown or candidates[:2]
     return Composition(CAPACITY, reply=" ".join(sentences), cards=[p.card for p in shown], products=[p.facts for p in shown])
+
+
+def _how_many(product: Product) -> Composition:
+    """What one product is made for, as its own text says: "The Basecamp 6 Family Tent is made for six people."."""
+    capacity = capacity_of(product.facts)
+    if capacity.people is None and capacity.load_kg is None:
+        reply = _("Our catalog doesn't say how many people the {title} is made for.").format(title=product.facts.title)
+    else:
+        says = _says(product.facts, capacity)
+        reply = f"{says[:1].upper()}{says[1:]}."
+    return Composition(CAPACITY, reply=reply, cards=[product.card], products=[product.facts])

@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.grounding import card, priced, product_facts
+from catalog.passages import content_words
 from catalog.search import MATCH_THRESHOLD, search
 
 from .. import comparison
@@ -45,13 +46,20 @@ class CompareArguments(BaseModel):
     )
 
 
+_COUNTS = frozenset(content_words("one two three four five both all"))  # "the two rain jackets": no word of a name
+
+
 def _kind_of(context: Context, phrase: str) -> list[Product]:
     """Every product of the kind a plural phrase names ("your two sleeping bags"), best first."""
     hits = [h for h in search(phrase, 5, store=context.store) if h.variant is not None and h.score >= MATCH_THRESHOLD]
     if not hits:
         return []
     kind = hits[0].product.product_type
-    return [Product(card(h), product_facts(h)) for h in hits if h.product.product_type == kind][:3]
+    hits = [h for h in hits if h.product.product_type == kind]
+    # "the two rain jackets": the jackets called that, not the down vest of the same type beside them
+    named = content_words(phrase) - _COUNTS
+    called = [h for h in hits if named <= content_words(f"{h.product.title} {h.product.tags}")]
+    return [Product(card(h), product_facts(h)) for h in (called if len(called) > 1 else hits)][:3]
 
 
 def _products(context: Context, phrases: list[str]) -> list[Product]:

@@ -59,6 +59,8 @@ _HOW = re.compile(r"\bhow\s+([a-z]+)\b|\b([a-z]+)\s+enough\b", re.IGNORECASE)  #
 
 
 def _degree(question: str) -> str:
+    if re.search(r"\bweigh(?:s|t)?\b", question, re.IGNORECASE):
+        return "heavy"  # "how much does it weigh?", "what's its weight?"
     how = _HOW.search(question)
     word = (how.group(1) or how.group(2)).lower() if how else ""
     return word if word in _MEASURES else ""
@@ -117,7 +119,7 @@ ASK_A_PERSON = gettext_noop("A member of our team can help: ask for a person.")
 
 
 # "How much is it?", a model's plan of "¿Cuánto cuesta la linterna frontal?": the price, from the variant's row.
-_ASKS_PRICE = re.compile(r"\bhow much\b|\bprice[sd]?\b|\bcosts?\b", re.IGNORECASE)
+_ASKS_PRICE = re.compile(r"\bhow much\b(?!.*\bweigh)|\bprice[sd]?\b|\bcosts?\b", re.IGNORECASE)  # not "how much does it weigh?"
 
 
 def _answer(facts: ProductFacts, question: str) -> str:

@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from catalog import terms
-from catalog.grounding import RELATIVE_CUTOFF, ideas, kind_sold, price_limits
+from catalog.grounding import RELATIVE_CUTOFF, ideas, kind_sold, price_limits, within
 
 from ..composition import (
     MODEL,
@@ -29,6 +29,7 @@ from ..composition import (
     asks_the_catalog,
     is_follow_up,
     is_small_talk,
+    names_no_thing,
     no_answer_reply,
     no_match_reply,
 )
@@ -103,6 +104,10 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
     if asks_about_the_store(text):
         return Composition(NO_ANSWER, reply=no_answer_reply())
     whole = _is_the_message(context, arguments.query)
+    if whole and _limit(context, arguments) is not None and names_no_thing(text):
+        # "Show me everything under 30 dollars": the catalog within the limit, not "I couldn't find that"
+        found = within(context.store, min_price=arguments.min_price, max_price=_limit(context, arguments))
+        return composition_of_ideas(found) if found.found else _nothing_under(context, _limit(context, arguments))
     past = _past_the_limit(context, arguments)
     if past is not None:
         return past
@@ -166,6 +171,10 @@ def _past_the_limit(context: Context, arguments: SearchArguments) -> Composition
             if best.price <= limit * NEAR_MISS:
                 composition.lead.append(over_the_limit(best.title, best.price, limit, best.currency))
             return composition
+    return _nothing_under(context, limit)
+
+
+def _nothing_under(context: Context, limit: Decimal) -> Composition:
     amount = money(limit, context.store.currency)
     reply = f"{_('Nothing we have for that is under {limit}.').format(limit=amount)} {_('Try a higher limit or other words, or ask for a person.')}"
     return Composition(NO_MATCH, reply=reply)

@@ -57,6 +57,8 @@ TABLE = [
     ("Is the Ridgeline tent big enough for three people?", False, [("check_capacity", {"product": "Ridgeline tent", "people": 3})]),
     ("We're a family of five, which tent fits us?", False, [("check_capacity", {"product": "tent", "people": 5})]),
     ("Does the cookset cook for four people?", False, [("check_capacity", {"product": "cookset", "people": 4})]),
+    ("How many people fit in the Basecamp tent?", False, [("check_capacity", {"product": "Basecamp tent"})]),
+    ("How many people does the Ridgeline tent sleep?", False, [("check_capacity", {"product": "Ridgeline tent"})]),
     ("Will the camp chair hold someone who weighs 110 kg?", False, [("check_capacity", {"product": "camp chair", "weight_kg": 110.0})]),
     ("Do you have a tent for four people?", False, [("check_capacity", {"product": "tent", "people": 4})]),
     # in another language: the count read, the product in the catalog's words (the store's synonyms)
@@ -87,9 +89,14 @@ TABLE = [
     ("Is the Alpine bag warm enough for -5?", False, [("product_details", {"product": "Alpine bag"})]),
     ("What's the cheapest thing you sell?", False, [("compare_products", {"products": [], "attribute": "price"})]),
     ("something for my mom, her ears always get cold on walks", False, [("suggest_gifts", {})]),  # a gift, unnamed
+    ("What should I get my wife who always feels cold when camping?", False, [("suggest_gifts", {})]),  # "get my wife"
     ("something for my tent", False, [("search_products", {})]),
     ("Which tent is best for a family of five?", False, [("check_capacity", {"people": 5})]),  # "for a" is no count
     ("How warm is the down sleeping bag?", False, [("product_details", {"product": "down sleeping bag"})]),
+    ("How much does the Alpine bag weigh?", False, [("product_details", {"product": "Alpine bag"})]),
+    ("Is the Breeze bag good for summer?", False, [("product_details", {"product": "Breeze bag"})]),
+    ("Is the Summit backpack suitable for a week-long trip?", False, [("product_details", {"product": "Summit backpack"})]),
+    ("What's the weight of the Ridgeline tent?", False, [("product_details", {"product": "Ridgeline tent"})]),
     ("How long does the headlamp battery last?", False, [("product_details", {"product": "headlamp battery"})]),
     ("How much is the Ridgeline tent?", False, [("search_products", {})]),  # its price: the search's opening
     ("How are your sleeping bags?", False, [("search_products", {})]),

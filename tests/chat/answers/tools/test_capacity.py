@@ -105,8 +105,15 @@ def test_a_product_the_catalog_does_not_have_is_a_no_match(shop):
     assert composition.kind == NO_MATCH and composition.cards == []
 
 
-def test_a_capacity_call_needs_people_or_a_weight():
-    with pytest.raises(PlanError):
-        call("check_capacity", product="tent")
+def test_a_capacity_call_counts_at_least_one_person():
     with pytest.raises(PlanError):
         call("check_capacity", product="tent", people=0)
+
+
+def test_how_many_people_a_product_is_made_for_is_its_own_words(shop):
+    # "How many people fit in the Basecamp tent?" listed both tents and the Ridgeline's colours.
+    assert check(shop, product="Basecamp tent").reply == "The Basecamp 6 Family Tent is made for six people."
+    assert check(shop, product="Ridgeline tent").reply == "The Ridgeline 2-Person Tent is made for 2 people."
+    hammock = check(shop, product="hammock")
+    assert hammock.reply == "Our catalog doesn't say how many people the Drift Camping Hammock is made for."
+    assert [card["sku"] for card in hammock.cards] == ["DO-DCH"]

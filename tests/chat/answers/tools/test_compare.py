@@ -134,3 +134,13 @@ def test_nothing_named_and_nothing_shown_ranks_the_whole_catalog_by_price(shop):
                               "(3-Pack) (24.00 USD) and the Titanium Camp Mug 450 ml (27.00 USD).")
     dearest = compare(shop, "what is your most expensive item?", products=[], attribute="price", ascending=False)
     assert dearest.reply.startswith("The Basecamp 6 Family Tent is the most expensive at 429.00 USD")
+
+
+def test_a_kind_named_with_its_modifier_compares_the_products_called_that(shop):
+    # The down vest is of the same type (Jackets) and was compared as a third "rain jacket".
+    text = "What's the difference between the two rain jackets?"
+    composition = compare(shop, text, products=["two rain jackets"])
+    assert [card["title"].split(" (")[0] for card in composition.cards] == [
+        "Men's Stormshell Rain Jacket", "Women's Stormshell Rain Jacket"]
+    # A kind alone is every product of its type.
+    assert len(compare(shop, "Compare your jackets", products=["jackets"]).cards) == 3

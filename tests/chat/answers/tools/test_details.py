@@ -79,6 +79,10 @@ def test_warm_enough_is_yes_or_no_by_the_rating_the_description_gives(shop):
         ("How tall is the family tent?", "family tent", "The Basecamp 6 Family Tent: Peak height 2 m."),
         ("How long does the headlamp battery last?", "headlamp battery",
          "The Beam 400 Rechargeable Headlamp: Runs 40 hours on its lowest setting and shrugs off rain."),
+        # "how much" that asks a weight, not the price ("The Alpine Down Sleeping Bag costs 319.00 USD.")
+        ("How much does the Ridgeline tent weigh?", "Ridgeline tent", "The Ridgeline 2-Person Tent: Packed weight 1.6 kg."),
+        ("How much does the Alpine bag weigh?", "Alpine bag", "Our catalog doesn't give the weight of the Alpine Down "
+         "Sleeping Bag. A member of our team can help: ask for a person."),
     ],
 )
 def test_how_warm_heavy_tall_or_long_is_the_sentence_giving_that_measure(shop, text, product, reply):

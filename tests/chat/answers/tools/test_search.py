@@ -70,3 +70,33 @@ def test_an_activity_with_a_limit_gets_what_fits_beside_the_best_match_over_it(s
     planned = search(shop, text, query="day hike", max_price=Decimal("60"))
     assert planned.lead == composition.lead
     assert "Merino Hiking Socks (3-Pack)" in {product.title for product in planned.products}
+
+
+def test_what_the_shopper_is_in_is_theirs_not_what_they_ask_for(shop):
+    text = "I can only buy one thing for cold nights in the tent"
+    titles = [card["title"] for card in search(shop, text, query=text).cards]
+    assert titles and not any("Tent" in title for title in titles)  # the tents scored second and fourth
+    assert titles[0].startswith("Alpine Down Sleeping Bag")
+    # A tent asked for is still a tent: "tent" named outside the place
+    asked = "Which tent stays dry in the rain?"
+    assert any("Tent" in card["title"] for card in search(shop, asked, query=asked).cards)
+
+
+def test_a_kind_the_question_dilutes_is_searched_alone(shop):
+    # The whole question scored the chair under the threshold: "Sorry, I couldn't find that".
+    asked = "Does the chair come in other colors?"
+    assert [card["title"] for card in search(shop, asked, query=asked).cards] == ["Folding Camp Chair"]
+    # A kind the store does not sell is still not found: no other product stands in for it.
+    unsold = "Does the kayak come in other colors?"
+    assert search(shop, unsold, query=unsold).cards == []
+
+
+def test_everything_under_a_limit_is_the_catalog_within_it(shop):
+    # "Sorry, I couldn't find that in our catalog" while the beanie, the socks and the mug cost under 30
+    text = "Show me everything under 30 dollars"
+    composition = search(shop, text, query=text)
+    assert [(card["title"], card["price"]) for card in composition.cards] == [
+        ("Merino Wool Beanie (Grey)", "22.00"), ("Merino Hiking Socks (3-Pack) (S)", "24.00"),
+        ("Titanium Camp Mug 450 ml", "27.00")]
+    nothing = search(shop, "Show me everything under 10 dollars", query="Show me everything under 10 dollars")
+    assert nothing.kind == "no_match" and nothing.reply.startswith("Nothing we have for that is under 10.00 USD.")
