@@ -34,9 +34,14 @@ def without_sale_words(text: str) -> str:
     return " ".join(_ASKS_SALES.sub(" ", text).split())
 
 
+def mentions_sales(text: str) -> bool:
+    """The message speaks of a sale, a deal or a discount ("any deals under 50?")."""
+    return _ASKS_SALES.search(text) is not None
+
+
 def asks_about_sales(text: str) -> bool:
     """A question about what is on sale that names no kind of product ("any deals?", not "kayaks on sale?")."""
-    if not _ASKS_SALES.search(text):
+    if not mentions_sales(text):
         return False
     return not content_words(without_sale_words(text)) - _NAMES_NOTHING
 

@@ -122,7 +122,7 @@ def test_auto_asks_a_model_that_can_plan_where_the_rules_fall_short(shop, tools_
 
 @pytest.mark.parametrize(
     "reply",
-    ['{"name": "check_capacity", "arguments": {"product": "headlamp"}}', '{"name": "search_products", "argu'],
+    ['{"name": "check_capacity", "arguments": {"product": "headlamp", "people": 0}}', '{"name": "search_products", "argu'],
     ids=["fails validation", "cut short"],
 )
 def test_a_model_plan_that_fails_falls_back_to_the_rules(shop, tools_tokenizer, planner, reply):

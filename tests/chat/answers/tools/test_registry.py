@@ -120,7 +120,7 @@ def test_parse_plan_returns_validated_calls_in_order():
         {"calls": [{"name": "price_total", "arguments": {"items": [{"product": "socks", "quantity": 0}]}}]},
         {"calls": [{"name": "price_total", "arguments": {"items": [{"product": "socks", "qty": 2}]}}]},  # not 1 sock
         {"calls": [{"name": "price_total", "arguments": {"items": [{"product": "a"}], "operation": "product"}}]},
-        {"calls": [{"name": "check_capacity", "arguments": {"product": "tent"}}]},  # neither people nor weight
+        {"calls": [{"name": "check_capacity", "arguments": {"product": "tent", "people": 0}}]},  # nobody
         {"calls": [{"name": "compare_products", "arguments": {"attribute": "colour"}}]},
         {"calls": [{"name": "small_talk", "arguments": {"kind": "insult"}}]},
         {"calls": [{"name": "handoff"}, {"name": "price_total", "arguments": {"items": "tent"}}]},  # one bad call

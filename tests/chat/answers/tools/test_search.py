@@ -100,3 +100,8 @@ def test_everything_under_a_limit_is_the_catalog_within_it(shop):
         ("Titanium Camp Mug 450 ml", "27.00")]
     nothing = search(shop, "Show me everything under 10 dollars", query="Show me everything under 10 dollars")
     assert nothing.kind == "no_match" and nothing.reply.startswith("Nothing we have for that is under 10.00 USD.")
+
+
+def test_deals_under_a_limit_are_not_the_catalogs_cheapest(shop):
+    composition = search(shop, "Any deals under 50?", query="Any deals under 50?")
+    assert composition.cards == []  # the vest and the tent are on sale, both over 50
