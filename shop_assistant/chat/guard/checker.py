@@ -215,7 +215,8 @@ GENERIC_WORDS = frozenset(
         needs way thing things best better make made give get got keep go going see
         seeing tell telling mean means idea interested interest interesting consider considering check checking
         decide decision soon ready care able everything well goes again issue issues resolve purchase other
-        color colour size price range accurate based etc such yes come comes available cost costs"""
+        color colour size price range accurate based etc such yes come comes available cost costs
+        suitable suit suits ideal because"""
     )
 )
 # A sentence may start with any of these without them being a name.
