@@ -135,7 +135,12 @@ def ideas(store: Store, text: str, k: int = 3, *, min_price: Decimal | None = No
         hits = [h for h in hits if h.score >= relative * hits[0].score][:k]
     if not hits:
         return Grounding(facts=NO_MATCH, cards=[], found=False)
-    lines = ["Products from the catalog that could suit:"] + [_product_line(i, hit) for i, hit in enumerate(hits, 1)]
+    return _listed("Products from the catalog that could suit:", hits)
+
+
+def _listed(heading: str, hits: list[SearchHit]) -> Grounding:
+    """A found grounding of ``hits``: the heading and a line per product, a card and the facts of each."""
+    lines = [heading] + [_product_line(i, hit) for i, hit in enumerate(hits, 1)]
     return Grounding(facts="\n".join(lines), cards=[card(hit) for hit in hits], found=True,
                      products=[product_facts(hit) for hit in hits])
 
@@ -169,10 +174,7 @@ def within(store: Store, k: int = 3, *, min_price: Decimal | None = None, max_pr
     hits = priced(store, k, min_price=min_price, max_price=max_price)
     if not hits:
         return Grounding(facts=NO_MATCH + " (A price limit was applied.)", cards=[], found=False)
-    lines = ["Products from the catalog in the price range, least expensive first:"]
-    lines += [_product_line(i, hit) for i, hit in enumerate(hits, 1)]
-    return Grounding(facts="\n".join(lines), cards=[card(hit) for hit in hits], found=True,
-                     products=[product_facts(hit) for hit in hits])
+    return _listed("Products from the catalog in the price range, least expensive first:", hits)
 
 
 def price_limits(text: str) -> tuple[Decimal | None, Decimal | None]:
@@ -411,7 +413,7 @@ def _the_kind_alone(
     "Does the chair come in other colors?" is about the chair, whose match the question's other words diluted
     under the threshold. A kind the store does not sell stays unfound (its "we don't carry")."""
     named = asked.named_kind(text)
-    if named is None or not named.noun or named.noun in setting:
+    if named is None or not named.noun or passages.content_words(named.noun) & setting:
         return []
     found = search(named.phrase, k, store=store, min_price=low, max_price=high, in_stock=in_stock)
     return [

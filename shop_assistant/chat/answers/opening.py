@@ -315,7 +315,7 @@ def _named(product: ProductFacts, question: str) -> tuple[list[tuple[int, str]],
         if _COLOUR.search(name) and not any(i == index for i, _ in named):
             for colour in (word.lower() for word in _COLOUR_WORDS.findall(question)):
                 matching = [(index, v) for v, _ in values if colour in v.lower().split()]
-                named += [pair for pair in matching if pair not in named]
+                named += matching
                 unlisted += [] if matching else [colour]
         if unlisted and missing is None:
             missing = unlisted[0] if not unlisted[0][:1].isdigit() else _size(unlisted[0])

@@ -104,11 +104,12 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
     if asks_about_the_store(text):
         return Composition(NO_ANSWER, reply=no_answer_reply())
     whole = _is_the_message(context, arguments.query)
-    if whole and _limit(context, arguments) is not None and names_no_thing(text) and not sales.mentions_sales(text):
+    limit = _limit(context, arguments)
+    if whole and limit is not None and names_no_thing(text) and not sales.mentions_sales(text):
         # "Show me everything under 30 dollars": the catalog within the limit, not "I couldn't find that" (a deal
         # under 30 is a markdown: full-price items are no answer to it)
-        found = within(context.store, min_price=arguments.min_price, max_price=_limit(context, arguments))
-        return composition_of_ideas(found) if found.found else _nothing_under(context, _limit(context, arguments))
+        found = within(context.store, min_price=arguments.min_price, max_price=limit)
+        return composition_of_ideas(found) if found.found else _nothing_under(context, limit)
     past = _past_the_limit(context, arguments)
     if past is not None:
         return past
