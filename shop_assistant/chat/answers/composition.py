@@ -111,7 +111,7 @@ _REQUEST_NOISE = frozenset(
 )
 # Words that name no thing on their own: what a shopper asks about the catalog as a whole.
 _NO_THING = asked.NOT_A_KIND | frozenset(
-    "what's whats what new newest latest popular best good nice cool trending recommended hot".split()
+    "what's whats what new newest latest popular best good nice cool trending recommended hot else other others".split()
 )
 # A message asking the catalog for something: when nothing matches, it gets the no-match reply. Anything else
 # the catalog has nothing for ("I like long walks") is left to the model, told that nothing matched.
@@ -165,11 +165,15 @@ _FOLLOW_UP_WORDS = frozenset(
 )
 
 
+# "Show me everything under 30 dollars" asks of the whole catalog, even right after a question about socks.
+_WHOLE_CATALOG = any_word("everything", "all (?:your|the|of your) (?:products|items|things|stuff)", "whole (?:store|shop|catalog)")
+
+
 def is_follow_up(text: str) -> bool:
     """A short message that names no product of its own ("anything under 300 dollars?", "in blue?"). Small talk
     ("Hi!", "thanks") asks for nothing: searched with the question before it, a greeting got that question's
     answer again."""
-    if len(text.split()) > 8 or is_small_talk(text):
+    if len(text.split()) > 8 or is_small_talk(text) or _WHOLE_CATALOG.search(text):
         return False
     words = requested_thing(text).split() if requested_thing(text) else []
     return all(word in _FOLLOW_UP_WORDS or word in _SMALL_TALK for word in words)

@@ -8,12 +8,16 @@ rest, with a budget the shopper stated as its price limit.
 
 from __future__ import annotations
 
+import difflib
 import re
 from decimal import Decimal
 from typing import Any
 
-from catalog import terms
+from catalog import sales, terms
 from catalog.grounding import price_limits
+from catalog.asked import TYPO_CUTOFF
+from catalog.passages import content_words
+from catalog.search import MATCH_THRESHOLD, search
 from catalog.text import any_word
 
 from ...log import handoff
@@ -56,6 +60,9 @@ _CAPACITY_ASK = any_word(
     "big enough", "large enough", "room for", r"fits? (?:us|all|\d|[a-z]+ people)", "family of", "sleeps?",
     "cooks? for", "enough for", "hold", "holds", "support", "weighs?",
     rf"for\s+{_COUNT}\s+(?:people|persons|adults|guests)",
+    # "What's the best tent for two?": which of the kind is made for that many
+    rf"(?:best|good|right|ideal|perfect)\b[^?.!]*?\bfor\s+(?:\d{{1,2}}|one|two|three|four|five|six|seven|eight|nine|ten)\b"
+    rf"{_NOT_PEOPLE}",
 )
 # "une tente pour quatre personnes", "una tienda para cuatro personas", "ein Zelt für vier Personen": a count of
 # people in Spanish, French or German (accents folded by the pattern: "für", "fünf")
@@ -119,6 +126,15 @@ _GOOD_FOR_ONE = re.compile(
     r"right|made|meant|designed)\s+for\b",
     re.IGNORECASE,
 )
+# "Is the down vest machine washable?", "Does the headlamp have a red light?": a yes/no question about one product named, answered from that product's own row and description (or
+# "our catalog doesn't say"), never by listing its kind. Not "are the ..." (a kind's products in the plural), nor a
+# second product named ("will the cookset work with the micro stove?"), nor a sale (the search's opening says it).
+_YES_NO_OF_ONE = re.compile(
+    r"^\W*(?:is|does|can|will|would)\s+(?:the|your|this|that)\s+(.+?)\s*[?.!]*$",
+    re.IGNORECASE,
+)
+MAX_NAME_WORDS = 3  # "the first aid kit"
+_ANOTHER_NAMED = any_word(r"(?:with|and|or|than|vs\.?|versus|to) (?:the|your|a|an|my) [a-z]+")
 _WHICH = re.compile(r"^\W*(?:which|what)\b", re.IGNORECASE)
 # "Which backpack is cheaper?", "lightest tent?", "which sleeping bag is warmer?": a kind's products ranked on what
 # is asked. Price words anywhere; weight and warmth as a superlative or in a "which" question ("do you sell a
@@ -165,10 +181,18 @@ _GIFT = re.compile(
 _GIFT_FRAME = re.compile(
     r"\b(?:(?:a|an|some|any|good|nice|birthday|christmas|xmas|anniversary|leaving|farewell|retirement|wedding|"
     r"graduation|housewarming|thank[- ]you)\s+)*(?:gifts?|presents?|stocking stuffers?)(?:\s+ideas?)?(?:\s+for)?\b"
-    rf"|\b(?:for\s+)?(?:my|our|a|an)\s+{_PERSON}\b"
+    rf"|\b(?:for\s+)?(?:my|our|a|an)\s+(?:(?:older|younger|elder|little|big|best|teenage)\s+)?{_PERSON}\b"
     r"|\b(?:for\s+)?(?:someone|somebody|a person|people)\b"
     r"|\b(?:who|that)(?:'s| is)?\s+(?:(?:just|really|always)\s+)?(?:loves?|likes?|enjoys?|is into|into|does|goes|got into)\b"
-    r"|\b(?:any|just|always|really|who|that|ideas?)\b|[?!]",
+    r"|\b(?:any|just|always|really|who|that|ideas?|a|an)\b|\bwhat(?:'s|s| is| would be| should i get)?\b|[?!]",
+    re.IGNORECASE,
+)
+# Who the gift is for, named by what they do: "a hiker", "my runner friend" ("runn-er": running, "hik-er": hiking).
+# Not a person named otherwise ("a teenager", "my brother", "a teacher").
+_DOER = re.compile(
+    r"\bfor (?:a|an|my|our)\s+((?:[a-z]+\s+)?)"  # "a trail runner": trail running
+    rf"(?!(?:{_PERSON}|teachers?|others?|neighbou?rs?|(?:co-?)?workers?|managers?|owners?|(?:old|young|eld|bigg|litt)ers?)\b)"
+    r"([a-z]{3,}?)e?rs?\b",
     re.IGNORECASE,
 )
 # The price words a filter already holds ("around 50 bucks", "under 30"), left out of the searched words.
@@ -317,6 +341,40 @@ def _budget(text: str) -> Decimal | None:
     return (amount * _ROUGHLY).quantize(Decimal("1")) if _AROUND.search(text) else amount
 
 
+def _asked_of_one(context: Context) -> list[Call]:
+    """A yes/no question about the one product the message's first words name: "the down vest" (one product is
+    called that), not "the tent" (two are: the search lists both) nor "the hoodie" (none is, whatever the best hit:
+    "is the hoodie in stock?" must not answer about the sun hat). A typo of a title's word names it ("hamock")."""
+    text = context.text
+    asked_of = _YES_NO_OF_ONE.match(text)
+    if not asked_of or _ANOTHER_NAMED.search(asked_of.group(1)) or sales.mentions_sales(text):
+        return []
+    words = asked_of.group(1).split()
+    for length in range(1, min(len(words), MAX_NAME_WORDS) + 1):  # "down" calls two products, "down vest" one
+        named = _called(context, " ".join(words[:length]))
+        if named is None:
+            return []
+        if named:
+            return [call("product_details", product=named, question=text)]
+    return []
+
+
+def _called(context: Context, phrase: str) -> str | None:
+    """The title of the one product ``phrase`` calls by words of its title or type (typos allowed); "" when
+    several products are called that, None when none is."""
+    asked = content_words(phrase)
+    if not asked:
+        return None
+    hits = [h for h in search(phrase, 5, store=context.store) if h.variant is not None and h.score >= MATCH_THRESHOLD]
+    called = [h.product.title for h in hits if _has_words(asked, f"{h.product.title} {h.product.product_type}")]
+    return None if not called else called[0] if len(called) == 1 else ""
+
+
+def _has_words(asked: set[str], name: str) -> bool:
+    own = content_words(name)
+    return all(word in own or difflib.get_close_matches(word, own, n=1, cutoff=TYPO_CUTOFF) for word in asked)
+
+
 def is_last_resort(calls: list[Call]) -> bool:
     """The plan is the catch-all catalog search: the patterns did not recognise the message."""
     return len(calls) == 1 and calls[0].name == "search_products"
@@ -349,6 +407,9 @@ def plan(context: Context) -> list[Call]:
     ) if english else None
     if degree:
         return [call("product_details", product=next(g for g in degree.groups() if g), question=text)]
+    planned = _asked_of_one(context) if english else []
+    if planned:
+        return planned
     if context.shown and _points_back(text, context.shown) and len(text.split()) <= _FOLLOW_UP_WORDS:
         return [call("product_details", product="it", question=text)]
     # "¿Tienen chaquetas impermeables?": the store's synonyms for the message's language; "do u hav a hedlamp": the
@@ -371,7 +432,8 @@ def _gift_search(text: str, budget: Decimal | None) -> Call | None:
     the budget; None when the message is not about a gift or names nothing else."""
     if not _GIFT.search(text):
         return None
-    words = " ".join(_GIFT_FRAME.sub(" ", _PRICE_WORDS.sub(" ", text)).replace(",", " ").split()).strip(" .")
+    doing = _DOER.sub(lambda m: f" {m.group(1)}{m.group(2)}ing ", text)  # "a gift for a hiker": for hiking
+    words = " ".join(_GIFT_FRAME.sub(" ", _PRICE_WORDS.sub(" ", doing)).replace(",", " ").split()).strip(" .")
     if len(re.findall(r"[a-z]{3,}", words, re.I)) == 0:
         return None  # "any gift ideas?": nothing to search for but the whole message
     low, high = price_limits(text)

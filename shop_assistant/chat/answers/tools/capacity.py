@@ -146,7 +146,8 @@ def check_capacity(context: Context, arguments: CapacityArguments) -> Compositio
     named = _named(arguments.product, candidates) if len(candidates) > 1 else candidates[0]
     if arguments.people is None and arguments.weight_kg is None:
         return _how_many(named or candidates[0])
-    fitting = [p for p in candidates if _fits(capacity_of(p.facts), arguments)]
+    # The snuggest fit first: "the best tent for two" is the one made for two, then the one with room for six.
+    fitting = sorted((p for p in candidates if _fits(capacity_of(p.facts), arguments)), key=_size)
     need = _need(arguments)
     sentences = []
     if named is not None:
@@ -169,6 +170,11 @@ def check_capacity(context: Context, arguments: CapacityArguments) -> Compositio
     shown = ([named] if named is not None else []) + fitting
     shown = shown or candidates[:2]
     return Composition(CAPACITY, reply=" ".join(sentences), cards=[p.card for p in shown], products=[p.facts for p in shown])
+
+
+def _size(product: Product) -> tuple[int, int]:
+    capacity = capacity_of(product.facts)
+    return capacity.people or 0, capacity.load_kg or 0
 
 
 def _how_many(product: Product) -> Composition:

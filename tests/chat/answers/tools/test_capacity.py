@@ -71,6 +71,16 @@ def test_a_family_of_five_and_a_kind_gets_only_the_tent_that_fits(shop):
     assert [c["sku"] for c in execute(context, rules.plan(context)).cards] == ["DO-BC6"]
 
 
+def test_the_kind_for_two_lists_the_snuggest_fit_first(shop):
+    """"What's the best tent for two?": the tent made for two before the one with room for six (search order put
+    the family tent first)."""
+    composition = check(shop, "What's the best tent for two?", product="tent", people=2)
+    assert composition.reply == (
+        "For 2 people: the Ridgeline 2-Person Tent is made for 2 people and the Basecamp 6 Family Tent is made for six people."
+    )
+    assert [c["sku"] for c in composition.cards] == ["DO-RT2-SAGE", "DO-BC6"]
+
+
 def test_no_product_of_the_kind_is_big_enough(shop):
     composition = check(shop, product="tent", people=8)
     assert composition.reply == "None of our tents says it is made for 8 people."

@@ -133,3 +133,25 @@ def test_how_much_is_it_is_its_price(shop):
     poles = details(shop, "how much do they cost?", cards_of(shop, "Aluminium Trekking Poles (Pair)"), product="it",
                     question="how much do they cost?")
     assert poles.reply == "The Aluminium Trekking Poles (Pair) cost 59.00 USD."
+
+
+@pytest.mark.parametrize(
+    ("text", "reply"),
+    [
+        # the search listed the vest with its sale price and first sentence, as if that answered
+        ("Is the down vest machine washable?",
+         "Our catalog doesn't say that about the Featherlight Down Vest. A member of our team can help: ask for a person."),
+        ("Is the stove allowed on planes?",  # the search found nothing and the answer was the store's categories
+         "Our catalog doesn't say that about the Micro Backpacking Stove. A member of our team can help: ask for a person."),
+        ("Does the water bottle keep drinks cold?",
+         "The Insulated Steel Water Bottle 750 ml: A double-walled stainless steel bottle that keeps drinks cold for 24 "
+         "hours or hot for 12."),
+    ],
+)
+def test_a_yes_no_question_about_one_named_product_through_the_rule_planner(shop, text, reply):
+    from catalog import language
+    from shop_assistant.chat.answers.planning import rules
+
+    context = Context(shop, text, retrieve, "", [], language.detect(text))
+    composition = execute(context, rules.plan(context))
+    assert composition.kind == DETAILS and composition.reply == reply

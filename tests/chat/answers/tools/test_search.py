@@ -102,6 +102,19 @@ def test_everything_under_a_limit_is_the_catalog_within_it(shop):
     assert nothing.kind == "no_match" and nothing.reply.startswith("Nothing we have for that is under 10.00 USD.")
 
 
+def test_everything_under_a_limit_is_the_whole_catalog_after_another_question_too(shop):
+    """Right after the socks-and-beanie total, "everything" still asks of the whole catalog (it was read as a
+    follow-up of that turn and showed only the socks); "what else" first in a chat names nothing ("we don't
+    carry else" was the reply)."""
+    text = "Show me everything under 30 dollars"
+    context = Context(shop, text, retrieve, "How much for two packs of the merino socks and one beanie?", [], "en")
+    composition = execute(context, [call("search_products", query=text)])
+    assert [card["title"] for card in composition.cards] == [
+        "Merino Wool Beanie (Grey)", "Merino Hiking Socks (3-Pack) (S)", "Titanium Camp Mug 450 ml"]
+    other = search(shop, "What else do you have under 50?", query="What else do you have under 50?")
+    assert other.kind != "no_match" and other.cards and all(Decimal(c["price"]) <= 50 for c in other.cards)
+
+
 def test_deals_under_a_limit_are_not_the_catalogs_cheapest(shop):
     composition = search(shop, "Any deals under 50?", query="Any deals under 50?")
     assert composition.cards == []  # the vest and the tent are on sale, both over 50
