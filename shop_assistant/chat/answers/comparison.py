@@ -76,6 +76,11 @@ def asked_attribute(text: str) -> tuple[str, bool] | None:
     """(attribute, ascending) when ``text`` is a short follow-up comparing the products already shown."""
     if len(text.split()) > _MAX_WORDS or not _REFERS.search(text):
         return None
+    return attribute_of(text)
+
+
+def attribute_of(text: str) -> tuple[str, bool] | None:
+    """(attribute, ascending) that ``text`` compares on ("lighter": weight, lightest first), or None."""
     for pattern, attribute, ascending in _ASKS:
         if pattern.search(text):
             return attribute, ascending

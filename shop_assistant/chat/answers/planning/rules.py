@@ -86,6 +86,23 @@ _CAPACITY_FILLER = re.compile(
 )
 # A named comparison: "difference between ...", "X vs Y", "compare X and Y", "X or Y for ..."
 _COMPARE = any_word("difference between", "differences between", "compare", r"vs\.?", "versus")
+# "Which is better for backpacking, the Summit or the Daytripper?", "Should I get the Alpine or the Breeze bag?": the
+# two named are compared (the list of both was the answer).
+_EITHER = (
+    re.compile(
+        r"^\W*(?:(?:which|what)\b[^?]*?,|should i (?:get|buy|take|go for|choose|pick))\s*(?:the\s+)?"
+        r"([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s*[?.!]*$",
+        re.IGNORECASE,
+    ),
+    # "Which do you recommend between the fleece and the down vest?"
+    re.compile(r"^\W*(?:which|what)\b[^?]*?\bbetween\s+(?:the\s+)?([^,?]+?)\s+(?:and|or)\s+(?:the\s+)?([^,?]+?)\s*[?.!]*$", re.I),
+    # "Is the tent or the hammock lighter?", "Is the Alpine or the Breeze better for summer?"
+    re.compile(
+        r"^\W*(?:is|are)\s+(?:the\s+)?([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s+(?:[a-z]+er|more\s+[a-z]+)\b"
+        r"(?:\s+(?:for|in|on|at|with)\b[^?]*)?\s*[?.!]*$",
+        re.I,
+    ),
+)
 _COMPARE_FILLER = re.compile(
     r"\b(?:what(?:'s| is| are)?|the|differences?|between|compare|your|for [a-z ]+$|,? ?what's the difference)\b|[?.!]",
     re.IGNORECASE,
@@ -305,6 +322,14 @@ def _capacity(text: str) -> list[Call]:
 
 
 def _named_comparison(text: str) -> list[Call]:
+    either = next((match for match in (pattern.match(text) for pattern in _EITHER) if match), None)
+    if either:
+        first, second = either.group(1), either.group(2)
+        second = re.sub(r"\bone$", first.split()[-1], second) if len(first.split()) > 1 else second  # "the synthetic one"
+        # "which is cheaper, the mug or the cookset?": ranked on what is asked; else everything the catalog says
+        asked = comparison.attribute_of(text)
+        ranked = {"attribute": asked[0], "ascending": asked[1]} if asked else {}
+        return [call("compare_products", products=[first, second], **ranked)]
     if not _COMPARE.search(text):
         return []
     phrases = [p.strip() for p in re.split(r"\s*(?:\band\b|\bvs\.?|\bversus\b|\bor\b|&|,)\s*", _COMPARE_FILLER.sub(" ", text))]

@@ -135,11 +135,14 @@ def compare_products(context: Context, arguments: CompareArguments) -> Compositi
     if not products:
         return Composition(NO_MATCH, reply=no_match_reply(context.store, context.text))
     measure = comparison.MEASURES.get(arguments.attribute)
-    if arguments.products and measure and not any(measure(p.facts) for p in products):
+    named = len(arguments.products) > 1
+    unmeasured = measure is not None and not any(measure(p.facts) for p in products)
+    if arguments.products and unmeasured and not named:
         # "warmest jacket?" where no jacket has a comfort rating: nothing to rank on, the search's relevance is the
         # better answer (about the cards shown, the reply says the catalog does not say)
         return search_products(context, SearchArguments(query=context.text))
-    if arguments.attribute != "all" and len(products) > 1:
+    # "Which is warmer, the fleece or the down vest?" with no rating for either: what the catalog says of both
+    if arguments.attribute != "all" and len(products) > 1 and not (named and unmeasured):
         order, reply = comparison.ordered([(p.card, p.facts, None) for p in products], arguments.attribute,
                                           arguments.ascending, context.text)
         products = [products[i] for i in order]

@@ -74,6 +74,18 @@ TABLE = [
     ("Which sleeping bag is warmer?", False, [("compare_products", {"products": ["sleeping bag"], "attribute": "warmth", "ascending": True})]),
     ("What's your lightest tent?", False, [("compare_products", {"products": ["tent"], "attribute": "weight", "ascending": True})]),
     ("Do you sell a lighter?", False, [("search_products", {})]),  # a product, not a comparison
+    # one of two named: "which is better ..., the A or the B?", "should I get A or B?", "between A and B", "is A or B
+    # lighter?" compare the two (both were listed), on what is asked when it says
+    ("Which is better for backpacking, the Summit or the Daytripper?", False,
+     [("compare_products", {"products": ["Summit", "Daytripper"], "attribute": "all"})]),
+    ("Should I get the down bag or the synthetic one?", False, [("compare_products", {"products": ["down bag", "synthetic bag"]})]),
+    ("Which do you recommend between the fleece and the down vest?", False,
+     [("compare_products", {"products": ["fleece", "down vest"]})]),
+    ("Which is cheaper, the mug or the cookset?", False,
+     [("compare_products", {"products": ["mug", "cookset"], "attribute": "price", "ascending": True})]),
+    ("Is the Alpine or the Breeze better for summer?", False, [("compare_products", {"products": ["Alpine", "Breeze"]})]),
+    ("Is the tent or the hammock lighter?", False,
+     [("compare_products", {"products": ["tent", "hammock"], "attribute": "weight", "ascending": True})]),
     # follow-ups about the cards shown
     ("Which one is cheaper?", True, [("compare_products", {"products": []})]),
     ("What would both cost together?", True, [("price_total", {"items": items(("both", 1))})]),

@@ -144,3 +144,17 @@ def test_a_kind_named_with_its_modifier_compares_the_products_called_that(shop):
         "Men's Stormshell Rain Jacket", "Women's Stormshell Rain Jacket"]
     # A kind alone is every product of its type.
     assert len(compare(shop, "Compare your jackets", products=["jackets"]).cards) == 3
+
+
+def test_two_named_without_the_measure_asked_are_compared_on_what_the_catalog_says(shop):
+    """"Which is warmer, the fleece or the down vest?": neither has a comfort rating, so both are described (the
+    search listed the vest, the fleece and a sleeping bag); a kind named alone is still searched."""
+    composition = compare(shop, "Which is warmer, the fleece or the down vest?", products=["fleece", "down vest"],
+                          attribute="warmth")
+    assert composition.kind == COMPARE
+    assert [p.title for p in composition.products] == ["Cascade Fleece Jacket", "Featherlight Down Vest"]
+    assert composition.reply.startswith("The Cascade Fleece Jacket (79.00 USD): A soft, warm mid layer")
+    assert figures(composition.reply) <= catalog_figures(composition)
+    lighter = compare(shop, "Is the tent or the hammock lighter?", products=["tent", "hammock"], attribute="weight")
+    assert lighter.reply == (
+        "The Ridgeline 2-Person Tent weighs 1.6 kg. Our catalog doesn't list the weight of the Drift Camping Hammock.")
