@@ -115,7 +115,7 @@ async def _measure(question: str, warm: bool) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--question", default="Do you have a tent for two?")  # a search the model continues
+    parser.add_argument("--question", default="Do you have a rain jacket?")  # a search the model continues
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--cold", action="store_true", help="measure the connection's first message")
     parser.add_argument("--database-url", default=os.environ.get("MESSAGE_PATH_DATABASE_URL"))

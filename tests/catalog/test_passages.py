@@ -113,6 +113,7 @@ def test_documents_are_cut_into_sentences_and_faq_lines():
 
 def test_shoppers_words_meet_the_documents_words():
     assert {"refund", "wear", "footwear"} <= passages.content_words("money back for boots I wore")
+    assert "ship" in passages.content_words("when would it arrive?")  # delivery said as arriving
     assert passages.content_words("Do you have it?") == set()
 
 

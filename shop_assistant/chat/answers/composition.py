@@ -87,7 +87,7 @@ _STORE_QUESTION = re.compile(
     r"points|membership|account|log ?in|password|secure|security|privacy|pick ?up|in person|physical|visit|hours|"
     r"open|contact|e-?mail|phone|track(?:ing)?|refunds?|returns?|exchanges?|ship(?:ping)?|deliver(?:y)?|"
     r"warrant(?:y|ies)|guarantee|pay(?:ment)?s?|invoice|tax(?:es)?|customs|gift ?cards?|newsletter|subscri\w+|"
-    r"cancel\w*|size (?:guide|chart))\b"
+    r"cancel\w*|size (?:guide|chart)|arriv(?:e|es|al))\b"
     r"|^\W*(?:how (?:do|can) i|can i|what if|what happens|do i need|is my)\b",
     re.IGNORECASE,
 )

@@ -50,7 +50,10 @@ _QUANTITY = re.compile(rf"^{_COUNT}\s+(?:(?:packs?|pairs?|sets?|pieces?) of\s+)?
 
 # "big enough for three people", "family of five", "cook for four", "hold someone who weighs 110 kg"
 # Not "warm enough for 5 degrees" nor "for 3 nights": a count of something else.
-_NOT_PEOPLE = r"(?!\s*(?:°|degrees?|nights?|days?|hours?|kg|kilos?|liters?|litres?|dollars?|bucks|euros?|usd)\b)"
+_NOT_PEOPLE = (
+    r"(?!\s*(?:°|degrees?|nights?|days?|weeks?|months?|years?|hours?|kg|kilos?|liters?|litres?|dollars?|bucks|euros?|usd|"
+    r"pairs?|packs?|pieces?|seasons?)\b)"
+)
 _PEOPLE = re.compile(
     rf"\b(?:for|of|sleeps?|fits?)\s+{_COUNT}\b{_NOT_PEOPLE}(?:\s+(?:people|persons|adults|kids|of us|guests))?"
     rf"|\b{_COUNT}\s+(?:people|persons|adults|of us)\b",
@@ -60,9 +63,9 @@ _CAPACITY_ASK = any_word(
     "big enough", "large enough", "room for", r"fits? (?:us|all|\d|[a-z]+ people)", "family of", "sleeps?",
     "cooks? for", "enough for", "hold", "holds", "support", "weighs?",
     rf"for\s+{_COUNT}\s+(?:people|persons|adults|guests)",
-    # "What's the best tent for two?": which of the kind is made for that many
-    rf"(?:best|good|right|ideal|perfect)\b[^?.!]*?\bfor\s+(?:\d{{1,2}}|one|two|three|four|five|six|seven|eight|nine|ten)\b"
-    rf"{_NOT_PEOPLE}",
+    # "We need a tent for three", "What's the best tent for two?": which of the kind is made for that many (not
+    # "for a", nor "for 3 nights")
+    rf"for\s+(?:\d{{1,2}}|two|three|four|five|six|seven|eight|nine|ten)\b{_NOT_PEOPLE}",
 )
 # "une tente pour quatre personnes", "una tienda para cuatro personas", "ein Zelt für vier Personen": a count of
 # people in Spanish, French or German (accents folded by the pattern: "für", "fünf")
@@ -151,7 +154,8 @@ _YES_NO_OF_ONE = re.compile(
     re.IGNORECASE,
 )
 MAX_NAME_WORDS = 3  # "the first aid kit"
-_ANOTHER_NAMED = any_word(r"(?:with|and|or|than|vs\.?|versus|to) (?:the|your|a|an|my) [a-z]+")
+# ("come with a pot" is a part of the product; "work with the micro stove" names another)
+_ANOTHER_NAMED = any_word(r"(?:with|to) (?:the|your|my) [a-z]+", r"(?:and|or|than|vs\.?|versus) (?:the|your|a|an|my) [a-z]+")
 _WHICH = re.compile(r"^\W*(?:which|what)\b", re.IGNORECASE)
 # "Which backpack is cheaper?", "lightest tent?", "which sleeping bag is warmer?": a kind's products ranked on what
 # is asked. Price words anywhere; weight and warmth as a superlative or in a "which" question ("do you sell a
@@ -277,9 +281,14 @@ def _capacity_in_another_language(context: Context) -> list[Call]:
     return [call("check_capacity", product=product, people=int(count) if count.isdigit() else _NUMBER_WORDS_OTHER[count])]
 
 
+_DELIVERY = any_word(r"arriv(?:e|es|al)", r"deliver(?:y|ed|s)?", r"ship(?:s|ped|ping)?")
+
+
 def _points_back(text: str, shown: list[dict[str, Any]]) -> bool:
     """The message is about the card shown: "it", or "they" when one card is ("how much do they cost?" after the
     trekking poles searched the words and quoted the shipping policy); "do they ship to Canada?" asks the store."""
+    if _DELIVERY.search(text):
+        return False  # "when would it arrive if I order today?": the store's delivery, not the card's
     if _POINTS_BACK.search(text):
         return True
     return len(shown) == 1 and bool(_THEY.search(text)) and not asks_about_the_store(text)
@@ -301,7 +310,8 @@ _HOW_MANY = re.compile(
 )
 
 
-def _capacity(text: str) -> list[Call]:
+def _capacity(context: Context) -> list[Call]:
+    text = context.text
     how_many = _HOW_MANY.match(text)
     if how_many:
         return [call("check_capacity", product=how_many.group(1) or how_many.group(2))]
@@ -313,6 +323,8 @@ def _capacity(text: str) -> list[Call]:
     product = " ".join(_CAPACITY_FILLER.sub(" ", text).split())
     if not product:
         return []
+    if context.language == "en":  # "a tnet for two": the catalog's word for the typo
+        product = terms.search_words(context.store, product, lang="en")
     arguments: dict[str, object] = {"product": product}
     if weight:
         arguments["weight_kg"] = float(weight.group(1))
@@ -415,7 +427,7 @@ def plan(context: Context) -> list[Call]:
     planned = orders.plan(context)
     if planned:
         return planned
-    planned = _total(context) or _capacity(text) or _capacity_in_another_language(context)
+    planned = _total(context) or _capacity(context) or _capacity_in_another_language(context)
     if planned:
         return planned
     pointed = _ONE_OF_SHOWN.search(text) if context.shown else None
