@@ -281,13 +281,63 @@ def _capacity_in_another_language(context: Context) -> list[Call]:
     return [call("check_capacity", product=product, people=int(count) if count.isdigit() else _NUMBER_WORDS_OTHER[count])]
 
 
-_DELIVERY = any_word(r"arriv(?:e|es|al)", r"deliver(?:y|ed|s)?", r"ship(?:s|ped|ping)?")
+# What the store's policies answer of any product: "when would it arrive?", "can I return it if it's too small?"
+_STORE_TOPIC = any_word(r"arriv(?:e|es|al)", r"deliver(?:y|ed|s)?", r"ship(?:s|ped|ping)?", r"return(?:s|ed|ing)?",
+                        r"refunds?", r"exchange[ds]?", r"warrant(?:y|ies)", "guarantee")
+
+
+# A follow-up about the cards shown, in Spanish, French or German: its comparing and totalling words in English, so
+# that the English follow-up rules read it ("¿Cuál es más caliente?" -> "which es warmer?", "¿Cuánto cuestan los dos
+# juntos?" -> "how much cost both together?"). Only these words: the products are the cards'.
+_FOLLOW_UP_WORDS_OTHER: dict[str, tuple[tuple[str, str], ...]] = {
+    "es": (
+        (r"cu[áa]l(?:es)?", "which"), (r"m[áa]s (?:barat|econ[óo]mic)[oa]s?", "cheaper"),
+        (r"m[áa]s car[oa]s?", "more expensive"), (r"m[áa]s (?:caliente|c[áa]lid[oa]|abrigad[oa])s?|abriga m[áa]s", "warmer"),
+        (r"m[áa]s (?:liger|livian)[oa]s?|pesa menos", "lighter"), (r"m[áa]s pesad[oa]s?|pesa m[áa]s", "heavier"),
+        (r"junt[oa]s|en total", "together"), (r"cu[áa]nto", "how much"), (r"cuestan?|costar[íi]an?", "cost"),
+        (r"(?:los|las) (?:dos|tres)|ambos|ambas", "both"),
+    ),
+    "fr": (
+        (r"lequel|laquelle|lesquel(?:le)?s|quel(?:le)?s?", "which"), (r"moins ch[eè]re?s?", "cheaper"),
+        (r"plus ch[eè]re?s?", "more expensive"), (r"plus chaude?s?", "warmer"), (r"plus l[ée]g[eè]re?s?", "lighter"),
+        (r"plus lourde?s?", "heavier"), (r"ensemble|au total", "together"), (r"combien", "how much"),
+        (r"co[ûu]te(?:nt|rai(?:en)?t)?", "cost"), (r"(?:tou(?:te)?s )?les (?:deux|trois)", "both"),
+    ),
+    "de": (
+        (r"welche[nrs]?", "which"), (r"billiger|g[üu]nstiger", "cheaper"), (r"teurer", "more expensive"),
+        (r"w[äa]rmer", "warmer"), (r"leichter", "lighter"), (r"schwerer", "heavier"), (r"zusammen|insgesamt", "together"),
+        (r"wie ?viel", "how much"), (r"kosten|kostet|k[öo]sten", "cost"), (r"(?:die )?beiden?|alle (?:zwei|drei)", "both"),
+    ),
+}
+_FOLLOW_UP_PATTERNS = {
+    lang: [(re.compile(rf"\b(?:{pattern})\b", re.IGNORECASE), english) for pattern, english in table]
+    for lang, table in _FOLLOW_UP_WORDS_OTHER.items()
+}
+
+
+def _follow_up_in_another_language(context: Context) -> list[Call]:
+    """"¿Cuál es más caliente?" after two sleeping bags: which of the cards is warmer; "¿Cuánto cuestan los dos
+    juntos?": their total. The tools' sentences are in the shopper's language."""
+    patterns = _FOLLOW_UP_PATTERNS.get(context.language)
+    if not patterns or not context.shown:
+        return []
+    english = context.text
+    for pattern, word in patterns:
+        english = pattern.sub(word, english)
+    if english == context.text:
+        return []
+    asked = comparison.asked_attribute(english)
+    if asked is not None:
+        return [call("compare_products", attribute=asked[0], ascending=asked[1])]
+    if _ASKS_TOTAL.search(english) and re.search(r"\bboth\b", english):
+        return [call("price_total", items=[{"product": "both" if len(context.shown) == 2 else "all", "quantity": 1}])]
+    return []
 
 
 def _points_back(text: str, shown: list[dict[str, Any]]) -> bool:
     """The message is about the card shown: "it", or "they" when one card is ("how much do they cost?" after the
     trekking poles searched the words and quoted the shipping policy); "do they ship to Canada?" asks the store."""
-    if _DELIVERY.search(text):
+    if _STORE_TOPIC.search(text):
         return False  # "when would it arrive if I order today?": the store's delivery, not the card's
     if _POINTS_BACK.search(text):
         return True
@@ -427,7 +477,10 @@ def plan(context: Context) -> list[Call]:
     planned = orders.plan(context)
     if planned:
         return planned
-    planned = _total(context) or _capacity(context) or _capacity_in_another_language(context)
+    planned = (
+        _total(context) or _capacity(context) or _capacity_in_another_language(context)
+        or _follow_up_in_another_language(context)
+    )
     if planned:
         return planned
     pointed = _ONE_OF_SHOWN.search(text) if context.shown else None

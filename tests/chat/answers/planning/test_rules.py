@@ -9,11 +9,12 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.utils import translation
 
 from catalog import language
 from shop_assistant.chat.answers.planning.rules import is_last_resort, plan
 from shop_assistant.chat.answers.retrieval import retrieve
-from shop_assistant.chat.answers.tools import Context
+from shop_assistant.chat.answers.tools import Context, execute
 
 pytestmark = pytest.mark.django_db
 
@@ -262,10 +263,37 @@ def test_they_after_one_card_is_that_card(shop):
     assert planned(shop, "do they ship to Canada?", poles)[0][0] == "search_products"  # the store's, not the poles'
 
 
-def test_when_it_would_arrive_asks_the_store_not_the_card(shop):
+def test_when_it_would_arrive_or_a_return_of_it_asks_the_store_not_the_card(shop):
     """After the stove's card, "when would it arrive if I order today?" got "Our catalog doesn't say that about the
     Micro Backpacking Stove"; delivery is the shipping policy's (the search finds its passage)."""
     stove = [{"sku": "DO-MBS", "title": "Micro Backpacking Stove"}]
     assert planned(shop, "Ok and when would it arrive if I order today?", stove)[0][0] == "search_products"
     assert planned(shop, "does it ship free?", stove)[0][0] == "search_products"
+    assert planned(shop, "Can I return it if it's too small?", stove)[0][0] == "search_products"
     assert planned(shop, "is it in stock?", stove)[0][0] == "product_details"  # still about the card
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("¿Cuál es más caliente?", ("compare_products", {"attribute": "warmth", "ascending": True})),
+        ("¿Cuál es más barato?", ("compare_products", {"attribute": "price", "ascending": True})),
+        ("Lequel est plus léger ?", ("compare_products", {"attribute": "weight", "ascending": True})),
+        ("Welcher ist wärmer?", ("compare_products", {"attribute": "warmth"})),
+        ("¿Cuánto cuestan los dos juntos?", ("price_total", {"items": items(("both", 1))})),
+        ("Combien coûtent les deux ensemble ?", ("price_total", {"items": items(("both", 1))})),
+        ("Was kosten die beiden zusammen?", ("price_total", {"items": items(("both", 1))})),
+    ],
+)
+def test_a_follow_up_about_the_cards_in_another_language(shop, text, expected):
+    """After two cards, "¿Cuál es más caliente?" and "¿Cuánto cuestan los dos juntos?" got "Puedo ayudarte con los
+    productos de Demo Outfitters ...": the English follow-up rules read their comparing and totalling words."""
+    [(name, arguments)] = planned(shop, text, CARDS)
+    assert name == expected[0] and {key: arguments.get(key) for key in expected[1]} == expected[1]
+    assert planned(shop, text)[0][0] == "search_products"  # nothing shown: nothing to compare or add up
+    if name == "price_total":  # the two tents' prices added up, said in the shopper's language
+        lang = language.detect(text)
+        with translation.override(lang):
+            composition = execute(context(shop, text, CARDS), plan(context(shop, text, CARDS)))
+        assert "249.00 USD + Basecamp 6 Family Tent 429.00 USD = 678.00 USD" in composition.reply
+        assert composition.reply.endswith({"es": "en total.", "fr": "au total.", "de": "insgesamt."}[lang])
