@@ -147,12 +147,14 @@ def _listed(heading: str, hits: list[SearchHit]) -> Grounding:
 
 def priced(
     store: Store, k: int = 3, *, descending: bool = False, min_price: Decimal | None = None,
-    max_price: Decimal | None = None,
+    max_price: Decimal | None = None, product_type: str | None = None,
 ) -> list[SearchHit]:
-    """The store's ``k`` least (``descending``: most) expensive active products within the price range, each at
-    that variant's price: "what's the cheapest thing you sell?" asks of the whole catalog, not of a search's best
-    matches."""
+    """The store's ``k`` least (``descending``: most) expensive active products within the price range (of one
+    product type when given), each at that variant's price: "what's the cheapest thing you sell?" asks of the whole
+    catalog, not of a search's best matches."""
     variants = Variant.objects.filter(store=store, product__status=Product.Status.ACTIVE)
+    if product_type is not None:
+        variants = variants.filter(product__product_type=product_type)
     if min_price is not None:
         variants = variants.filter(price__gte=min_price)
     if max_price is not None:

@@ -13,7 +13,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from catalog import sales, terms
+from catalog import passages, sales, terms
 from catalog.grounding import price_limits
 from catalog.asked import TYPO_CUTOFF
 from catalog.passages import content_words
@@ -169,7 +169,7 @@ _RANKED: tuple[tuple[re.Pattern[str], str, bool], ...] = (
 )
 _RANKED_FILLER = re.compile(
     r"\b(?:which|what(?:'s| is)?|is|are|the|your|you|have|do|one|ones|least|less|most|more|expensive|"
-    r"cheap(?:er|est)|pricier|priciest|light(?:er|est)|heav(?:ier|iest)|warm(?:er|est))\b|[?.!]",
+    r"cheap(?:er|est)|pricier|priciest|light(?:er|est)|heav(?:ier|iest)|warm(?:er|est))\b|[?.!¿¡]",
     re.IGNORECASE,
 )
 # What stands in for the product a follow-up is about: "a cheaper one", "anything cheaper", "something similar but
@@ -295,18 +295,25 @@ _FOLLOW_UP_WORDS_OTHER: dict[str, tuple[tuple[str, str], ...]] = {
         (r"m[áa]s car[oa]s?", "more expensive"), (r"m[áa]s (?:caliente|c[áa]lid[oa]|abrigad[oa])s?|abriga m[áa]s", "warmer"),
         (r"m[áa]s (?:liger|livian)[oa]s?|pesa menos", "lighter"), (r"m[áa]s pesad[oa]s?|pesa m[áa]s", "heavier"),
         (r"junt[oa]s|en total", "together"), (r"cu[áa]nto", "how much"), (r"cuestan?|costar[íi]an?", "cost"),
-        (r"(?:los|las) (?:dos|tres)|ambos|ambas", "both"),
+        (r"(?:los|las) (?:dos|tres)|ambos|ambas", "both"), (r"tallas?", "size"), (r"colou?r(?:es)?", "colour"),
+        (r"en (?:stock|existencias)|disponibles?", "in stock"), (r"tienen|ten[ée]is|hay", "do you have"),
+        (r"algo|alguno|alguna|otr[oa]", "something"),
     ),
     "fr": (
         (r"lequel|laquelle|lesquel(?:le)?s|quel(?:le)?s?", "which"), (r"moins ch[eè]re?s?", "cheaper"),
         (r"plus ch[eè]re?s?", "more expensive"), (r"plus chaude?s?", "warmer"), (r"plus l[ée]g[eè]re?s?", "lighter"),
         (r"plus lourde?s?", "heavier"), (r"ensemble|au total", "together"), (r"combien", "how much"),
-        (r"co[ûu]te(?:nt|rai(?:en)?t)?", "cost"), (r"(?:tou(?:te)?s )?les (?:deux|trois)", "both"),
+        (r"co[ûu]te(?:nt|rai(?:en)?t)?", "cost"), (r"(?:tou(?:te)?s )?les (?:deux|trois)", "both"), (r"tailles?", "size"),
+        (r"couleurs?", "colour"), (r"en stock|disponibles?", "in stock"), (r"avez-vous|vous avez", "do you have"),
+        (r"quelque chose(?: de)?|un autre|une autre", "something"),
     ),
     "de": (
-        (r"welche[nrs]?", "which"), (r"billiger|g[üu]nstiger", "cheaper"), (r"teurer", "more expensive"),
-        (r"w[äa]rmer", "warmer"), (r"leichter", "lighter"), (r"schwerer", "heavier"), (r"zusammen|insgesamt", "together"),
+        (r"welche[nrs]?", "which"), (r"(?:billiger|g[üu]nstiger)(?:es)?", "cheaper"), (r"teurer(?:es)?", "more expensive"),
+        (r"w[äa]rmer(?:es)?", "warmer"), (r"leichter(?:es)?", "lighter"), (r"schwerer(?:es)?", "heavier"),
+        (r"zusammen|insgesamt", "together"),
         (r"wie ?viel", "how much"), (r"kosten|kostet|k[öo]sten", "cost"), (r"(?:die )?beiden?|alle (?:zwei|drei)", "both"),
+        (r"gr[öo](?:ß|ss)en?", "size"), (r"farben?", "colour"), (r"auf lager|vorr[äa]tig|verf[üu]gbar", "in stock"),
+        (r"habt ihr|haben sie|gibt es", "do you have"), (r"etwas|(?:ein|eine|einen) andere[nrs]?", "something"),
     ),
 }
 _FOLLOW_UP_PATTERNS = {
@@ -329,9 +336,26 @@ def _follow_up_in_another_language(context: Context) -> list[Call]:
     asked = comparison.asked_attribute(english)
     if asked is not None:
         return [call("compare_products", attribute=asked[0], ascending=asked[1])]
+    ranked = _ranked_kind(english, list(context.shown))  # "¿Tienen algo más barato?": the card's kind by price
+    if ranked:
+        return ranked
     if _ASKS_TOTAL.search(english) and re.search(r"\bboth\b", english):
         return [call("price_total", items=[{"product": "both" if len(context.shown) == 2 else "all", "quantity": 1}])]
+    if _OF_THE_CARD.search(english) and len(english.split()) <= _SHORT_FOLLOW_UP and not _names_a_kind(context):
+        # "Elle existe en taille M ?", "¿Viene en color negro?": the card's sizes, colours or stock
+        return [call("product_details", product="it", question=english)]
     return []
+
+
+_OF_THE_CARD = any_word("size", "colour", "in stock")
+_SHORT_FOLLOW_UP = 8  # words: "Gibt es die auch in Größe L?"
+
+
+def _names_a_kind(context: Context) -> bool:
+    """The message names what the store sells, in the catalog's words of its titles and types ("¿Tienen chaquetas en
+    talla M?": jackets), so it is a search, not a question about the card."""
+    read = content_words(terms.search_words(context.store, context.text, lang=context.language))
+    return bool(read & passages.store_index(context.store).catalog_words)
 
 
 def _points_back(text: str, shown: list[dict[str, Any]]) -> bool:

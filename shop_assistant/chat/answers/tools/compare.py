@@ -9,6 +9,7 @@ descriptions are the store's words.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Literal
 
 from django.utils.translation import gettext as _
@@ -101,6 +102,25 @@ def _differences(products: list[Product]) -> str:
     return " ".join(sentences)
 
 
+def _cheaper_of_its_kind(context: Context, product: Product, ascending: bool) -> list[Product]:
+    """The products of the same type priced below (``ascending``) or above this one, best first."""
+    facts = product.facts
+    if not facts.product_type:
+        return []
+    cent = Decimal("0.01")
+    bound = {"max_price": facts.price - cent} if ascending else {"min_price": facts.price + cent}
+    hits = priced(context.store, 3, descending=not ascending, product_type=facts.product_type, **bound)
+    return [Product(card(hit), product_facts(hit)) for hit in hits]
+
+
+def _alone_in_its_kind(product: Product, ascending: bool) -> Composition:
+    """No product of its type costs less (``ascending``) or more: said, with its price."""
+    said = (_("We have nothing cheaper of that kind than the {title} ({price}).") if ascending
+            else _("We have nothing pricier of that kind than the {title} ({price})."))
+    reply = said.format(title=product.facts.title, price=money(product.facts.price, product.facts.currency))
+    return Composition(COMPARE, reply=reply, cards=[product.card], products=[product.facts])
+
+
 @register(
     "compare_products",
     "Compare products: the ones just shown ('which of those is lighter?', products empty) or products named "
@@ -134,6 +154,13 @@ def compare_products(context: Context, arguments: CompareArguments) -> Compositi
         products = _products(context, arguments.products)
     if not products:
         return Composition(NO_MATCH, reply=no_match_reply(context.store, context.text))
+    if len(arguments.products) == 1 and len(products) == 1 and arguments.attribute == comparison.PRICE:
+        # "Do you have something cheaper?" after the trekking poles: the catalog's cheaper ones of the same type
+        # (the search found no other), or that there are none (the poles' own description was the answer)
+        others = _cheaper_of_its_kind(context, products[0], arguments.ascending)
+        if not others and products[0].facts.product_type:
+            return _alone_in_its_kind(products[0], arguments.ascending)
+        products += others
     measure = comparison.MEASURES.get(arguments.attribute)
     named = len(arguments.products) > 1
     unmeasured = measure is not None and not any(measure(p.facts) for p in products)

@@ -283,6 +283,12 @@ def test_when_it_would_arrive_or_a_return_of_it_asks_the_store_not_the_card(shop
         ("¿Cuánto cuestan los dos juntos?", ("price_total", {"items": items(("both", 1))})),
         ("Combien coûtent les deux ensemble ?", ("price_total", {"items": items(("both", 1))})),
         ("Was kosten die beiden zusammen?", ("price_total", {"items": items(("both", 1))})),
+        # the card's sizes or stock ("Elle existe en taille M ?" got the size guide quoted), something cheaper of its kind
+        ("Elle existe en taille M ?", ("product_details", {"product": "it"})),
+        ("Gibt es die auch in Größe L?", ("product_details", {"product": "it"})),
+        ("Est-elle disponible ?", ("product_details", {"product": "it"})),
+        ("¿Tienen algo más barato?", ("compare_products", {"products": ["Ridgeline 2-Person Tent (Sage)"], "attribute": "price"})),
+        ("Habt ihr etwas Günstigeres?", ("compare_products", {"products": ["Ridgeline 2-Person Tent (Sage)"]})),
     ],
 )
 def test_a_follow_up_about_the_cards_in_another_language(shop, text, expected):
@@ -297,3 +303,8 @@ def test_a_follow_up_about_the_cards_in_another_language(shop, text, expected):
             composition = execute(context(shop, text, CARDS), plan(context(shop, text, CARDS)))
         assert "249.00 USD + Basecamp 6 Family Tent 429.00 USD = 678.00 USD" in composition.reply
         assert composition.reply.endswith({"es": "en total.", "fr": "au total.", "de": "insgesamt."}[lang])
+
+
+def test_a_message_in_another_language_that_names_a_kind_is_no_follow_up_about_the_card(shop):
+    """"¿Tienen chaquetas en talla M?" after the tents asks for jackets, not the tent's sizes."""
+    assert planned(shop, "¿Tienen chaquetas en talla M?", CARDS)[0][0] == "search_products"

@@ -158,3 +158,19 @@ def test_two_named_without_the_measure_asked_are_compared_on_what_the_catalog_sa
     lighter = compare(shop, "Is the tent or the hammock lighter?", products=["tent", "hammock"], attribute="weight")
     assert lighter.reply == (
         "The Ridgeline 2-Person Tent weighs 1.6 kg. Our catalog doesn't list the weight of the Drift Camping Hammock.")
+
+
+@pytest.mark.parametrize(("language", "reply"), [
+    ("en", "We have nothing cheaper of that kind than the Aluminium Trekking Poles (Pair) (59.00 USD)."),
+    ("es", "No tenemos nada más económico de ese tipo que Aluminium Trekking Poles (Pair) (59.00 USD)."),
+])
+def test_nothing_cheaper_of_the_cards_kind_is_said(shop, language, reply):
+    """"Do you have something cheaper?" after the trekking poles, the only accessory: its description was the answer."""
+    from django.utils import translation
+
+    poles = cards_of(shop, "Aluminium Trekking Poles (Pair)")
+    with translation.override(language):
+        composition = compare(shop, "Do you have something cheaper?", poles, products=["Aluminium Trekking Poles (Pair)"],
+                              attribute="price")
+    assert composition.kind == COMPARE and composition.reply == reply
+    assert [c["sku"] for c in composition.cards] == [poles[0]["sku"]]
