@@ -81,13 +81,15 @@ NO_ANSWER_REPLY = gettext_noop(
     "I couldn't find the answer to that in our store's policies. A member of our team can help: ask for a "
     "person at any time."
 )
+# What the store's policies say of any product it sells: delivery, returns, warranties ("when would it arrive?").
+_AFTER_SALES = r"refunds?|returns?|exchanges?|ship(?:ping)?|deliver(?:y)?|warrant(?:y|ies)|guarantee|arriv(?:e|es|al)"
+_AFTER_SALES_QUESTION = re.compile(rf"\b(?:{_AFTER_SALES})\b", re.IGNORECASE)
 # A question about the store rather than a product: what its documents would answer, if they said.
 _STORE_QUESTION = re.compile(
     r"\b(?:discounts?|coupons?|promo(?:tion)?s?|vouchers?|codes?|price ?match(?:ing)?|student|military|loyalty|"
     r"points|membership|account|log ?in|password|secure|security|privacy|pick ?up|in person|physical|visit|hours|"
-    r"open|contact|e-?mail|phone|track(?:ing)?|refunds?|returns?|exchanges?|ship(?:ping)?|deliver(?:y)?|"
-    r"warrant(?:y|ies)|guarantee|pay(?:ment)?s?|invoice|tax(?:es)?|customs|gift ?cards?|newsletter|subscri\w+|"
-    r"cancel\w*|size (?:guide|chart)|arriv(?:e|es|al))\b"
+    rf"open|contact|e-?mail|phone|track(?:ing)?|{_AFTER_SALES}|"
+    r"pay(?:ment)?s?|invoice|tax(?:es)?|customs|gift ?cards?|newsletter|subscri\w+|cancel\w*|size (?:guide|chart))\b"
     r"|^\W*(?:how (?:do|can) i|can i|what if|what happens|do i need|is my)\b",
     re.IGNORECASE,
 )
@@ -166,14 +168,14 @@ _FOLLOW_UP_WORDS = frozenset(
 
 
 # "Show me everything under 30 dollars" asks of the whole catalog, even right after a question about socks.
-_WHOLE_CATALOG = any_word("everything", "all (?:your|the|of your) (?:products|items|things|stuff)", "whole (?:store|shop|catalog)")
+_EVERYTHING = any_word("everything", "all (?:your|the|of your) (?:products|items|things|stuff)", "whole (?:store|shop|catalog)")
 
 
 def is_follow_up(text: str) -> bool:
     """A short message that names no product of its own ("anything under 300 dollars?", "in blue?"). Small talk
     ("Hi!", "thanks") asks for nothing: searched with the question before it, a greeting got that question's
     answer again."""
-    if len(text.split()) > 8 or is_small_talk(text) or _WHOLE_CATALOG.search(text):
+    if len(text.split()) > 8 or is_small_talk(text) or _EVERYTHING.search(text):
         return False
     words = requested_thing(text).split() if requested_thing(text) else []
     return all(word in _FOLLOW_UP_WORDS or word in _SMALL_TALK for word in words)
@@ -184,6 +186,12 @@ def asks_the_catalog(text: str) -> bool:
     if _REQUEST.search(text) or (len(text.split()) <= 4 and bool(requested_thing(text))):
         return True
     return bool(_ABOUT_A_PRODUCT.search(text)) and asked.named_kind(text) is not None
+
+
+def asks_after_sales(text: str) -> bool:
+    """The message names delivery, returns or a warranty: the store's policy, even said of a product ("can I return
+    it?" after a card)."""
+    return bool(_AFTER_SALES_QUESTION.search(text))
 
 
 def asks_about_the_store(text: str) -> bool:

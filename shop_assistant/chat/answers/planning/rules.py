@@ -8,14 +8,13 @@ rest, with a budget the shopper stated as its price limit.
 
 from __future__ import annotations
 
-import difflib
 import re
 from decimal import Decimal
 from typing import Any
 
 from catalog import passages, sales, terms
 from catalog.grounding import price_limits
-from catalog.asked import TYPO_CUTOFF
+from catalog.asked import Named, sold_as
 from catalog.passages import content_words
 from catalog.search import MATCH_THRESHOLD, search
 from catalog.text import any_word
@@ -23,7 +22,7 @@ from catalog.text import any_word
 from ...log import handoff
 from .. import comparison
 from . import orders
-from ..composition import IDENTITY_PATTERN, asks_about_the_store
+from ..composition import IDENTITY_PATTERN, asks_about_the_store, asks_after_sales
 from ..tools.details import DEGREES
 from ..tools.registry import Call, Context, call
 from ..tools.search import SearchArguments
@@ -146,8 +145,9 @@ _GOOD_FOR_ONE = re.compile(
     r"right|made|meant|designed)\s+for\b",
     re.IGNORECASE,
 )
-# "Is the down vest machine washable?", "Does the headlamp have a red light?": a yes/no question about one product named, answered from that product's own row and description (or
-# "our catalog doesn't say"), never by listing its kind. Not "are the ..." (a kind's products in the plural), nor a
+# "Is the down vest machine washable?", "Does the headlamp have a red light?": a yes/no question about one product
+# named, answered from that product's own row and description (or "our catalog doesn't say"), never by listing its
+# kind. Not "are the ..." (a kind's products in the plural), nor a
 # second product named ("will the cookset work with the micro stove?"), nor a sale (the search's opening says it).
 _YES_NO_OF_ONE = re.compile(
     r"^\W*(?:is|does|can|will|would)\s+(?:the|your|this|that)\s+(.+?)\s*[?.!]*$",
@@ -281,11 +281,6 @@ def _capacity_in_another_language(context: Context) -> list[Call]:
     return [call("check_capacity", product=product, people=int(count) if count.isdigit() else _NUMBER_WORDS_OTHER[count])]
 
 
-# What the store's policies answer of any product: "when would it arrive?", "can I return it if it's too small?"
-_STORE_TOPIC = any_word(r"arriv(?:e|es|al)", r"deliver(?:y|ed|s)?", r"ship(?:s|ped|ping)?", r"return(?:s|ed|ing)?",
-                        r"refunds?", r"exchange[ds]?", r"warrant(?:y|ies)", "guarantee")
-
-
 # A follow-up about the cards shown, in Spanish, French or German: its comparing and totalling words in English, so
 # that the English follow-up rules read it ("¿Cuál es más caliente?" -> "which es warmer?", "¿Cuánto cuestan los dos
 # juntos?" -> "how much cost both together?"). Only these words: the products are the cards'.
@@ -361,7 +356,7 @@ def _names_a_kind(context: Context) -> bool:
 def _points_back(text: str, shown: list[dict[str, Any]]) -> bool:
     """The message is about the card shown: "it", or "they" when one card is ("how much do they cost?" after the
     trekking poles searched the words and quoted the shipping policy); "do they ship to Canada?" asks the store."""
-    if _STORE_TOPIC.search(text):
+    if asks_after_sales(text):
         return False  # "when would it arrive if I order today?": the store's delivery, not the card's
     if _POINTS_BACK.search(text):
         return True
@@ -477,13 +472,10 @@ def _called(context: Context, phrase: str) -> str | None:
     if not asked:
         return None
     hits = [h for h in search(phrase, 5, store=context.store) if h.variant is not None and h.score >= MATCH_THRESHOLD]
-    called = [h.product.title for h in hits if _has_words(asked, f"{h.product.title} {h.product.product_type}")]
+    named = Named(noun=phrase, modifiers="")
+    called = [h.product.title for h in hits
+              if sold_as(named, frozenset(content_words(f"{h.product.title} {h.product.product_type}")))]
     return None if not called else called[0] if len(called) == 1 else ""
-
-
-def _has_words(asked: set[str], name: str) -> bool:
-    own = content_words(name)
-    return all(word in own or difflib.get_close_matches(word, own, n=1, cutoff=TYPO_CUTOFF) for word in asked)
 
 
 def is_last_resort(calls: list[Call]) -> bool:
