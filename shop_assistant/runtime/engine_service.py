@@ -51,6 +51,9 @@ def engine_config_kwargs(overrides: dict[str, Any] | None = None) -> dict[str, A
         kwargs["max_model_len"] = packaged.max_model_len
     if packaged is not None and "quantization" not in kwargs:
         kwargs["quantization"] = packaged.quantization
+    on_cpu = kwargs.get("device", "cpu") == "cpu"
+    if packaged is not None and on_cpu and packaged.cpu_max_num_batched_tokens and "max_num_batched_tokens" not in kwargs:
+        kwargs["max_num_batched_tokens"] = packaged.cpu_max_num_batched_tokens
     return kwargs
 
 

@@ -39,3 +39,16 @@ def test_the_packaged_1_5b_is_served_on_its_int4_weights_unless_the_environment_
     assert engine_service.engine_config_kwargs()["quantization"] == "none"
     settings.ENGINE = {**settings.ENGINE, "model": None, "quantization": None}
     assert "quantization" not in engine_service.engine_config_kwargs()
+
+
+def test_the_packaged_1_5b_takes_smaller_steps_on_a_cpu_unless_the_environment_says_otherwise(settings):
+    """ENGINE_MAX_NUM_BATCHED_TOKENS unset: the 1.5B's CPU step budget (a plan waits for the step in flight); set,
+    it wins; on CUDA, and for the bundled model, the engine's own default."""
+    settings.ENGINE = {**settings.ENGINE, "model": "qwen2.5-1.5b", "max_num_batched_tokens": None, "device": None}
+    assert engine_service.engine_config_kwargs()["max_num_batched_tokens"] == 256
+    settings.ENGINE = {**settings.ENGINE, "max_num_batched_tokens": 512}
+    assert engine_service.engine_config_kwargs()["max_num_batched_tokens"] == 512
+    settings.ENGINE = {**settings.ENGINE, "max_num_batched_tokens": None, "device": "cuda"}
+    assert "max_num_batched_tokens" not in engine_service.engine_config_kwargs()
+    settings.ENGINE = {**settings.ENGINE, "model": None, "device": None}
+    assert "max_num_batched_tokens" not in engine_service.engine_config_kwargs()
