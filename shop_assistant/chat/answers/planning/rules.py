@@ -34,7 +34,7 @@ _COUNT = r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) +
 # "what would ... cost together?", "what's the total?", "how much for two ... and one ...", "boots + socks = how much"
 _ASKS_TOTAL = re.compile(
     r"\b(?:total|together|altogether|in all|what do i pay|how much (?:is|would|will) (?:that|it|this|all|they|those|both)"
-    r"|how much for)\b|\bwhat (?:would|will|do|does)\b[^?]*\b(?:cost|set (?:me|us) back|come to|run (?:me|us))\b|=\s*how much|,\s*how much\b|\bhow much\b[^?]*(?:\+|\bplus\b|\band\b|,)|(?:\+|\bplus\b)[^?]*\bhow much\b",
+    r"|how much for|how much (?:is|are|would|will|do|does) " + _COUNT + r"(?! ?(?:°|degrees?|kg|g|liters?|litres?|l|people|persons)\b))\b|\bwhat (?:would|will|do|does)\b[^?]*\b(?:cost|set (?:me|us) back|come to|run (?:me|us))\b|=\s*how much|,\s*how much\b|\bhow much\b[^?]*(?:\+|\bplus\b|\band\b|,)|(?:\+|\bplus\b)[^?]*\bhow much\b",
     re.IGNORECASE,
 )
 _HOW_MUCH_MORE = re.compile(r"\bhow much (?:more|less|cheaper) (?:is|are|does|do) (.+?) (?:than|compared (?:to|with)) (.+?)[?.!]*$", re.I)
@@ -139,6 +139,14 @@ _WEIGHS_ONE = re.compile(
     r"|^\W*what(?:'s| is)\s+the\s+weight\s+of\s+(?:the|your|this|that)\s+(.+?)\s*[?.!]*$",
     re.IGNORECASE,
 )
+# "How many litres is the Summit backpack?", "How much does the daypack hold?": its volume, from its own text.
+_HOLDS_ONE = re.compile(
+    r"^\W*how\s+many\s+(?:litres?|liters?|l)\s+(?:is|does|are|can)\s+(?:the|your|this|that)\s+(.+?)"
+    r"(?:\s+(?:hold|have|take|carry|fit))?\s*[?.!]*$"
+    r"|^\W*how\s+much\s+(?:does|can|will)\s+(?:the|your|this|that)\s+(.+?)\s+hold\b"
+    r"|^\W*what(?:'s| is)\s+the\s+volume\s+of\s+(?:the|your|this|that)\s+(.+?)\s*[?.!]*$",
+    re.IGNORECASE,
+)
 # "Is the Ridgeline tent good for winter camping?": one product named, asked whether it suits a use.
 _GOOD_FOR_ONE = re.compile(
     r"^\W*(?:is|are|will|would)\s+(?:the|your|this|that)\s+(.+?)\s+(?:be\s+)?(?:any\s+)?(?:good|suitable|ok|okay|fine|"
@@ -204,6 +212,9 @@ _GIFT_FRAME = re.compile(
     r"graduation|housewarming|thank[- ]you)\s+)*(?:gifts?|presents?|stocking stuffers?)(?:\s+ideas?)?(?:\s+for)?\b"
     rf"|\b(?:for\s+)?(?:my|our|a|an)\s+(?:(?:older|younger|elder|little|big|best|teenage)\s+)?{_PERSON}\b"
     r"|\b(?:for\s+)?(?:someone|somebody|a person|people)\b"
+    # "a 10 year old", "my 8-year-old daughter": an age is who the gift is for, not a figure to search
+    r"|\b(?:for\s+)?(?:(?:a|an|my|our)\s+)?\d{1,2}[- ]?(?:years?|yrs?)[- ]?old(?:\s+(?:boy|girl|kid|child|son|daughter))?\b"
+    r"|\bi(?:'m| am)? (?:need|want|looking for)\b"
     r"|\b(?:who|that)(?:'s| is)?\s+(?:(?:just|really|always)\s+)?(?:loves?|likes?|enjoys?|is into|into|does|goes|got into)\b"
     r"|\b(?:any|just|always|really|who|that|ideas?|a|an)\b|\bwhat(?:'s|s| is| would be| should i get)?\b|[?!]",
     re.IGNORECASE,
@@ -510,6 +521,7 @@ def plan(context: Context) -> list[Call]:
     english = context.language == "en" and not asks_about_the_store(text)
     degree = (
         _HOW_IS_ONE.match(text) or _ENOUGH_FOR_ONE.match(text) or _GOOD_FOR_ONE.match(text) or _WEIGHS_ONE.match(text)
+        or _HOLDS_ONE.match(text)
     ) if english else None
     if degree:
         return [call("product_details", product=next(g for g in degree.groups() if g), question=text)]

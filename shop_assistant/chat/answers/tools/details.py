@@ -48,19 +48,23 @@ _MEASURES = {
     "tall": _HEIGHT, "high": _HEIGHT,
     "big": _SIZE, "large": _SIZE, "roomy": _SIZE, "small": _SIZE,
     "bright": r"\blumens?\b",
+    "volume": r"\d[\s-]*(?:l|litres?|liters?|ml)\b",
     "long": r"\bhours?\b|\bminutes?\b|\blength\b|\d\s*cm\b",
     "fast": r"\bminutes?\b|\bseconds?\b",
 }  # fmt: skip
 # Degrees only a figure answers: "how heavy is the stove?" is not answered by "boils a litre in three minutes"
 # (while "how warm is the fleece?" is by "a soft, warm mid layer").
-_FIGURE_ONLY = frozenset({"heavy", "light", "tall", "high", "bright"})
+_FIGURE_ONLY = frozenset({"heavy", "light", "tall", "high", "bright", "volume"})
 DEGREES = frozenset(_MEASURES)  # "how <degree> is it?": what a description can give a figure or a word for
+_VOLUME = re.compile(r"\bhow many (?:litres?|liters?|l)\b|\bvolume\b|\bhow much (?:does|can|will) .+ hold\b", re.I)
 _HOW = re.compile(r"\bhow\s+([a-z]+)\b|\b([a-z]+)\s+enough\b", re.IGNORECASE)  # "how warm", "warm enough"
 
 
 def _degree(question: str) -> str:
     if re.search(r"\bweigh(?:s|t)?\b", question, re.IGNORECASE):
         return "heavy"  # "how much does it weigh?", "what's its weight?"
+    if _VOLUME.search(question):
+        return "volume"  # "how many litres is it?", "what's its volume?"
     how = _HOW.search(question)
     word = (how.group(1) or how.group(2)).lower() if how else ""
     return word if word in _MEASURES else ""
@@ -107,6 +111,13 @@ def _shares_a_word(question: str, sentence: str, facts: ProductFacts) -> bool:
     return bool(asked & content_words(sentence))
 
 
+def _named_so(question: str, facts: ProductFacts) -> str | None:
+    """"Yes." when the product's own name has every word the yes/no question asks ("Is the headlamp
+    rechargeable?" of the Beam 400 Rechargeable Headlamp): the name is the catalog's word on it. Never "No.": a
+    name says what a product is, not what it is not."""
+    return "Yes." if settles(question, facts.title) == "Yes." else None
+
+
 # What the catalog does not give, said in the shopper's language (a degree only a figure answers: ``_FIGURE_ONLY``).
 _UNGIVEN = {
     "heavy": gettext_noop("Our catalog doesn't give the weight of the {title}."),
@@ -114,12 +125,16 @@ _UNGIVEN = {
     "tall": gettext_noop("Our catalog doesn't give the height of the {title}."),
     "high": gettext_noop("Our catalog doesn't give the height of the {title}."),
     "bright": gettext_noop("Our catalog doesn't give the brightness of the {title}."),
+    "volume": gettext_noop("Our catalog doesn't give the volume of the {title}."),
 }
 ASK_A_PERSON = gettext_noop("A member of our team can help: ask for a person.")
 
 
 # "How much is it?", a model's plan of "¿Cuánto cuesta la linterna frontal?": the price, from the variant's row.
-_ASKS_PRICE = re.compile(r"\bhow much\b(?!.*\bweigh)|\bprice[sd]?\b|\bcosts?\b", re.IGNORECASE)  # not "how much does it weigh?"
+_ASKS_PRICE = re.compile(r"\bhow much\b(?!.*\b(?:weigh|hold))|\bprice[sd]?\b|\bcosts?\b", re.IGNORECASE)  # not "how much does it weigh?"
+# A volume in a product's name ("Summit 40L Backpack", "Insulated Steel Water Bottle 750 ml"): the catalog's word
+# on it when the description gives none.
+_VOLUME_IN_NAME = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:l|litres?|liters?|ml)\b", re.IGNORECASE)
 
 
 def _answer(facts: ProductFacts, question: str) -> str:
@@ -132,10 +147,13 @@ def _answer(facts: ProductFacts, question: str) -> str:
         priced = costs.format(title=facts.title, price=money(facts.price, facts.currency))
         return " ".join([priced, *([stock_sentence(facts, "in stock")] if not facts.in_stock else [])])
     sentence = closest_sentence(facts, question)
+    named = _VOLUME_IN_NAME.search(facts.title) if _degree(question) == "volume" else None
+    if sentence is None and named:
+        return _("The {title} holds {volume}.").format(title=facts.title, volume=named.group(0))
     if sentence is None:
         unsaid = _UNGIVEN.get(_degree(question), gettext_noop("Our catalog doesn't say more about the {title}."))
         return f"{_(unsaid).format(title=facts.title)} {_(ASK_A_PERSON)}"
-    verdict = _warm_enough(question, sentence) or settles(question, sentence)
+    verdict = _warm_enough(question, sentence) or settles(question, sentence) or _named_so(question, facts)
     if verdict is None and not _degree(question) and not _shares_a_word(question, sentence, facts):
         # "Is it waterproof?" of the fleece found "wear it ... under a shell when the weather turns": the closest
         # sentence by meaning, but no answer.

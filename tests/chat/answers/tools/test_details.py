@@ -155,3 +155,39 @@ def test_a_yes_no_question_about_one_named_product_through_the_rule_planner(shop
     context = Context(shop, text, retrieve, "", [], language.detect(text))
     composition = execute(context, rules.plan(context))
     assert composition.kind == DETAILS and composition.reply == reply
+
+
+def test_a_yes_no_question_its_name_answers_is_a_yes_with_its_description(shop):
+    """"Is the headlamp rechargeable?" was "Our catalog doesn't say that about the Beam 400 Rechargeable Headlamp":
+    the words of the name were taken for the words naming it. The name settles it; never a "No." from a name."""
+    text = "Is the headlamp rechargeable?"
+    assert details(shop, text, product="headlamp", question=text).reply == (
+        "Yes. The Beam 400 Rechargeable Headlamp: 400 lumens of light charged over USB-C, with a red night mode that "
+        "does not wake your tent mate.")
+    text = "Is the Ridgeline tent a 2-person tent?"
+    assert details(shop, text, product="Ridgeline tent", question=text).reply.startswith("Yes. The Ridgeline 2-Person Tent: ")
+    text = "Is the fleece waterproof?"  # nothing in its name or text says so
+    assert details(shop, text, product="fleece", question=text).reply.startswith(
+        "Our catalog doesn't say that about the Cascade Fleece Jacket.")
+
+
+@pytest.mark.parametrize(
+    ("text", "product", "reply"),
+    [
+        ("How many liters is the Summit backpack?", "Summit backpack",
+         "The Summit 40L Backpack: A 40-litre pack for weekend trips, with an adjustable back length, a ventilated mesh "
+         "back panel and a built-in rain cover."),
+        # "how much" with "hold" is its volume, not its price
+        ("How much does the daypack hold?", "daypack",
+         "The Daytripper 22L Daypack: A light 22-litre daypack with a padded laptop sleeve, side bottle pockets and a "
+         "hip belt, for day hikes and the commute alike."),
+        # the description gives no volume: its name does
+        ("What's the volume of the insulated bottle?", "insulated bottle",
+         "The Insulated Steel Water Bottle 750 ml holds 750 ml."),
+        ("How many litres is the tent?", "Ridgeline tent",
+         "Our catalog doesn't give the volume of the Ridgeline 2-Person Tent. A member of our team can help: ask for a "
+         "person."),
+    ],
+)  # fmt: skip
+def test_a_volume_is_a_figure_from_its_description_else_its_name(shop, text, product, reply):
+    assert details(shop, text, product=product, question=text).reply == reply
