@@ -76,14 +76,16 @@ HEAD_FIRST_FUNCTION_WORDS = {
         donde como se puede pueden puedo podria podrian un una unos unas el la los las lo del de al a para por con en
         y o u me mi mis te tu tus su sus nos es son esta estan hola favor gracias algo alguna alguno algun algunas
         algunos productos producto articulos articulo cosas cosa recomiendan recomienda recomiendas ver comprar
-        ofrecen ofreces no si otro otra otros otras mas muy bien buen buena buenas buenos politica politicas""".split()
+        ofrecen ofreces no si otro otra otros otras mas muy bien buen buena buenas buenos politica politicas
+        muestrame muestrenme muestra mostrar ensename ensenenme dame""".split()
     ),
     "fr": frozenset(
         """avez auriez avons vous je j tu nous cherche cherchons cherchais voudrais voudrions veux voulez vendez vend
         il ils elle y a des de du d un une le la les l combien coute coutent quel quelle quels quelles est sont ce
         cet cette ces qui que qu quoi pour en avec et ou mon ma mes ton ta tes votre vos son sa ses bonjour merci svp
         plait s quelque chose produits produit articles article acheter besoin ai faut me recommandez proposez
-        avoir autre autres plus tres bon bonne bons bonnes pas ne n politique politiques""".split()
+        avoir autre autres plus tres bon bonne bons bonnes pas ne n politique politiques
+        montrez montre montrer moi voir donnez""".split()
     ),
 }
 

@@ -100,6 +100,10 @@ def test_a_thing_asked_for_that_no_term_reads_is_said_unread(shop):
     boots = synonyms.apply(shop, "¿Venden botas de montaña ligeras?", "es")  # a modifier unread after the thing
     assert boots.query == "boots hiking" and not boots.head_unread
     assert not synonyms.apply(shop, "je cherche une lampe frontale", "fr").head_unread
+    # "Montrez-moi", "Muéstrame": asking to be shown is a frame, not the thing ("sacs à dos" was never reached)
+    assert not synonyms.apply(shop, "Montrez-moi vos lampes frontales", "fr").head_unread
+    assert not synonyms.apply(shop, "Muéstrame sus botas de montaña", "es").head_unread
+    assert synonyms.apply(shop, "Muéstrame sus bicicletas de montaña", "es").head_unread
     # German names it last (compounds, modifiers before): not judged this way
     assert not synonyms.apply(shop, "Habt ihr Fahrrad Schlafsack?", "de").head_unread
 

@@ -25,7 +25,7 @@ from catalog.search import SearchHit
 
 from .opening import capitalised, listing, money, sold_out
 
-PRICE, WEIGHT, WARMTH, WATERPROOF, SIZE = "price", "weight", "warmth", "waterproof", "size"
+PRICE, WEIGHT, WARMTH, WATERPROOF, SIZE, VOLUME = "price", "weight", "warmth", "waterproof", "size", "volume"
 
 # The message points back at what was shown ("those", "which one", "either of them"). Not "ones": "do you have
 # cheaper ones?" asks for other products, which the search answers (composition's follow-ups).
@@ -42,6 +42,9 @@ _ASKS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
     (re.compile(r"\b(?:warm(?:er|est)|more warmth|colder (?:nights?|weather|temperatures?)|for (?:the )?cold)\b", re.I), WARMTH, True),
     (re.compile(r"\b(?:water ?proof|water-?resistant|rain ?proof|keeps? (?:me |you )?dry|for (?:the )?rain)\b", re.I), WATERPROOF, True),
     (re.compile(r"\b(?:my size|in (?:a |an )?size|sizes?\b|fits? me)", re.I), SIZE, True),
+    # after the sizes: "a smaller size" is a size asked for
+    (re.compile(r"\b(?:bigg(?:er|est)|larg(?:er|est)|roomi(?:er|est)|holds? more|more (?:room|space|volume))\b", re.I), VOLUME, False),
+    (re.compile(r"\b(?:small(?:er|est)|holds? less|less (?:room|space|volume))\b", re.I), VOLUME, True),
 )
 _MAX_WORDS = 14
 
@@ -56,6 +59,10 @@ _GRAMS = {"kg": 1000.0, "kilogram": 1000.0, "g": 1.0, "gram": 1.0, "lb": 453.592
 # the product's comfort temperature (a lower one is warmer); other temperatures (a stove's canister) are not.
 _RATING_SENTENCE = re.compile(r"\b(?:comfort\w*|rated|rating|limit)\b", re.IGNORECASE)
 _TEMPERATURE = re.compile(r"(?<![\w.])([-−]?\s?\d+(?:[.,]\d+)?)\s*°\s*([CF])\b")
+# "Summit 40L Backpack", "A light 22-litre daypack", "Water Bottle 750 ml": a volume in the name or the description,
+# not in a sentence about what it handles ("filters up to 400,000 litres").
+_VOLUME = re.compile(r"(?<![\d,.])(\d+(?:[.,]\d+)?)\s?-?\s?(l|litres?|liters?|ml)\b", re.IGNORECASE)
+_THROUGHPUT_SENTENCE = re.compile(r"\b(?:up to|filters?|purifies|per)\b", re.IGNORECASE)
 _NOT_WATERPROOF = re.compile(r"\bnot (?:fully )?water ?proof\b", re.IGNORECASE)
 _WATERPROOF = re.compile(r"\bwater ?proof\b", re.IGNORECASE)
 _RESISTANT = re.compile(r"\bwater[- ](?:resistant|repellent)\b", re.IGNORECASE)
@@ -137,8 +144,20 @@ def comfort_temperature(facts: ProductFacts) -> tuple[float, str] | None:
     return None
 
 
+def volume_of(facts: ProductFacts) -> tuple[float, str] | None:
+    """(litres, the volume as the catalog writes it), from the product's name, else a sentence of its description."""
+    for sentence in (facts.title, *re.split(r"(?<=[.!?;])\s+|\n", facts.description)):
+        if _THROUGHPUT_SENTENCE.search(sentence):
+            continue
+        match = _VOLUME.search(sentence)
+        if match:
+            litres = float(match.group(1).replace(",", "."))
+            return (litres / 1000 if match.group(2).lower() == "ml" else litres), match.group(0)
+    return None
+
+
 # The attributes read as numbers from a product's own text: what a ranking on them needs.
-MEASURES = {WEIGHT: weight_of, WARMTH: comfort_temperature}
+MEASURES = {WEIGHT: weight_of, WARMTH: comfort_temperature, VOLUME: volume_of}
 
 
 def proofing_word(kind: str) -> str:
@@ -237,7 +256,23 @@ _WARMTH_SAID = {
 }
 
 
-_SAID = {WEIGHT: _WEIGHT_SAID, WARMTH: _WARMTH_SAID}
+_VOLUME_SAID = {
+    True: {
+        "none": gettext_noop("Our catalog doesn't give the volume of {names}, so I can't tell which is smaller."),
+        "best": gettext_noop("{name} is the smallest at {value}, then {rest}."),
+    },
+    False: {
+        "none": gettext_noop("Our catalog doesn't give the volume of {names}, so I can't tell which is bigger."),
+        "best": gettext_noop("{name} is the biggest at {value}, then {rest}."),
+    },
+    None: {
+        "one": gettext_noop("{name} holds {value}."),
+        "unknown": gettext_noop("Our catalog doesn't give the volume of {names}."),
+    },
+}
+
+
+_SAID = {WEIGHT: _WEIGHT_SAID, WARMTH: _WARMTH_SAID, VOLUME: _VOLUME_SAID}
 
 
 def _by_waterproofing(shown: list[tuple[dict[str, Any], ProductFacts, Variant]]) -> tuple[list[int], str]:

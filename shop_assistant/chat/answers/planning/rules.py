@@ -174,10 +174,13 @@ _RANKED: tuple[tuple[re.Pattern[str], str, bool], ...] = (
     (re.compile(r"\blightest\b|^\W*(?:which|what)\b.*\blighter\b", re.I), "weight", True),
     (re.compile(r"\bheaviest\b|^\W*(?:which|what)\b.*\bheavier\b", re.I), "weight", False),
     (re.compile(r"\bwarmest\b|^\W*(?:which|what)\b.*\bwarmer\b", re.I), "warmth", True),
+    (re.compile(r"\b(?:bigg|larg|roomi)est\b|^\W*(?:which|what)\b.*\b(?:bigg|larg|roomi)er\b", re.I), "volume", False),
+    (re.compile(r"\bsmallest\b|^\W*(?:which|what)\b.*\bsmaller\b(?! size)", re.I), "volume", True),
 )
 _RANKED_FILLER = re.compile(
     r"\b(?:which|what(?:'s| is)?|is|are|the|your|you|have|do|one|ones|least|less|most|more|expensive|"
-    r"cheap(?:er|est)|pricier|priciest|light(?:er|est)|heav(?:ier|iest)|warm(?:er|est))\b|[?.!¿¡]",
+    r"cheap(?:er|est)|pricier|priciest|light(?:er|est)|heav(?:ier|iest)|warm(?:er|est)|bigg(?:er|est)|larg(?:er|est)|"
+    r"roomi(?:er|est)|small(?:er|est))\b|[?.!¿¡]",
     re.IGNORECASE,
 )
 # What stands in for the product a follow-up is about: "a cheaper one", "anything cheaper", "something similar but
@@ -300,6 +303,7 @@ _FOLLOW_UP_WORDS_OTHER: dict[str, tuple[tuple[str, str], ...]] = {
         (r"cu[áa]l(?:es)?", "which"), (r"m[áa]s (?:barat|econ[óo]mic)[oa]s?", "cheaper"),
         (r"m[áa]s car[oa]s?", "more expensive"), (r"m[áa]s (?:caliente|c[áa]lid[oa]|abrigad[oa])s?|abriga m[áa]s", "warmer"),
         (r"m[áa]s (?:liger|livian)[oa]s?|pesa menos", "lighter"), (r"m[áa]s pesad[oa]s?|pesa m[áa]s", "heavier"),
+        (r"m[áa]s grandes?", "bigger"), (r"m[áa]s peque[ñn][oa]s?", "smaller"),
         (r"junt[oa]s|en total", "together"), (r"cu[áa]nto", "how much"), (r"cuestan?|costar[íi]an?", "cost"),
         (r"(?:los|las) (?:dos|tres)|ambos|ambas", "both"), (r"tallas?", "size"), (r"colou?r(?:es)?", "colour"),
         (r"en (?:stock|existencias)|disponibles?", "in stock"), (r"tienen|ten[ée]is|hay", "do you have"),
@@ -308,7 +312,8 @@ _FOLLOW_UP_WORDS_OTHER: dict[str, tuple[tuple[str, str], ...]] = {
     "fr": (
         (r"lequel|laquelle|lesquel(?:le)?s|quel(?:le)?s?", "which"), (r"moins ch[eè]re?s?", "cheaper"),
         (r"plus ch[eè]re?s?", "more expensive"), (r"plus chaude?s?", "warmer"), (r"plus l[ée]g[eè]re?s?", "lighter"),
-        (r"plus lourde?s?", "heavier"), (r"ensemble|au total", "together"), (r"combien", "how much"),
+        (r"plus lourde?s?", "heavier"), (r"plus grande?s?", "bigger"), (r"plus petite?s?", "smaller"),
+        (r"ensemble|au total", "together"), (r"combien", "how much"),
         (r"co[ûu]te(?:nt|rai(?:en)?t)?", "cost"), (r"(?:tou(?:te)?s )?les (?:deux|trois)", "both"), (r"tailles?", "size"),
         (r"couleurs?", "colour"), (r"en stock|disponibles?", "in stock"), (r"avez-vous|vous avez", "do you have"),
         (r"quelque chose(?: de)?|un autre|une autre", "something"),
@@ -316,6 +321,7 @@ _FOLLOW_UP_WORDS_OTHER: dict[str, tuple[tuple[str, str], ...]] = {
     "de": (
         (r"welche[nrs]?", "which"), (r"(?:billiger|g[üu]nstiger)(?:es)?", "cheaper"), (r"teurer(?:es)?", "more expensive"),
         (r"w[äa]rmer(?:es)?", "warmer"), (r"leichter(?:es)?", "lighter"), (r"schwerer(?:es)?", "heavier"),
+        (r"gr[öo](?:ß|ss)er(?:es)?", "bigger"), (r"kleiner(?:es)?", "smaller"),
         (r"zusammen|insgesamt", "together"),
         (r"wie ?viel", "how much"), (r"kosten|kostet|k[öo]sten", "cost"), (r"(?:die )?beiden?|alle (?:zwei|drei)", "both"),
         (r"gr[öo](?:ß|ss)en?", "size"), (r"farben?", "colour"), (r"auf lager|vorr[äa]tig|verf[üu]gbar", "in stock"),

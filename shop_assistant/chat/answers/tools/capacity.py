@@ -177,12 +177,18 @@ def _size(product: Product) -> tuple[int, int]:
     return capacity.people or 0, capacity.load_kg or 0
 
 
-def _how_many(product: Product) -> Composition:
-    """What one product is made for, as its own text says: "The Basecamp 6 Family Tent is made for six people."."""
-    capacity = capacity_of(product.facts)
+def made_for(facts: ProductFacts) -> str | None:
+    """What one product is made for, as its own text says: "The Basecamp 6 Family Tent is made for six people.";
+    None when it does not say."""
+    capacity = capacity_of(facts)
     if capacity.people is None and capacity.load_kg is None:
-        reply = _("Our catalog doesn't say how many people the {title} is made for.").format(title=product.facts.title)
-    else:
-        says = _says(product.facts, capacity)
-        reply = f"{says[:1].upper()}{says[1:]}."
+        return None
+    says = _says(facts, capacity)
+    return f"{says[:1].upper()}{says[1:]}."
+
+
+def _how_many(product: Product) -> Composition:
+    reply = made_for(product.facts) or _("Our catalog doesn't say how many people the {title} is made for.").format(
+        title=product.facts.title
+    )
     return Composition(CAPACITY, reply=reply, cards=[product.card], products=[product.facts])

@@ -22,7 +22,7 @@ from catalog.search import MATCH_THRESHOLD, search
 from .. import comparison
 from ..composition import COMPARE, NO_MATCH, Composition, no_match_reply
 from ..opening import money
-from .capacity import capacity_of
+from .capacity import capacity_of, made_for
 from .references import Product, resolve, shown
 from .search import SearchArguments, search_products
 from .total import difference_sentence
@@ -39,11 +39,12 @@ class CompareArguments(BaseModel):
         description="the products to compare as the shopper names them; empty for the products just shown (with "
         "none shown, everything the store sells)",
     )
-    attribute: Literal["price", "weight", "warmth", "waterproof", "size", "all"] = Field(
+    attribute: Literal["price", "weight", "warmth", "waterproof", "size", "volume", "all"] = Field(
         "all", description="what to compare on; 'all' for every difference the catalog shows"
     )
     ascending: bool = Field(
-        True, description="for price, weight or warmth: true puts the cheapest, lightest or warmest first"
+        True, description="for price, weight, warmth or volume: true puts the cheapest, lightest, warmest or "
+        "smallest first"
     )
 
 
@@ -121,6 +122,18 @@ def _alone_in_its_kind(product: Product, ascending: bool) -> Composition:
     return Composition(COMPARE, reply=reply, cards=[product.card], products=[product.facts])
 
 
+def _by_people(products: list[Product], ascending: bool) -> Composition | None:
+    """"Which tent is bigger?" where no volume is given: bigger is for more people, as each product's text says
+    ("The Basecamp 6 Family Tent is made for six people."); None when the catalog says that of none of them."""
+    counted = [(capacity_of(p.facts).people, p) for p in products]
+    if not any(people for people, _ in counted):
+        return None
+    ranked = sorted(counted, key=lambda pair: (pair[0] is None, (pair[0] or 0) * (1 if ascending else -1)))
+    sentences = [made_for(p.facts) for _, p in ranked]
+    reply = " ".join(sentence for sentence in sentences if sentence)
+    return Composition(COMPARE, reply=reply, cards=[p.card for _, p in ranked], products=[p.facts for _, p in ranked])
+
+
 @register(
     "compare_products",
     "Compare products: the ones just shown ('which of those is lighter?', products empty) or products named "
@@ -136,6 +149,10 @@ def compare_products(context: Context, arguments: CompareArguments) -> Compositi
     if not arguments.products and context.shown:
         asked = (arguments.attribute, arguments.ascending) if arguments.attribute != "all" else None
         compared = comparison.compare(context.store, context.text, context.shown, asked)
+        if compared is not None and compared.attribute == comparison.VOLUME:
+            by_people = _by_people(shown(context.store, context.shown), ascending=(asked or (None, False))[1])
+            if by_people is not None and not any(comparison.volume_of(p) for p in compared.products):
+                return by_people
         if compared is not None:
             return Composition(COMPARE, reply=compared.reply, cards=compared.cards, products=compared.products)
         if asked is None:  # not about those cards: "which sleeping bag is warmer?" after jackets ranks that kind,
@@ -164,6 +181,10 @@ def compare_products(context: Context, arguments: CompareArguments) -> Compositi
     measure = comparison.MEASURES.get(arguments.attribute)
     named = len(arguments.products) > 1
     unmeasured = measure is not None and not any(measure(p.facts) for p in products)
+    if arguments.attribute == comparison.VOLUME and unmeasured:
+        by_people = _by_people(products, arguments.ascending)
+        if by_people is not None:
+            return by_people
     if arguments.products and unmeasured and not named:
         # "warmest jacket?" where no jacket has a comfort rating: nothing to rank on, the search's relevance is the
         # better answer (about the cards shown, the reply says the catalog does not say)

@@ -58,6 +58,9 @@ TABLE = [
     # differences
     ("How much more is the down bag than the synthetic one?", False,
      [("price_total", {"items": items(("the down bag", 1), ("the synthetic bag", 1)), "operation": "difference"})]),
+    # a kind ranked on its volume
+    ("Which backpack is the biggest?", False, [("compare_products", {"products": ["backpack"], "attribute": "volume", "ascending": False})]),
+    ("which one is bigger?", True, [("compare_products", {})]),
     # one product's volume
     ("How many liters is the Summit backpack?", False,
      [("product_details", {"product": "Summit backpack", "question": "How many liters is the Summit backpack?"})]),
@@ -291,6 +294,9 @@ def test_when_it_would_arrive_or_a_return_of_it_asks_the_store_not_the_card(shop
         ("¿Cuál es más barato?", ("compare_products", {"attribute": "price", "ascending": True})),
         ("Lequel est plus léger ?", ("compare_products", {"attribute": "weight", "ascending": True})),
         ("Welcher ist wärmer?", ("compare_products", {"attribute": "warmth"})),
+        ("¿Cuál es más grande?", ("compare_products", {})),  # bigger: the volume, read from the words (English)
+        ("Lequel est le plus grand ?", ("compare_products", {})),
+        ("Welcher ist kleiner?", ("compare_products", {})),
         ("¿Cuánto cuestan los dos juntos?", ("price_total", {"items": items(("both", 1))})),
         ("Combien coûtent les deux ensemble ?", ("price_total", {"items": items(("both", 1))})),
         ("Was kosten die beiden zusammen?", ("price_total", {"items": items(("both", 1))})),

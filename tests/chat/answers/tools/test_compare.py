@@ -174,3 +174,33 @@ def test_nothing_cheaper_of_the_cards_kind_is_said(shop, language, reply):
                               attribute="price")
     assert composition.kind == COMPARE and composition.reply == reply
     assert [c["sku"] for c in composition.cards] == [poles[0]["sku"]]
+
+
+def test_bigger_is_the_volume_its_name_or_description_gives_else_the_people_it_is_made_for(shop):
+    """"which one is bigger?" after the backpacks was "Sorry, we don't carry which one bigger."; tents give no
+    volume, and bigger is then what each is made for; a product that gives neither is said not to."""
+    packs = cards_of(shop, "Daytripper 22L Daypack", "Summit 40L Backpack")
+    bigger = compare(shop, "which one is bigger?", packs)
+    assert bigger.reply == "The Summit 40L Backpack is the biggest at 40L, then the Daytripper 22L Daypack (22L)."
+    assert [c["sku"] for c in bigger.cards][0].startswith("DO-S40")
+    smaller = compare(shop, "which is smaller?", packs)
+    assert smaller.reply == "The Daytripper 22L Daypack is the smallest at 22L, then the Summit 40L Backpack (40L)."
+    tents = compare(shop, "Which tent is bigger?", products=["tent"], attribute="volume", ascending=False)
+    assert tents.reply == ("The Basecamp 6 Family Tent is made for six people. The Ridgeline 2-Person Tent is made for "
+                           "2 people.")
+    bags = compare(shop, "which one is bigger?", cards_of(shop, "Breeze Synthetic Sleeping Bag", "Alpine Down Sleeping Bag"))
+    assert bags.reply.startswith("Our catalog doesn't give the volume of the Breeze Synthetic Sleeping Bag or the Alpine")
+
+
+def test_a_volume_in_millilitres_and_not_what_a_filter_handles():
+    from shop_assistant.chat.answers import comparison
+    from catalog.grounding import ProductFacts
+
+    def facts(title: str, description: str) -> ProductFacts:
+        return ProductFacts(title=title, variant="", price=Decimal("1"), currency="USD", compare_at_price=None,
+                            in_stock=True, others_in_stock=False, product_type="", vendor="", tags=(), options="",
+                            description=description)  # fmt: skip
+
+    assert comparison.volume_of(facts("Titanium Camp Mug 450 ml", "")) == (0.45, "450 ml")
+    assert comparison.volume_of(facts("Daypack", "A light 22-litre daypack.")) == (22.0, "22-litre")
+    assert comparison.volume_of(facts("Pocket Water Filter", "Filters up to 400,000 litres.")) is None
