@@ -30,11 +30,16 @@ from ..tools.search import SearchArguments
 _NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
                  "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a pair of": 1, "pair of": 1}  # fmt: skip
 _COUNT = r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")"
+# A count of time or of a measure, not of things bought: "2 day shipping", "two nights", "3 litres".
+_NOT_BOUGHT = (
+    r"(?![\s-]*(?:°|degrees?|days?|nights?|weeks?|months?|years?|hours?|minutes?|business|kg|kilos?|g|liters?|litres?|"
+    r"l|ml|people|persons)\b)"
+)
 
 # "what would ... cost together?", "what's the total?", "how much for two ... and one ...", "boots + socks = how much"
 _ASKS_TOTAL = re.compile(
     r"\b(?:total|together|altogether|in all|what do i pay|how much (?:is|would|will) (?:that|it|this|all|they|those|both)"
-    r"|how much for|how much (?:is|are|would|will|do|does) " + _COUNT + r"(?! ?(?:°|degrees?|kg|g|liters?|litres?|l|people|persons)\b))\b|\bwhat (?:would|will|do|does)\b[^?]*\b(?:cost|set (?:me|us) back|come to|run (?:me|us))\b|=\s*how much|,\s*how much\b|\bhow much\b[^?]*(?:\+|\bplus\b|\band\b|,)|(?:\+|\bplus\b)[^?]*\bhow much\b",
+    r"|how much for|how much (?:is|are|would|will|do|does) " + _COUNT + _NOT_BOUGHT + r")\b|\bwhat (?:would|will|do|does)\b[^?]*\b(?:cost|set (?:me|us) back|come to|run (?:me|us))\b|=\s*how much|,\s*how much\b|\bhow much\b[^?]*(?:\+|\bplus\b|\band\b|,)|(?:\+|\bplus\b)[^?]*\bhow much\b",
     re.IGNORECASE,
 )
 _HOW_MUCH_MORE = re.compile(r"\bhow much (?:more|less|cheaper) (?:is|are|does|do) (.+?) (?:than|compared (?:to|with)) (.+?)[?.!]*$", re.I)
@@ -45,7 +50,7 @@ _TOTAL_FILLER = re.compile(
     re.IGNORECASE,
 )
 _ITEM_SPLIT = re.compile(r"\s*(?:,|\+|\bplus\b|\band\b|\bwith\b|&)\s*", re.IGNORECASE)
-_QUANTITY = re.compile(rf"^{_COUNT}\s+(?:(?:packs?|pairs?|sets?|pieces?) of\s+)?(?:(?:the|of the|of)\s+)?(.*)$", re.I)
+_QUANTITY = re.compile(rf"^{_COUNT}{_NOT_BOUGHT}\s+(?:(?:packs?|pairs?|sets?|pieces?) of\s+)?(?:(?:the|of the|of)\s+)?(.*)$", re.I)
 
 # "big enough for three people", "family of five", "cook for four", "hold someone who weighs 110 kg"
 # Not "warm enough for 5 degrees" nor "for 3 nights": a count of something else.

@@ -203,6 +203,10 @@ def test_the_rule_planner_reads_the_structure_of_the_message(shop, text, shown, 
         ("Tell me about the Alpine down bag", "Tell me about the Alpine down bag"),
         ("Show me your tents", "Show me your tents"),
         ("How much is a tent?", "How much is a tent?"),  # one of a kind: its price, from the search, not a total
+        # a count of days is no quantity: it was "2 × Daytripper 22L Daypack at 69.00 USD = 138.00 USD in total."
+        ("how much is 2 day shipping?", "how much is 2 day shipping?"),
+        ("how much for 2 day shipping?", "how much for 2 day shipping?"),
+        ("how much are two nights of camping gear rental", "how much are two nights of camping gear rental"),
         ("Do you have a tnet?", "Do you have a tent?"),  # a swap of neighbours is one edit
         # not English: read with the demo store's Spanish synonyms (catalog.synonyms), never typo-corrected
         ("¿Tienen chaquetas impermeables?", "jacket waterproof"),
