@@ -150,7 +150,8 @@ def compare_products(context: Context, arguments: CompareArguments) -> Compositi
         asked = (arguments.attribute, arguments.ascending) if arguments.attribute != "all" else None
         compared = comparison.compare(context.store, context.text, context.shown, asked)
         if compared is not None and compared.attribute == comparison.VOLUME:
-            by_people = _by_people(shown(context.store, context.shown), ascending=(asked or (None, False))[1])
+            ascending = (asked or comparison.asked_attribute(context.text) or (comparison.VOLUME, False))[1]
+            by_people = _by_people(shown(context.store, context.shown), ascending)
             if by_people is not None and not any(comparison.volume_of(p) for p in compared.products):
                 return by_people
         if compared is not None:

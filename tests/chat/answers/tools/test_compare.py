@@ -188,6 +188,9 @@ def test_bigger_is_the_volume_its_name_or_description_gives_else_the_people_it_i
     tents = compare(shop, "Which tent is bigger?", products=["tent"], attribute="volume", ascending=False)
     assert tents.reply == ("The Basecamp 6 Family Tent is made for six people. The Ridgeline 2-Person Tent is made for "
                            "2 people.")
+    tents_shown = cards_of(shop, "Basecamp 6 Family Tent", "Ridgeline 2-Person Tent")
+    assert compare(shop, "which is smaller?", tents_shown).reply.startswith("The Ridgeline 2-Person Tent is made for 2")
+    assert compare(shop, "which one is bigger?", tents_shown).reply.startswith("The Basecamp 6 Family Tent is made for six")
     bags = compare(shop, "which one is bigger?", cards_of(shop, "Breeze Synthetic Sleeping Bag", "Alpine Down Sleeping Bag"))
     assert bags.reply.startswith("Our catalog doesn't give the volume of the Breeze Synthetic Sleeping Bag or the Alpine")
 
