@@ -22,6 +22,7 @@ from catalog.passages import content_words
 from catalog.search import query_vector
 from catalog.text import split_sentences
 
+from .. import comparison
 from ..composition import NO_MATCH, Composition, no_match_reply
 from ..opening import be_for, money, options_sentences, settles, stock_sentence
 from .references import Product, resolve
@@ -132,9 +133,6 @@ ASK_A_PERSON = gettext_noop("A member of our team can help: ask for a person.")
 
 # "How much is it?", a model's plan of "¿Cuánto cuesta la linterna frontal?": the price, from the variant's row.
 _ASKS_PRICE = re.compile(r"\bhow much\b(?!.*\b(?:weigh|hold))|\bprice[sd]?\b|\bcosts?\b", re.IGNORECASE)  # not "how much does it weigh?"
-# A volume in a product's name ("Summit 40L Backpack", "Insulated Steel Water Bottle 750 ml"): the catalog's word
-# on it when the description gives none.
-_VOLUME_IN_NAME = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:l|litres?|liters?|ml)\b", re.IGNORECASE)
 
 
 def _answer(facts: ProductFacts, question: str) -> str:
@@ -147,9 +145,10 @@ def _answer(facts: ProductFacts, question: str) -> str:
         priced = costs.format(title=facts.title, price=money(facts.price, facts.currency))
         return " ".join([priced, *([stock_sentence(facts, "in stock")] if not facts.in_stock else [])])
     sentence = closest_sentence(facts, question)
-    named = _VOLUME_IN_NAME.search(facts.title) if _degree(question) == "volume" else None
-    if sentence is None and named:
-        return _("The {title} holds {volume}.").format(title=facts.title, volume=named.group(0))
+    # no sentence of the description gives a volume: the name may ("Insulated Steel Water Bottle 750 ml")
+    volume = comparison.volume_of(facts) if sentence is None and _degree(question) == "volume" else None
+    if volume is not None:
+        return _("The {title} holds {volume}.").format(title=facts.title, volume=volume[1])
     if sentence is None:
         unsaid = _UNGIVEN.get(_degree(question), gettext_noop("Our catalog doesn't say more about the {title}."))
         return f"{_(unsaid).format(title=facts.title)} {_(ASK_A_PERSON)}"
