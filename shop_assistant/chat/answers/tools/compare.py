@@ -149,10 +149,14 @@ def compare_products(context: Context, arguments: CompareArguments) -> Compositi
     if not arguments.products and context.shown:
         asked = (arguments.attribute, arguments.ascending) if arguments.attribute != "all" else None
         compared = comparison.compare(context.store, context.text, context.shown, asked)
-        if compared is not None and compared.attribute == comparison.VOLUME:
+        unmeasured = compared is not None and compared.attribute == comparison.VOLUME and not any(
+            comparison.volume_of(p) for p in compared.products
+        )
+        if unmeasured:  # the cards as the comparison read them: no second read of the catalog
             ascending = (asked or comparison.asked_attribute(context.text) or (comparison.VOLUME, False))[1]
-            by_people = _by_people(shown(context.store, context.shown), ascending)
-            if by_people is not None and not any(comparison.volume_of(p) for p in compared.products):
+            read = [Product(c, f) for c, f in zip(compared.cards, compared.products)]
+            by_people = _by_people(read, ascending)
+            if by_people is not None:
                 return by_people
         if compared is not None:
             return Composition(COMPARE, reply=compared.reply, cards=compared.cards, products=compared.products)
