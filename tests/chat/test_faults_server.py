@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -65,7 +66,14 @@ def test_with_redis_down_the_shopper_still_gets_answers_and_readyz_says_why(demo
         while len(_rows(ready["conversation"])) < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
         assert [role for role, _ in _rows(ready["conversation"])] == ["user", "assistant"]
-        assert "1011" not in server.log_text()
+        _assert_no_socket_died(server.log_text())
+
+
+def _assert_no_socket_died(log: str) -> None:
+    """No websocket closed with 1011 (an exception inside the application). The code is matched as a word: a
+    progress bar's "11011.48it/s" in the same log once failed a plain substring check."""
+    assert "Exception inside application" not in log
+    assert not re.search(r"\b1011\b", log), re.search(r".*\b1011\b.*", log).group(0)
 
 
 @pytest.mark.services
@@ -287,7 +295,7 @@ def test_a_database_locked_by_another_process_spools_and_the_answers_go_on(demo_
             waits = asyncio.run(everyone())
             print("with the database locked: seconds to start, to end:", waits)
             assert max(start for start, _ in waits) < 10 and max(end for _, end in waits) < 20, waits
-            assert "1011" not in server.log_text()
+            _assert_no_socket_died(server.log_text())
         finally:
             lock.close()
         deadline = time.monotonic() + 60
