@@ -22,6 +22,7 @@ from django.utils.translation import gettext_noop
 from catalog.grounding import ProductFacts, card, is_size, product_facts
 from catalog.models import Product, Store, Variant
 from catalog.search import SearchHit
+from catalog.text import split_sentences
 
 from .opening import capitalised, listing, money, sold_out
 
@@ -209,7 +210,12 @@ def _by_measure(
     if not known:
         names = listing([_name(shown[i][1]) for i in unknown], "or")
         check = _("A member of our team can check: ask for a person.")
-        return list(range(len(shown))), f"{_(said['none']).format(names=names)} {check}"
+        # "warmest jacket?" with no rating: no ranking, but what each description says of warmth ("a soft, warm
+        # mid layer"), the products that say it first
+        spoken = [(i, _spoken_of(shown[i][1], attribute)) for i in range(len(shown))]
+        order = [i for i, sentence in spoken if sentence] + [i for i, sentence in spoken if not sentence]
+        quoted = [_("The {title}: {sentence}").format(title=shown[i][1].title, sentence=sentence) for i, sentence in spoken if sentence]
+        return order, " ".join([_(said["none"]).format(names=names), *quoted, check])
     first, value = _name(shown[known[0]][1]), values[known[0]][1]  # type: ignore[index]
     if len(known) > 1:
         rest = [f"{_name(shown[i][1])} ({values[i][1]})" for i in known[1:]]  # type: ignore[index]
@@ -220,6 +226,22 @@ def _by_measure(
         names = listing([_name(shown[i][1]) for i in unknown], "or")
         sentence += " " + _(said["unknown"]).format(names=names)
     return known + unknown, sentence
+
+
+# The words in which a description speaks of an attribute it gives no figure for.
+_SPOKEN = {
+    WARMTH: re.compile(r"\b(?:warm(?:er|est|th)?|insulat\w*|cold)\b", re.IGNORECASE),
+    WEIGHT: re.compile(r"\b(?:weigh\w*|light(?:weight|er|est)?|heav(?:y|ier|iest))\b", re.IGNORECASE),
+    VOLUME: re.compile(r"\b(?:roomy|spacious|room for|space for|capacity|fits)\b", re.IGNORECASE),
+}
+
+
+def _spoken_of(facts: ProductFacts, attribute: str) -> str:
+    """The first sentence of the product's description that speaks of ``attribute`` ("warm"), or ""."""
+    words = _SPOKEN.get(attribute)
+    sentences = split_sentences(facts.description, starts_upper=True) if words else []
+    sentence = next((sentence for sentence in sentences if words.search(sentence)), "")  # type: ignore[union-attr]
+    return sentence if not sentence or sentence[-1] in ".!?" else f"{sentence}."
 
 
 _WEIGHT_SAID = {

@@ -393,6 +393,9 @@ def _people(text: str) -> re.Match[str] | None:
     return (counted or found or [None])[0]
 
 
+# What is left of a capacity question that names no product: "how much is it for 3 people?", "which one?"
+_POINTING_FILLER = re.compile(r"\b(?:how|much|price|cost|costs|one|ones|this|that|these|those|them|they|it|its)\b", re.I)
+
 # "How many people does the Basecamp tent sleep?", "How many people fit in the Ridgeline?": what it is made for.
 _HOW_MANY = re.compile(
     r"^\W*how\s+many\s+(?:people|persons|adults|kids|of us)\s+(?:(?:does|can|will|would)\s+(?:the|your|this|that)\s+"
@@ -412,6 +415,9 @@ def _capacity(context: Context) -> list[Call]:
     if not (people or weight):
         return []
     product = " ".join(_CAPACITY_FILLER.sub(" ", text).split())
+    if context.shown and not _POINTING_FILLER.sub(" ", product).strip():
+        # "How much is it for 3 people?", "which one is for two?" after the tents: the tents shown
+        product = "those"
     if not product:
         return []
     if context.language == "en":  # "a tnet for two": the catalog's word for the typo

@@ -20,8 +20,9 @@ from catalog.grounding import ProductFacts, card, product_facts
 from catalog.search import MATCH_THRESHOLD, search
 
 from ..composition import NO_MATCH, Composition, no_match_reply
-from ..opening import listing
-from .references import Product
+from ..opening import listing, money
+from .details import asks_price
+from .references import Product, pointed_at
 from .registry import Context, register
 
 CAPACITY = "capacity"
@@ -98,7 +99,9 @@ def _and(parts: list[str]) -> str:
     return f" {pgettext('list', 'and')} ".join(parts)
 
 
-def _says(facts: ProductFacts, capacity: Capacity) -> str:
+def _says(facts: ProductFacts, capacity: Capacity, priced: bool = False) -> str:
+    """"the Basecamp 6 Family Tent is made for six people"; ``priced``: with its price after the name (the
+    shopper asked "how much")."""
     said = []
     if capacity.people is not None:
         said.append(
@@ -109,10 +112,16 @@ def _says(facts: ProductFacts, capacity: Capacity) -> str:
         )
     if capacity.load_kg is not None:
         said.append(_("holds up to {kg} kg").format(kg=capacity.load_kg))
-    return _("the {title} {facts}").format(title=facts.title, facts=_and(said))
+    title = f"{facts.title} ({money(facts.price, facts.currency)})" if priced else facts.title
+    return _("the {title} {facts}").format(title=title, facts=_and(said))
 
 
 def _candidates(context: Context, phrase: str) -> list[Product]:
+    """The products of one kind the phrase means: the cards it points at ("those" after the tents), else the
+    first hit's kind."""
+    pointed = pointed_at(context.store, phrase, context.shown)
+    if pointed is not None:
+        return pointed
     hits = [h for h in search(phrase, 6, store=context.store) if h.variant is not None and h.score >= MATCH_THRESHOLD]
     if not hits:
         return []
@@ -148,7 +157,7 @@ def check_capacity(context: Context, arguments: CapacityArguments) -> Compositio
         return _how_many(named or candidates[0])
     # The snuggest fit first: "the best tent for two" is the one made for two, then the one with room for six.
     fitting = sorted((p for p in candidates if _fits(capacity_of(p.facts), arguments)), key=_size)
-    need = _need(arguments)
+    need, priced = _need(arguments), asks_price(context.text)
     sentences = []
     if named is not None:
         capacity, verdict = capacity_of(named.facts), _fits(capacity_of(named.facts), arguments)
@@ -157,12 +166,12 @@ def check_capacity(context: Context, arguments: CapacityArguments) -> Compositio
             sentences.append(sentence.format(title=named.facts.title, need=need))
         else:
             sentence = _("Yes: {says}.") if verdict else _("No: {says}.")
-            sentences.append(sentence.format(says=_says(named.facts, capacity)))
+            sentences.append(sentence.format(says=_says(named.facts, capacity, priced)))
         fitting = [p for p in fitting if p is not named]
         if verdict and fitting:
             fitting = []
     if fitting:
-        names = listing([_says(p.facts, capacity_of(p.facts)) for p in fitting])
+        names = listing([_says(p.facts, capacity_of(p.facts), priced) for p in fitting])
         sentences.append(_("For {need}: {names}.").format(need=need, names=names))
     elif named is None:
         kind = candidates[0].facts.product_type.lower() or _("products")

@@ -190,9 +190,8 @@ def compare_products(context: Context, arguments: CompareArguments) -> Compositi
         by_people = _by_people(products, arguments.ascending)
         if by_people is not None:
             return by_people
-    if arguments.products and unmeasured and not named:
-        # "warmest jacket?" where no jacket has a comfort rating: nothing to rank on, the search's relevance is the
-        # better answer (about the cards shown, the reply says the catalog does not say)
+    if arguments.products and unmeasured and not named and len(products) < 2:
+        # "lightest sleeping pad?" where the store has one, unweighed: nothing to rank, the search's answer
         return search_products(context, SearchArguments(query=context.text))
     # "Which is warmer, the fleece or the down vest?" with no rating for either: what the catalog says of both
     if arguments.attribute != "all" and len(products) > 1 and not (named and unmeasured):

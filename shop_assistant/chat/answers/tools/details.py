@@ -135,12 +135,17 @@ ASK_A_PERSON = gettext_noop("A member of our team can help: ask for a person.")
 _ASKS_PRICE = re.compile(r"\bhow much\b(?!.*\b(?:weigh|hold))|\bprice[sd]?\b|\bcosts?\b", re.IGNORECASE)  # not "how much does it weigh?"
 
 
+def asks_price(question: str) -> bool:
+    """"How much is it?", "what does it cost?", "price?": the question asks what something costs."""
+    return bool(_ASKS_PRICE.search(question))
+
+
 def _answer(facts: ProductFacts, question: str) -> str:
     said = options_sentences(facts, question)
     stock = stock_sentence(facts, question)
     if said or stock:
         return " ".join([*said, *([stock] if stock and stock not in said else [])])
-    if _ASKS_PRICE.search(question):
+    if asks_price(question):
         costs = _("The {title} costs {price}.") if be_for(facts.title) == "is" else _("The {title} cost {price}.")
         priced = costs.format(title=facts.title, price=money(facts.price, facts.currency))
         return " ".join([priced, *([stock_sentence(facts, "in stock")] if not facts.in_stock else [])])

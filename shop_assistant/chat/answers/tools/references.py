@@ -68,13 +68,19 @@ def _from_shown(phrase: str, products: list[Product]) -> list[Product] | None:
     return None
 
 
+def pointed_at(store: Store, phrase: str, cards: Sequence[dict[str, Any]]) -> list[Product] | None:
+    """The shown products a phrase points at ("it", "those", "the cheaper one"), or None when it names something
+    else or nothing was shown."""
+    return _from_shown(_cleaned(phrase), shown(store, cards)) if cards else None
+
+
 def resolve(store: Store, phrase: str, cards: Sequence[dict[str, Any]] = ()) -> list[Product]:
     """The products ``phrase`` means: several for "both" or "those", one for a name, none when the catalog has
     nothing called that."""
     cleaned = _cleaned(phrase)
     if not cleaned:
         return []
-    pointed = _from_shown(cleaned, shown(store, cards)) if cards else None
+    pointed = pointed_at(store, cleaned, cards)
     if pointed is not None:
         return pointed
     hits = [hit for hit in search(cleaned, 3, store=store) if hit.variant is not None and hit.score >= MATCH_THRESHOLD]

@@ -13,6 +13,7 @@ from shop_assistant.chat.answers.retrieval import retrieve
 from shop_assistant.chat.answers.tools import Context, PlanError, execute
 from shop_assistant.chat.answers.tools.capacity import CAPACITY, capacity_of
 from shop_assistant.chat.answers.tools.registry import call
+from tests.chat.answers.conftest import cards_of
 
 pytestmark = pytest.mark.django_db
 
@@ -108,6 +109,19 @@ def test_a_product_whose_text_gives_no_capacity_doesnt_say(shop):
     hammock = check(shop, product="hammock", weight_kg=100)
     assert hammock.reply == "Our catalog doesn't say whether the Drift Camping Hammock is right for 100 kg."
     assert [c["sku"] for c in hammock.cards] == ["DO-DCH"]
+
+
+def test_those_are_the_cards_shown_and_how_much_gives_each_price(shop):
+    # "How much is it for 3 people?" after the tents was "Sorry, we don't carry it."
+    tents = cards_of(shop, "Ridgeline 2-Person Tent", "Basecamp 6 Family Tent")
+    composition = execute(Context(shop, "How much is it for 3 people?", retrieve, "", tents),
+                          [call("check_capacity", product="those", people=3)])  # fmt: skip
+    assert composition.reply == "For 3 people: the Basecamp 6 Family Tent (429.00 USD) is made for six people."
+    assert [c["sku"] for c in composition.cards] == ["DO-BC6"]
+    # no price asked, none said
+    assert check(shop, "Which tent is for two people?", product="tent", people=2).reply == (
+        "For 2 people: the Ridgeline 2-Person Tent is made for 2 people and the Basecamp 6 Family Tent is made for six people."
+    )
 
 
 def test_a_product_the_catalog_does_not_have_is_a_no_match(shop):
