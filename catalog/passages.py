@@ -169,6 +169,9 @@ class _StoreIndex:
     described_words: frozenset[str] = frozenset()
     # The documents' bodies, in the store's order: what the model's sentences are checked against.
     documents: tuple[str, ...] = ()
+    # Words of every document ("order": the returns, shipping and warranty policies and the FAQ all say it): a
+    # sentence does not answer a question ("how do I order?") for sharing one.
+    common_words: frozenset[str] = frozenset()
 
 
 # store id -> index
@@ -205,8 +208,20 @@ def _build(store: Store, stamp: tuple) -> _StoreIndex:
                 question_vectors[row] = next(encoded)
     naming, described = _catalog_words(store)
     return _StoreIndex(
-        stamp, passages, vectors, question_vectors, naming, described, tuple(document.body for document in documents)
+        stamp, passages, vectors, question_vectors, naming, described, tuple(document.body for document in documents),
+        _common_words(passages),
     )
+
+
+def _common_words(passages: list[Passage]) -> frozenset[str]:
+    """The words found in every one of the store's documents, when it has three or more (with fewer, a word of
+    each may still be the one that tells them apart)."""
+    documents: dict[str, set[int]] = {}
+    for passage in passages:
+        for word in passage.words:
+            documents.setdefault(word, set()).add(passage.document_id)
+    count = len({passage.document_id for passage in passages})
+    return frozenset(word for word, ids in documents.items() if count >= 3 and len(ids) == count)
 
 
 def store_index(store: Store) -> _StoreIndex:
@@ -237,7 +252,8 @@ def score_passages(question: str, query: np.ndarray, index: _StoreIndex, keep_al
         return []
     cosine = np.maximum(index.vectors @ query, index.question_vectors @ query)
     asked = content_words(question)
-    topical = asked - index.catalog_words
+    # "how do I place an order?" shares "order" with a returns sentence: a word of every document tells none apart
+    topical = asked - index.catalog_words - index.common_words
     kinds = set(kinds_asked(question))
     matches = []
     for row, passage in enumerate(index.passages):

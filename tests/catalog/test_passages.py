@@ -132,9 +132,21 @@ def test_blind_questions_dev_and_test_halves(demo):
     dev = answered(demo, BLIND[0::2] + EVALUATION)
     test = answered(demo, BLIND[1::2])
     # Measured when the weights were set: dev 24 of 28, the held-out half 8 of 15 (the old keyword quote: 19 and
-    # 6). A change that loses any of them is a regression.
-    assert sum(dev) >= 24, dev
-    assert sum(test) >= 8, test
+    # 6); 9 of 15 later. Since a word of every document ("order") no longer counts as shared: dev 25, the held-out
+    # half 10 ("Can I pick up my order in person?" and "Do I need an account to order?" no longer quote the FAQ's
+    # cancelling line). A change that loses any of them is a regression.
+    assert sum(dev) >= 25, dev
+    assert sum(test) >= 10, test
+
+
+@pytest.mark.django_db
+def test_a_word_of_most_documents_answers_nothing_alone(demo):
+    # "order" is in the returns, shipping and warranty policies and the FAQ: "how do I order?" was quoted the
+    # returns sentence "Start a return from the link in your order email".
+    assert passages.store_index(demo).common_words == {"order", "email"}
+    assert passages.answering(demo, "how do I order?") == []
+    assert passages.answering(demo, "How do I place an order?") == []
+    assert name(passages.answering(demo, "Can I cancel my order?")[0].passage) == "F3"  # its other words still answer
 
 
 @pytest.mark.django_db
