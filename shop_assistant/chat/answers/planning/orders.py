@@ -64,6 +64,10 @@ _GENERAL = re.compile(
     r"|do you (?:let me|allow me to))\s+(?:return|cancel|exchange|refund|send back)\s+(?:my|an|the) order\b",
     re.IGNORECASE,
 )
+# "When will my order ship if I buy today?": an order not placed yet, so the store's shipping policy answers, not
+# a look-up that asks for a number the shopper does not have.
+_NOT_PLACED = any_word(r"if i (?:buy|order|place (?:it|an order|the order)|purchase|get) (?:it |them |one |this |that )?"
+                       r"(?:today|now|tonight|tomorrow|this (?:morning|afternoon|evening|week))")
 _POLICY_WORD = any_word("polic(?:y|ies)")
 _POLICY_QUESTION_CHARS = 200  # policy_lookup's bound on its question
 
@@ -146,7 +150,8 @@ def plan(context: Context) -> list[Call]:
     wanted = _exchange_answer(text, state)
     if wanted and state is not None and state.order is not None:
         return [call("order_return", order_number=state.order.number, kind="exchange", wanted=wanted)]
-    if ORDER_STATUS_PATTERN.search(text) or _MY_ORDER.search(text):
+    placed = not _NOT_PLACED.search(text) or getattr(state, "order", None) is not None or _arguments(text, True)
+    if placed and (ORDER_STATUS_PATTERN.search(text) or _MY_ORDER.search(text)):
         return _intent(text, True) or [call("order_status", **_arguments(text, True))]
     if state is None:
         return []

@@ -111,7 +111,7 @@ _EITHER = (
     ),
 )
 _COMPARE_FILLER = re.compile(
-    r"\b(?:what(?:'s| is| are)?|the|differences?|between|compare|your|for [a-z ]+$|,? ?what's the difference)\b|[?.!]",
+    r"\b(?:what(?:['’]?s| is| are)?|the|differences?|between|compare|your|for [a-z ]+$|,? ?what['’]?s the difference)\b|[?.!]",
     re.IGNORECASE,
 )
 # Budgets said without "under": "I have 100 dollars", "around 50 bucks", "budget of 80"

@@ -78,3 +78,12 @@ def test_can_i_still_cancel_my_order_asks_for_the_order_and_a_policy_question_st
     assert _calls("What's your policy on cancelling my order?", OrderState())[0][0] == "policy_lookup"
     assert _calls("it's 1004, riley@example.com", OrderState(waiting_for="order_cancel")) == [
         ("order_cancel", {"order_number": "1004", "email": "riley@example.com"})]
+
+
+def test_an_order_not_placed_yet_is_no_look_up():
+    """"When will my order ship if I buy today?" asked for an order number the shopper cannot have; the search
+    answers it (the shipping policy). With a number, or an order verified in the chat, it is that order's."""
+    assert _calls("When will my order ship if I buy today?", OrderState()) == []
+    assert _calls("When will my order arrive if I order it now?", OrderState()) == []
+    assert _calls("When will my order 1002 ship if I buy today?", OrderState())[0][0] == "order_status"
+    assert _calls("When will my order ship?", OrderState())[0][0] == "order_status"

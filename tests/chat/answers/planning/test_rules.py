@@ -98,6 +98,8 @@ TABLE = [
     ("Which is cheaper, the mug or the cookset?", False,
      [("compare_products", {"products": ["mug", "cookset"], "attribute": "price", "ascending": True})]),
     ("Is the Alpine or the Breeze better for summer?", False, [("compare_products", {"products": ["Alpine", "Breeze"]})]),
+    ("Whats the difference between the two rain jackets?", False,  # "whats" was a word of the name: the vest came too
+     [("compare_products", {"products": ["two rain jackets"]})]),
     ("Is the tent or the hammock lighter?", False,
      [("compare_products", {"products": ["tent", "hammock"], "attribute": "weight", "ascending": True})]),
     # follow-ups about the cards shown
