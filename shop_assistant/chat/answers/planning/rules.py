@@ -166,6 +166,13 @@ _YES_NO_OF_ONE = re.compile(
     r"^\W*(?:is|does|can|will|would)\s+(?:the|your|this|that)\s+(.+?)\s*[?.!]*$",
     re.IGNORECASE,
 )
+# "What's the price of the Summit backpack?", "How much does the Summit backpack cost?": the price of the one
+# product named (the search listed the Daytripper beside it, "the least expensive" first).
+_PRICE_OF_ONE = re.compile(
+    r"^\W*(?:what(?:['’]?s| is) the price of|how much (?:is|are|does|do)|what does|what do)\s+(?:the|your|this|that)\s+"
+    r"(.+?)(?:\s+(?:cost|costs|go for|sell for))?\s*[?.!]*$",
+    re.IGNORECASE,
+)
 MAX_NAME_WORDS = 3  # "the first aid kit"
 # ("come with a pot" is a part of the product; "work with the micro stove" names another)
 _ANOTHER_NAMED = any_word(r"(?:with|to) (?:the|your|my) [a-z]+", r"(?:and|or|than|vs\.?|versus) (?:the|your|a|an|my) [a-z]+")
@@ -476,11 +483,12 @@ def _budget(text: str) -> Decimal | None:
 
 
 def _asked_of_one(context: Context) -> list[Call]:
-    """A yes/no question about the one product the message's first words name: "the down vest" (one product is
-    called that), not "the tent" (two are: the search lists both) nor "the hoodie" (none is, whatever the best hit:
-    "is the hoodie in stock?" must not answer about the sun hat). A typo of a title's word names it ("hamock")."""
+    """A yes/no or price question about the one product the message's first words name: "the down vest" (one
+    product is called that), not "the tent" (two are: the search lists both) nor "the hoodie" (none is, whatever
+    the best hit: "is the hoodie in stock?" must not answer about the sun hat). A typo of a title's word names it
+    ("hamock")."""
     text = context.text
-    asked_of = _YES_NO_OF_ONE.match(text)
+    asked_of = _YES_NO_OF_ONE.match(text) or _PRICE_OF_ONE.match(text)
     if not asked_of or _ANOTHER_NAMED.search(asked_of.group(1)) or sales.mentions_sales(text):
         return []
     words = asked_of.group(1).split()

@@ -148,7 +148,12 @@ def _answer(facts: ProductFacts, question: str) -> str:
     if asks_price(question):
         costs = _("The {title} costs {price}.") if be_for(facts.title) == "is" else _("The {title} cost {price}.")
         priced = costs.format(title=facts.title, price=money(facts.price, facts.currency))
-        return " ".join([priced, *([stock_sentence(facts, "in stock")] if not facts.in_stock else [])])
+        sale = []
+        if facts.on_sale:
+            was = _("The {title} is on sale: down from {price}.") if be_for(facts.title) == "is" else _(
+                "The {title} are on sale: down from {price}.")
+            sale = [was.format(title=facts.title, price=money(facts.compare_at_price, facts.currency))]
+        return " ".join([priced, *sale, *([stock_sentence(facts, "in stock")] if not facts.in_stock else [])])
     sentence = closest_sentence(facts, question)
     # no sentence of the description gives a volume: the name may ("Insulated Steel Water Bottle 750 ml")
     volume = comparison.volume_of(facts) if sentence is None and _degree(question) == "volume" else None

@@ -150,7 +150,12 @@ TABLE = [
     ("What's a good gift for a hiker?", False, [("suggest_gifts", {"interests": "hiking"})]),  # who does it: its doing
     ("A present for a teenager who likes camping", False, [("suggest_gifts", {"interests": "camping"})]),
     ("A gift for my older brother who loves camping", False, [("suggest_gifts", {"interests": "camping"})]),
-    ("How much is the Ridgeline tent?", False, [("search_products", {})]),  # its price: the search's opening
+    # the price of the one product named: its details ("the Summit backpack" was listed with the Daytripper, "the
+    # least expensive" first); "the tent" names two, the search lists both
+    ("How much is the Ridgeline tent?", False, [("product_details", {"product": "Ridgeline 2-Person Tent"})]),
+    ("What's the price of the Summit backpack?", False, [("product_details", {"product": "Summit 40L Backpack"})]),
+    ("How much does the Summit backpack cost?", False, [("product_details", {"product": "Summit 40L Backpack"})]),
+    ("How much is the tent?", False, [("search_products", {})]),
     ("How are your sleeping bags?", False, [("search_products", {})]),
     ("How good is the headlamp?", False, [("search_products", {})]),  # no degree a description measures
     ("How long does the shipping take?", False, [("search_products", {})]),  # the store's, not a product's

@@ -133,6 +133,9 @@ def test_how_much_is_it_is_its_price(shop):
     poles = details(shop, "how much do they cost?", cards_of(shop, "Aluminium Trekking Poles (Pair)"), product="it",
                     question="how much do they cost?")
     assert poles.reply == "The Aluminium Trekking Poles (Pair) cost 59.00 USD."
+    # marked down: the price before it too, as the search's opening said it
+    tent = details(shop, "How much is the Ridgeline tent?", product="Ridgeline 2-Person Tent", question="How much is the Ridgeline tent?")
+    assert tent.reply == "The Ridgeline 2-Person Tent costs 249.00 USD. The Ridgeline 2-Person Tent is on sale: down from 279.00 USD."
 
 
 @pytest.mark.parametrize(
