@@ -123,6 +123,8 @@ def test_what_was_asked_for():
     assert requested_thing("Do you have coffee beans under $20?") == "coffee beans"
     assert requested_thing("Do you have a product that does something very specific for me today?") == ""
     assert requested_thing("What's new?") == "" and requested_thing("anything popular?") == ""  # no thing asked for
+    # the catalog as a whole beside another word asks a property of it: "we don't carry products sustainable" read wrong
+    assert requested_thing("Are your products sustainable?") == "" and requested_thing("Are your items made in the USA?") == ""
     assert requested_thing("Do you have anything for mosquitoes?") == "anything for mosquitoes"  # its "for" kept
     assert asks_the_catalog("I'm looking for something special for my brother's birthday party")
     assert not asks_the_catalog("I like long walks in the mountains and the smell of pine trees.")

@@ -115,6 +115,8 @@ _REQUEST_NOISE = frozenset(
 _NO_THING = asked.NOT_A_KIND | frozenset(
     "what's whats what new newest latest popular best good nice cool trending recommended hot else other others".split()
 )
+# Words for the catalog as a whole: beside another word, what is asked is a property of it, no thing.
+_THE_CATALOG = frozenset("products product items item things thing stuff".split())
 # A message asking the catalog for something: when nothing matches, it gets the no-match reply. Anything else
 # the catalog has nothing for ("I like long walks") is left to the model, told that nothing matched.
 _REQUEST = re.compile(
@@ -223,6 +225,8 @@ def requested_thing(text: str) -> str:
         return ""  # "What's new?" asks for no thing: "we don't carry new" reads as a mistake
     if not 1 <= len(words) <= 4:
         return ""
+    if len(words) > 1 and any(word in _THE_CATALOG for word in words):
+        return ""  # "Are your products sustainable?" asks of the catalog: "we don't carry products sustainable"
     if len(words) > 1 and words[0] in ("anything", "something") and f"{words[0]} for " in cleaned:
         words.insert(1, "for")  # "anything for mosquitoes", not "anything mosquitoes"
     return " ".join(words)

@@ -488,11 +488,15 @@ def _asked_of_one(context: Context) -> list[Call]:
     the best hit: "is the hoodie in stock?" must not answer about the sun hat). A typo of a title's word names it
     ("hamock")."""
     text = context.text
-    asked_of = _YES_NO_OF_ONE.match(text) or _PRICE_OF_ONE.match(text)
+    priced = _PRICE_OF_ONE.match(text)
+    asked_of = _YES_NO_OF_ONE.match(text) or priced
     if not asked_of or _ANOTHER_NAMED.search(asked_of.group(1)) or sales.mentions_sales(text):
         return []
     words = asked_of.group(1).split()
-    for length in range(1, min(len(words), MAX_NAME_WORDS) + 1):  # "down" calls two products, "down vest" one
+    # "down" calls two products, "down vest" one; a price question's phrase is the name whole ("sun" of "the sun
+    # hoodie" calls the sun hat)
+    lengths = [len(words)] if priced else range(1, min(len(words), MAX_NAME_WORDS) + 1)
+    for length in lengths:
         named = _called(context, " ".join(words[:length]))
         if named is None:
             return []
