@@ -48,7 +48,7 @@ _AROUND = frozenset(
     ordering purchase sell selling carry carrying stock stocking offer offering show tell please pls hi hello
     hey there how much many what which where when who whats what's about also still just really actually
     maybe perhaps sure know wondering wonder if whether one kind sort bring take wear recommend suggest choose
-    pick""".split()
+    pick going planning heading""".split()  # "I'm going on a 3 day hike": no "going" is asked for
 ) | frozenset(
     # Judgements of a thing, not the thing: "what's good for a rainy hike?" names no kind, "the best tent" a tent.
     "good best great nice ideal suitable decent perfect better".split()
@@ -77,7 +77,7 @@ NOT_A_KIND = frozenset(
     refund refunds order orders item items product products stuff recommendation recommendations idea ideas
     help question questions information info way difference alternative alternatives replacement spare
     parts part accessory accessories model models version versions small medium large xl xs extra dollars
-    dollar bucks euros usd eur gear equipment supplies essentials""".split()
+    dollar bucks euros usd eur gear equipment supplies essentials tip tips advice suggestion suggestions""".split()
 )
 _SPANISH = re.compile(
     r"[¿¡ñáéíóú]|\b(?:tienen|tienes|hay|quiero|busco|necesito|para|una|unos|unas|los|las|el|la|del|con|por|"
