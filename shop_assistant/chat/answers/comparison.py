@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
@@ -212,7 +213,9 @@ def _by_measure(
         check = _("A member of our team can check: ask for a person.")
         # "warmest jacket?" with no rating: no ranking, but what each description says of warmth ("a soft, warm
         # mid layer"), the products that say it first
-        spoken = [(i, _spoken_of(shown[i][1], attribute)) for i in range(len(shown))]
+        # (in English only: the descriptions are the store's English, and half-English answers read wrong)
+        english = (get_language() or "en").startswith("en")
+        spoken = [(i, _spoken_of(shown[i][1], attribute) if english else "") for i in range(len(shown))]
         order = [i for i, sentence in spoken if sentence] + [i for i, sentence in spoken if not sentence]
         quoted = [_("The {title}: {sentence}").format(title=shown[i][1].title, sentence=sentence) for i, sentence in spoken if sentence]
         return order, " ".join([_(said["none"]).format(names=names), *quoted, check])

@@ -300,9 +300,12 @@ def _capacity_in_another_language(context: Context) -> list[Call]:
     people = _PEOPLE_OTHER.search(context.text)
     if not people or context.language == "en":
         return []
-    product = terms.search_words(context.store, context.text, lang=context.language)
-    if not product.strip() or product == context.text:
-        return []  # no catalog word read from the message: nothing to check the count against
+    asked = _PEOPLE_OTHER.sub(" ", context.text)  # "3 personas" is the count, not a "2-Person" tent's name
+    product = terms.search_words(context.store, asked, lang=context.language)
+    if not product.strip() or product == asked:
+        if not context.shown:
+            return []  # no catalog word read from the message: nothing to check the count against
+        product = "those"  # "¿Cuánto cuesta para 3 personas?" after the tents: the tents shown
     count = people.group(1).lower()
     return [call("check_capacity", product=product, people=int(count) if count.isdigit() else _NUMBER_WORDS_OTHER[count])]
 
@@ -369,6 +372,30 @@ def _follow_up_in_another_language(context: Context) -> list[Call]:
         # "Elle existe en taille M ?", "¿Viene en color negro?": the card's sizes, colours or stock
         return [call("product_details", product="it", question=english)]
     return []
+
+
+_RANKING_WORDS = frozenset({"cheaper", "more expensive", "warmer", "lighter", "heavier", "bigger", "smaller"})
+
+
+def _ranked_in_another_language(context: Context) -> list[Call]:
+    """"Quelle est la tente la plus légère ?", "¿Cuál es la chaqueta más abrigada?" with no cards shown: the
+    kind's products ranked on what is asked, the kind in the catalog's words (the store's synonyms read the
+    message without its ranking words). A kind the catalog has no word for is left to the search."""
+    patterns = _FOLLOW_UP_PATTERNS.get(context.language)
+    if not patterns or context.shown:
+        return []
+    english, rest = context.text, context.text
+    for pattern, word in patterns:
+        english = pattern.sub(word, english)
+        if word in _RANKING_WORDS:
+            rest = pattern.sub(" ", rest)
+    asked = next(((attribute, ascending) for pattern, attribute, ascending in _RANKED if pattern.search(english)), None)
+    if asked is None:
+        return []
+    kind = terms.search_words(context.store, rest, lang=context.language)
+    if kind == rest or not content_words(kind) & passages.store_index(context.store).catalog_words:
+        return []
+    return [call("compare_products", products=[kind], attribute=asked[0], ascending=asked[1])]
 
 
 _OF_THE_CARD = any_word("size", "colour", "in stock")
@@ -535,7 +562,7 @@ def plan(context: Context) -> list[Call]:
         return planned
     planned = (
         _total(context) or _capacity(context) or _capacity_in_another_language(context)
-        or _follow_up_in_another_language(context)
+        or _follow_up_in_another_language(context) or _ranked_in_another_language(context)
     )
     if planned:
         return planned

@@ -132,7 +132,11 @@ ASK_A_PERSON = gettext_noop("A member of our team can help: ask for a person.")
 
 
 # "How much is it?", a model's plan of "¿Cuánto cuesta la linterna frontal?": the price, from the variant's row.
-_ASKS_PRICE = re.compile(r"\bhow much\b(?!.*\b(?:weigh|hold))|\bprice[sd]?\b|\bcosts?\b", re.IGNORECASE)  # not "how much does it weigh?"
+_ASKS_PRICE = re.compile(  # not "how much does it weigh?"; in the languages the answers are written in too
+    r"\bhow much\b(?!.*\b(?:weigh|hold))|\bprice[sd]?\b|\bcosts?\b"
+    r"|\bcu[áa]nto\b|\bprecios?\b|\bcuestan?\b|\bcombien\b|\bprix\b|\bco[ûu]tent?\b|\bwie ?viel\b|\bpreise?\b|\bkostet\b",
+    re.IGNORECASE,
+)
 
 
 def asks_price(question: str) -> bool:

@@ -121,9 +121,19 @@ TABLE = [
     ("What should I get my wife who always feels cold when camping?", False, [("suggest_gifts", {})]),  # "get my wife"
     ("something for my tent", False, [("search_products", {})]),
     ("Which tent is best for a family of five?", False, [("check_capacity", {"people": 5})]),  # "for a" is no count
+    # a kind ranked, asked in another language with no cards shown (it was a search of "tent lightweight", which
+    # found nothing); the kind in the catalog's words
+    ("Quelle est la tente la plus légère ?", False,
+     [("compare_products", {"products": ["tent"], "attribute": "weight", "ascending": True})]),
+    ("¿Cuál es la chaqueta más abrigada?", False,
+     [("compare_products", {"products": ["jacket"], "attribute": "warmth", "ascending": True})]),
+    ("Welcher Rucksack ist größer?", False,
+     [("compare_products", {"products": ["backpack"], "attribute": "volume", "ascending": False})]),
+    ("¿Tienen algo más barato?", False, [("search_products", {})]),  # no kind named: the search
     # a count of people asked of the cards shown (it was a search of "How much": "Sorry, we don't carry it.")
     ("How much is it for 3 people?", True, [("check_capacity", {"product": "those", "people": 3})]),
     ("which one is for two people?", True, [("check_capacity", {"product": "those", "people": 2})]),
+    ("¿Cuánto cuesta para 3 personas?", True, [("check_capacity", {"product": "those", "people": 3})]),  # "3 person" was the product
     ("How warm is the down sleeping bag?", False, [("product_details", {"product": "down sleeping bag"})]),
     ("How much does the Alpine bag weigh?", False, [("product_details", {"product": "Alpine bag"})]),
     ("Is the Breeze bag good for summer?", False, [("product_details", {"product": "Breeze bag"})]),

@@ -4,6 +4,7 @@ fit, and "doesn't say" when the catalog does not."""
 from __future__ import annotations
 
 import pytest
+from django.utils import translation
 
 from catalog.grounding import product_facts
 from catalog.search import search
@@ -118,6 +119,10 @@ def test_those_are_the_cards_shown_and_how_much_gives_each_price(shop):
                           [call("check_capacity", product="those", people=3)])  # fmt: skip
     assert composition.reply == "For 3 people: the Basecamp 6 Family Tent (429.00 USD) is made for six people."
     assert [c["sku"] for c in composition.cards] == ["DO-BC6"]
+    with translation.override("es"):
+        spanish = execute(Context(shop, "¿Cuánto cuesta para 3 personas?", retrieve, "", tents),
+                          [call("check_capacity", product="those", people=3)])  # fmt: skip
+    assert spanish.reply == "Para 3 personas: Basecamp 6 Family Tent (429.00 USD) es para 6 personas."
     # no price asked, none said
     assert check(shop, "Which tent is for two people?", product="tent", people=2).reply == (
         "For 2 people: the Ridgeline 2-Person Tent is made for 2 people and the Basecamp 6 Family Tent is made for six people."

@@ -7,6 +7,7 @@ import re
 from decimal import Decimal
 
 import pytest
+from django.utils import translation
 
 from catalog.models import Variant
 from shop_assistant.chat.answers.composition import COMPARE, MODEL, NO_MATCH
@@ -88,6 +89,10 @@ def test_a_kinds_products_by_warmth_and_a_kind_without_ratings_says_what_their_d
     assert jackets.reply.startswith("Our catalog doesn't list a comfort temperature for ")
     assert "so I can't tell which is warmer. The Cascade Fleece Jacket: A soft, warm mid layer made from recycled polyester fleece. " in jackets.reply
     assert jackets.reply.endswith("A member of our team can check: ask for a person.") and "least expensive" not in jackets.reply
+    # in Spanish, no English description quoted into the answer
+    with translation.override("es"):
+        spanish = compare(shop, "¿Cuál es la chaqueta más abrigada?", products=["jacket"], attribute="warmth")
+    assert spanish.reply.startswith("Nuestro catálogo no indica la temperatura de confort de ") and "warm" not in spanish.reply
 
 
 def test_a_ranking_of_another_kind_than_the_cards_shown_ranks_that_kind(shop):
