@@ -353,8 +353,8 @@ def _follow_up_in_another_language(context: Context) -> list[Call]:
     """"¿Cuál es más caliente?" after two sleeping bags: which of the cards is warmer; "¿Cuánto cuestan los dos
     juntos?": their total. The tools' sentences are in the shopper's language."""
     patterns = _FOLLOW_UP_PATTERNS.get(context.language)
-    if not patterns or not context.shown:
-        return []
+    if not patterns or not context.shown or _names_another_kind(context):
+        return []  # "Quelle est la tente la plus légère ?" after a backpack: the tents (``_ranked_in_another_language``)
     english = context.text
     for pattern, word in patterns:
         english = pattern.sub(word, english)
@@ -382,7 +382,7 @@ def _ranked_in_another_language(context: Context) -> list[Call]:
     kind's products ranked on what is asked, the kind in the catalog's words (the store's synonyms read the
     message without its ranking words). A kind the catalog has no word for is left to the search."""
     patterns = _FOLLOW_UP_PATTERNS.get(context.language)
-    if not patterns or context.shown:
+    if not patterns or (context.shown and not _names_another_kind(context)):
         return []
     english, rest = context.text, context.text
     for pattern, word in patterns:
@@ -407,6 +407,15 @@ def _names_a_kind(context: Context) -> bool:
     talla M?": jackets), so it is a search, not a question about the card."""
     read = content_words(terms.search_words(context.store, context.text, lang=context.language))
     return bool(read & passages.store_index(context.store).catalog_words)
+
+
+def _names_another_kind(context: Context) -> bool:
+    """The message names, in the catalog's words, a kind none of the cards shown is called by ("tente" after the
+    Summit backpack); not "¿Cuál de las chaquetas abriga más?" after two jackets."""
+    read = content_words(terms.search_words(context.store, context.text, lang=context.language))
+    named = read & passages.store_index(context.store).catalog_words
+    titles = set().union(*(content_words(str(card.get("title") or "")) for card in context.shown))
+    return bool(named) and not named <= titles
 
 
 def _points_back(text: str, shown: list[dict[str, Any]]) -> bool:

@@ -349,3 +349,15 @@ def test_a_follow_up_about_the_cards_in_another_language(shop, text, expected):
 def test_a_message_in_another_language_that_names_a_kind_is_no_follow_up_about_the_card(shop):
     """"¿Tienen chaquetas en talla M?" after the tents asks for jackets, not the tent's sizes."""
     assert planned(shop, "¿Tienen chaquetas en talla M?", CARDS)[0][0] == "search_products"
+
+
+def test_a_ranking_in_another_language_that_names_another_kind_than_the_cards_ranks_that_kind(shop):
+    # "Quelle est la tente la plus légère ?" after the Summit backpack's card was "Notre catalogue n'indique pas le
+    # poids de Summit 40L Backpack ...": the card compared, not the tents
+    summit = [{"sku": "DO-S40-SLT", "title": "Summit 40L Backpack (Slate)"}]
+    assert planned(shop, "Quelle est la tente la plus légère ?", summit) == [
+        ("compare_products", {"products": ["tent"], "attribute": "weight", "ascending": True})]
+    # the cards' own kind named, or none: a question about the cards
+    assert planned(shop, "Laquelle des tentes est la plus légère ?", CARDS) == [
+        ("compare_products", {"products": [], "attribute": "weight", "ascending": True})]
+    assert planned(shop, "¿Cuál es más barata?", summit)[0][1]["attribute"] == "price"
