@@ -77,7 +77,7 @@ _SYNONYMS = {
     "money": "refund", "reimburse": "refund", "reimbursement": "refund", "refunded": "refund",
     "parcel": "package", "order": "order", "delivery": "ship", "deliver": "ship", "delivered": "ship",
     "shipping": "ship", "shipped": "ship", "ships": "ship", "postage": "ship", "dispatch": "ship",
-    "arrive": "ship", "arrives": "ship", "arrival": "ship",
+    "arrive": "ship", "arrives": "ship", "arrival": "ship", "leave": "ship",  # "leave our warehouse"
     "wore": "wear", "worn": "wear", "wearing": "wear", "used": "use", "using": "use",
     "boot": "footwear", "shoe": "footwear", "sneaker": "footwear", "trainer": "footwear",
     "contact": "reach", "reaching": "reach", "phone": "reach", "call": "reach",

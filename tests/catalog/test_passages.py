@@ -134,9 +134,10 @@ def test_blind_questions_dev_and_test_halves(demo):
     # Measured when the weights were set: dev 24 of 28, the held-out half 8 of 15 (the old keyword quote: 19 and
     # 6); 9 of 15 later. Since a word of every document ("order") no longer counts as shared: dev 25, the held-out
     # half 10 ("Can I pick up my order in person?" and "Do I need an account to order?" no longer quote the FAQ's
-    # cancelling line). A change that loses any of them is a regression.
+    # cancelling line); held-out 11 since "leave" (our warehouse) is shipping ("Do you deliver on weekends?" gets the
+    # same-day sentence). A change that loses any of them is a regression.
     assert sum(dev) >= 25, dev
-    assert sum(test) >= 10, test
+    assert sum(test) >= 11, test
 
 
 @pytest.mark.django_db
@@ -147,6 +148,8 @@ def test_a_word_of_most_documents_answers_nothing_alone(demo):
     assert passages.answering(demo, "how do I order?") == []
     assert passages.answering(demo, "How do I place an order?") == []
     assert name(passages.answering(demo, "Can I cancel my order?")[0].passage) == "F3"  # its other words still answer
+    # "Orders placed before 2 pm ... leave our warehouse the same day", not the tracking link's sentence
+    assert name(passages.answering(demo, "When will my order ship if I buy today?")[0].passage) == "S1"
 
 
 @pytest.mark.django_db
