@@ -66,7 +66,8 @@ _VERBS_AFTER = frozenset("work works fold folds last lasts keep keeps weigh weig
 # words that name no product (not "light": "is the camp light bright?").
 _PREDICATES = frozenset(
     """easy hard difficult simple waterproof washable warm cold comfortable comfy heavy durable sturdy
-    breathable compatible big small wide narrow tall long short bright quiet noisy safe ok okay worth""".split()
+    breathable compatible big small wide narrow tall long short bright quiet noisy safe ok okay worth allowed
+    permitted included rated suitable""".split()
 )
 _COPULAS = frozenset("is are was were".split())
 # Words that name no product: a question about one of these is not a request for a kind of product.

@@ -372,7 +372,7 @@ def _of_the_kind_asked(text: str, hits: list[SearchHit]) -> list[SearchHit]:
     return [hit for hit in hits if kinds[id(hit)] & named]
 
 
-def _of_the_kind_named(store: Store, text: str, hits: list[SearchHit]) -> list[SearchHit]:
+def of_the_kind_named(store: Store, text: str, hits: list[SearchHit]) -> list[SearchHit]:
     """Only the hits that are the kind of product the shopper names, when the store sells nothing called that
     ("the sun hoodie" is not the Wide-Brim Sun Hat; "a raincoat" is the rain jacket): see ``catalog.asked``."""
     named = asked.named_kind(text) if hits else None
@@ -486,7 +486,7 @@ def ground(
         ][:k]  # fmt: skip
         floor = max(MATCH_THRESHOLD, RELATIVE_CUTOFF * hits[0].score) if hits else MATCH_THRESHOLD
         hits = _of_the_kind_asked(text, [hit for hit in hits if hit.score >= floor and _means_it(hit)])
-        hits = _of_the_kind_named(store, text, hits)
+        hits = of_the_kind_named(store, text, hits)
         if not hits:
             hits = _the_kind_alone(store, text, k, low, high, in_stock, setting)
         answers = passages.answering(store, text, query_vector(text))

@@ -12,7 +12,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from catalog import passages, sales, terms
+from catalog import grounding, passages, sales, terms
 from catalog.grounding import price_limits
 from catalog.asked import Named, sold_as
 from catalog.passages import content_words
@@ -536,9 +536,17 @@ def _asked_of_one(context: Context) -> list[Call]:
         named = _called(context, " ".join(words[:length]))
         if named is None:
             return []
+        if named and length < len(words) and not _is_the_kind_named(context, named):
+            return []  # "Is the sun hoodie in stock?": "sun" calls the sun hat, the message a hoodie
         if named:
             return [call("product_details", product=named, question=text)]
     return []
+
+
+def _is_the_kind_named(context: Context, title: str) -> bool:
+    """The product called ``title`` is the kind of thing the message names (``grounding.of_the_kind_named``)."""
+    hits = [hit for hit in search(title, 1, store=context.store) if hit.product.title == title]
+    return not hits or bool(grounding.of_the_kind_named(context.store, context.text, hits))
 
 
 def _called(context: Context, phrase: str) -> str | None:

@@ -361,3 +361,11 @@ def test_a_ranking_in_another_language_that_names_another_kind_than_the_cards_ra
     assert planned(shop, "Laquelle des tentes est la plus légère ?", CARDS) == [
         ("compare_products", {"products": [], "attribute": "weight", "ascending": True})]
     assert planned(shop, "¿Cuál es más barata?", summit)[0][1]["attribute"] == "price"
+
+
+def test_a_yes_no_question_about_a_product_the_store_lacks_is_not_about_the_one_its_first_word_calls(shop):
+    # "Is the sun hoodie in stock?" answered "The Wide-Brim Sun Hat is in stock now." ("sun" calls the hat)
+    assert planned(shop, "Is the sun hoodie in stock?")[0][0] == "search_products"
+    assert planned(shop, "Is the sun hat in stock?") == [
+        ("product_details", {"product": "Wide-Brim Sun Hat", "question": "Is the sun hat in stock?"})]
+    assert planned(shop, "Is the stove allowed on planes?")[0][1]["product"] == "Micro Backpacking Stove"
