@@ -590,10 +590,7 @@ def products_opening(
         sentences += [s for s in stock if s] or ([] if options.told_stock else [filler])
     for product in products:
         if product.on_sale and (asks_sale or len(products) == 1):
-            was = money(product.compare_at_price, product.currency)  # type: ignore[arg-type]
-            sentences.append(_agreeing(
-                product.title, _("The {title} is on sale: down from {price}."), _("The {title} are on sale: down from {price}.")
-            ).format(title=product.title, price=was))
+            sentences.append(sale_sentence(product))
     if asks_sale and not any(p.on_sale for p in products):
         sentences.append(_("These are at their regular prices right now."))
     prices = {p.price for p in products}
@@ -612,6 +609,14 @@ def products_opening(
     if not asks_stock:
         sentences += [s for s in stock if s]
     return Opening(" ".join(dict.fromkeys(sentences)), "product" if len(products) == 1 else "products")
+
+
+def sale_sentence(product: ProductFacts) -> str:
+    """"The Ridgeline 2-Person Tent is on sale: down from 279.00 USD." (a product marked down: ``on_sale``)."""
+    was = money(product.compare_at_price, product.currency)  # type: ignore[arg-type]
+    return _agreeing(
+        product.title, _("The {title} is on sale: down from {price}."), _("The {title} are on sale: down from {price}.")
+    ).format(title=product.title, price=was)
 
 
 def settles(question: str, passage_text: str) -> str | None:

@@ -349,12 +349,20 @@ _FOLLOW_UP_PATTERNS = {
 }
 
 
-def _follow_up_in_another_language(context: Context) -> list[Call]:
+def _in_another_language(context: Context) -> list[Call]:
+    """A comparing or totalling question in Spanish, French or German: about the cards shown, unless it names
+    another kind ("Quelle est la tente la plus légère ?" after a backpack ranks the tents)."""
+    patterns = _FOLLOW_UP_PATTERNS.get(context.language)
+    if not patterns:
+        return []
+    if context.shown and not _names_another_kind(context):
+        return _follow_up_in_another_language(context, patterns)
+    return _ranked_in_another_language(context, patterns)
+
+
+def _follow_up_in_another_language(context: Context, patterns: list[tuple[re.Pattern[str], str]]) -> list[Call]:
     """"¿Cuál es más caliente?" after two sleeping bags: which of the cards is warmer; "¿Cuánto cuestan los dos
     juntos?": their total. The tools' sentences are in the shopper's language."""
-    patterns = _FOLLOW_UP_PATTERNS.get(context.language)
-    if not patterns or not context.shown or _names_another_kind(context):
-        return []  # "Quelle est la tente la plus légère ?" after a backpack: the tents (``_ranked_in_another_language``)
     english = context.text
     for pattern, word in patterns:
         english = pattern.sub(word, english)
@@ -377,13 +385,10 @@ def _follow_up_in_another_language(context: Context) -> list[Call]:
 _RANKING_WORDS = frozenset({"cheaper", "more expensive", "warmer", "lighter", "heavier", "bigger", "smaller"})
 
 
-def _ranked_in_another_language(context: Context) -> list[Call]:
-    """"Quelle est la tente la plus légère ?", "¿Cuál es la chaqueta más abrigada?" with no cards shown: the
-    kind's products ranked on what is asked, the kind in the catalog's words (the store's synonyms read the
-    message without its ranking words). A kind the catalog has no word for is left to the search."""
-    patterns = _FOLLOW_UP_PATTERNS.get(context.language)
-    if not patterns or (context.shown and not _names_another_kind(context)):
-        return []
+def _ranked_in_another_language(context: Context, patterns: list[tuple[re.Pattern[str], str]]) -> list[Call]:
+    """"Quelle est la tente la plus légère ?", "¿Cuál es la chaqueta más abrigada?": the kind's products ranked on
+    what is asked, the kind in the catalog's words (the store's synonyms read the message without its ranking
+    words). A kind the catalog has no word for is left to the search."""
     english, rest = context.text, context.text
     for pattern, word in patterns:
         english = pattern.sub(word, english)
@@ -405,15 +410,19 @@ _SHORT_FOLLOW_UP = 8  # words: "Gibt es die auch in Größe L?"
 def _names_a_kind(context: Context) -> bool:
     """The message names what the store sells, in the catalog's words of its titles and types ("¿Tienen chaquetas en
     talla M?": jackets), so it is a search, not a question about the card."""
+    return bool(_kind_words(context))
+
+
+def _kind_words(context: Context) -> set[str]:
+    """The catalog's words for what it sells that the message names, read through the store's synonyms."""
     read = content_words(terms.search_words(context.store, context.text, lang=context.language))
-    return bool(read & passages.store_index(context.store).catalog_words)
+    return read & passages.store_index(context.store).catalog_words
 
 
 def _names_another_kind(context: Context) -> bool:
     """The message names, in the catalog's words, a kind none of the cards shown is called by ("tente" after the
     Summit backpack); not "¿Cuál de las chaquetas abriga más?" after two jackets."""
-    read = content_words(terms.search_words(context.store, context.text, lang=context.language))
-    named = read & passages.store_index(context.store).catalog_words
+    named = _kind_words(context)
     titles = set().union(*(content_words(str(card.get("title") or "")) for card in context.shown))
     return bool(named) and not named <= titles
 
@@ -579,7 +588,7 @@ def plan(context: Context) -> list[Call]:
         return planned
     planned = (
         _total(context) or _capacity(context) or _capacity_in_another_language(context)
-        or _follow_up_in_another_language(context) or _ranked_in_another_language(context)
+        or _in_another_language(context)
     )
     if planned:
         return planned

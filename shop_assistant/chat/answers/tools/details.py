@@ -24,7 +24,7 @@ from catalog.text import split_sentences
 
 from .. import comparison
 from ..composition import NO_MATCH, Composition, no_match_reply
-from ..opening import be_for, money, options_sentences, settles, stock_sentence
+from ..opening import be_for, money, options_sentences, sale_sentence, settles, stock_sentence
 from .references import Product, resolve
 from .registry import Context, register
 
@@ -152,11 +152,7 @@ def _answer(facts: ProductFacts, question: str) -> str:
     if asks_price(question):
         costs = _("The {title} costs {price}.") if be_for(facts.title) == "is" else _("The {title} cost {price}.")
         priced = costs.format(title=facts.title, price=money(facts.price, facts.currency))
-        sale = []
-        if facts.on_sale:
-            was = _("The {title} is on sale: down from {price}.") if be_for(facts.title) == "is" else _(
-                "The {title} are on sale: down from {price}.")
-            sale = [was.format(title=facts.title, price=money(facts.compare_at_price, facts.currency))]
+        sale = [sale_sentence(facts)] if facts.on_sale else []
         return " ".join([priced, *sale, *([stock_sentence(facts, "in stock")] if not facts.in_stock else [])])
     sentence = closest_sentence(facts, question)
     # no sentence of the description gives a volume: the name may ("Insulated Steel Water Bottle 750 ml")
