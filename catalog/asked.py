@@ -67,9 +67,11 @@ _VERBS_AFTER = frozenset("work works fold folds last lasts keep keeps weigh weig
 _PREDICATES = frozenset(
     """easy hard difficult simple waterproof washable warm cold comfortable comfy heavy durable sturdy
     breathable compatible big small wide narrow tall long short bright quiet noisy safe ok okay worth allowed
-    permitted included rated suitable""".split()
+    permitted included rated suitable machine dishwasher microwave""".split()  # "machine washable", "dishwasher safe"
 )
 _COPULAS = frozenset("is are was were".split())
+_DOES = frozenset("do does did".split())
+_DETERMINERS = frozenset("the your this that these those".split())  # "is the ...", not "is there ..."
 # Words that name no product: a question about one of these is not a request for a kind of product.
 NOT_A_KIND = frozenset(
     """something anything everything nothing discount discounts deal deals sale sales price prices cost
@@ -78,7 +80,8 @@ NOT_A_KIND = frozenset(
     refund refunds order orders item items product products stuff recommendation recommendations idea ideas
     help question questions information info way difference alternative alternatives replacement spare
     parts part accessory accessories model models version versions small medium large xl xs extra dollars
-    dollar bucks euros usd eur gear equipment supplies essentials tip tips advice suggestion suggestions""".split()
+    dollar bucks euros usd eur gear equipment supplies essentials tip tips advice suggestion suggestions
+    budget budgets""".split()
 )
 _SPANISH = re.compile(
     r"[¿¡ñáéíóú]|\b(?:tienen|tienes|hay|quiero|busco|necesito|para|una|unos|unas|los|las|el|la|del|con|por|"
@@ -132,6 +135,8 @@ def _named_in(clause: list[str]) -> Named | None:
     gift), ``_NOTHING`` when it names nothing."""
     phrase: list[str] = []
     previous = ""
+    ended = False  # the phrase ran to the clause's end
+    gap = False  # a word around the thing came inside the phrase ("does the tent have a footprint")
     for word in clause:
         # "how warm is the down bag?": the word after "how" is a degree asked about, never the kind
         degree, previous = previous == "how", word
@@ -142,14 +147,28 @@ def _named_in(clause: list[str]) -> Named | None:
                 return None
             phrase.append(word)
             continue
+        if word in ("and", "or") and phrase[-1] in _PREDICATES:
+            continue  # "a warm and waterproof jacket": both said of the jacket, not a "warm" asked for
         if word in _BOUNDARY or word in _VERBS_AFTER:
             break
         if word not in _AROUND:
             phrase.append(word)
-    if not phrase:
-        return _NOTHING
-    if clause[0] in _COPULAS and len(phrase) > 1 and phrase[-1] in _PREDICATES:
-        phrase = phrase[:-1]  # "is the hammock easy ...": what is said of the hammock
+        else:
+            gap = True
+    else:
+        ended = True
+    if not phrase or (len(phrase) == 1 and phrase[0] in _PREDICATES and not ended):
+        return _NOTHING  # "I'm cold at night ...": how the shopper is, not a kind of product asked for
+    if clause[0] in _COPULAS and len(phrase) > 1:
+        # "Is the beanie itchy?": a question "is the ..." that ends on its phrase ends on what it says of the thing
+        # ("is the sun hoodie?" asks nothing), whatever the word; "is the hammock easy to set up?": a predicate
+        # before the rest, or before "enough" ("is the tent big enough")
+        if ended and clause[1:2] and clause[1] in _DETERMINERS:  # not "are there any rain jackets?"
+            phrase = phrase[:-1]
+        while len(phrase) > 1 and phrase[-1] in _PREDICATES:
+            phrase = phrase[:-1]
+    elif clause[0] in _DOES and clause[1:2] and clause[1] in _DETERMINERS and len(phrase) > 1 and ended and not gap:
+        phrase = phrase[:-1]  # "does the beanie itch?": the verb said of the beanie
     words = [word for word in phrase if not word[0].isdigit()]  # "2-person": a modifier, never the noun
     # Longer runs are not one noun phrase but a clause read on ("the Ridgeline tent big enough", "the tent plus
     # two"): their last word is no kind of product, and taking it for one dropped every hit.

@@ -35,6 +35,15 @@ from catalog.asked import Named, named_kind, sold_as
         ("Will the cookset work with the micro stove?", "cookset", ""),
         ("Is the camp light bright?", "light", "camp"),
         ("Do you have work boots?", "boots", "work"),
+        # "is/does the ..." ending on its phrase ends on what it says of the thing ("itchy" was the kind asked for)
+        ("Is the beanie itchy?", "beanie", ""),
+        ("Are the trekking poles collapsible?", "poles", "trekking"),
+        ("Is the sun hoodie waterproof?", "hoodie", "sun"),
+        ("Does the beanie itch?", "beanie", ""),
+        ("Are the socks machine washable?", "socks", ""),
+        ("Is the sun hoodie in stock?", "hoodie", "sun"),
+        ("Are there any rain jackets?", "jackets", "rain"),  # "there" is no thing: the phrase is the thing
+        ("Does the tent have a footprint?", "footprint", "tent"),
     ],
 )
 def test_the_noun_a_request_names(text, noun, modifiers):

@@ -128,6 +128,9 @@ def test_what_was_asked_for():
     assert requested_thing("Do you have anything for mosquitoes?") == "anything for mosquitoes"  # its "for" kept
     assert asks_the_catalog("I'm looking for something special for my brother's birthday party")
     assert not asks_the_catalog("I like long walks in the mountains and the smell of pine trees.")
+    # a yes/no question of "the" thing is about one product: "Is the sun hoodie waterproof?" got the help line
+    assert asks_the_catalog("Is the sun hoodie waterproof?") and asks_the_catalog("Does the sun hoodie shrink?")
+    assert not asks_the_catalog("Is the shipping free on orders to Canada?")
 
 
 def test_the_greeting_is_the_owner_s_text_or_one_naming_the_store():

@@ -77,6 +77,9 @@ def test_stock_and_markdowns_come_from_the_rows():
     sale = product("Ridgeline Tent", "249.00", compare_at_price=Decimal("279.00"))
     assert "The Ridgeline Tent is on sale: down from 279.00 USD." in opening_for(STORE, "Any deals?", [sale], []).text
     assert "regular prices" in opening_for(STORE, "Any deals on jackets?", [SHELL, FLEECE], []).text
+    # one product asked about is named ("These are at their regular prices" of one tent)
+    one = opening_for(STORE, "Is the rain jacket on sale?", [SHELL], []).text
+    assert f"The {SHELL.title} is at its regular price right now." in one and "These" not in one
 
 
 def test_a_policy_sentence_opens_with_its_document_and_a_plain_yes_or_no_only_when_it_settles_it():

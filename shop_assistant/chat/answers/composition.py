@@ -129,6 +129,8 @@ _REQUEST = re.compile(
 # A question about one product by name ("How much is the hoodie?", "Is the hoodie in stock?"): when the catalog
 # has nothing called that, the shopper gets the no-match reply too, not a model sentence.
 _ABOUT_A_PRODUCT = any_word(r"how much (?:is|are|does|do|for)", "price of", "in stock", "available", "sold out", "on sale")
+# "Is the sun hoodie waterproof?": a yes/no question of "the" thing is about one product (not "is the shipping free?")
+_OF_THE_THING = re.compile(r"^\W*(?:is|are|does|do)\s+the\s+\w", re.IGNORECASE)
 _PRICE_WORDS = re.compile(r"\b(?:under|below|over|above|less|more|than|cheaper|between|and|up|to|at|most|least)\b")
 
 
@@ -187,7 +189,8 @@ def asks_the_catalog(text: str) -> bool:
     """A request for a product: explicit ("do you sell ...", "I'm looking for ...") or a bare noun ("laptops?")."""
     if _REQUEST.search(text) or (len(text.split()) <= 4 and bool(requested_thing(text))):
         return True
-    return bool(_ABOUT_A_PRODUCT.search(text)) and asked.named_kind(text) is not None
+    of_the_thing = bool(_OF_THE_THING.search(text)) and not asks_after_sales(text) and not asks_about_the_store(text)
+    return bool(_ABOUT_A_PRODUCT.search(text) or of_the_thing) and asked.named_kind(text) is not None
 
 
 def asks_after_sales(text: str) -> bool:

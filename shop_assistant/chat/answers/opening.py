@@ -122,7 +122,12 @@ _STOCK_WORDS = re.compile(r"\b(?:stock|available|availability|left|sold out)\b",
 
 
 # A question about a product's options: "what sizes ...", "does it come in ...", "colours", "available in".
-_OPTION_WORDS = re.compile(r"\b(?:sizes?|sizing|fit|colou?rs?|comes? in|available in|options?)\b", re.IGNORECASE)
+# "how does it fit?" asks a size; "does it fit a laptop?" what goes in it
+_OPTION_WORDS = re.compile(
+    r"\b(?:sizes?|sizing|fit(?!\s+(?:a|an|in|into|inside|on|onto|under|my|the|your|two|three|\d+)\b)|colou?rs?|comes? in|"
+    r"available in|options?)\b",
+    re.IGNORECASE,
+)
 _COLOUR = re.compile(r"colou?r", re.IGNORECASE)
 # Colours a shopper names ("the beanie in black?"): one the product's colour option does not list is said so.
 _COLOUR_WORDS = re.compile(
@@ -319,6 +324,12 @@ def _named(product: ProductFacts, question: str) -> tuple[list[tuple[int, str]],
                 unlisted += [] if matching else [colour]
         if unlisted and missing is None:
             missing = unlisted[0] if not unlisted[0][:1].isdigit() else _size(unlisted[0])
+    if missing is None and not any(_COLOUR.search(name) for name, _values in product.option_values):
+        # "Does the down vest come in black?" of a vest sold in sizes only: no black is listed either (not when
+        # its own text has the colour: "a red night mode")
+        own = product.text().lower()
+        colours = [word.lower() for word in _COLOUR_WORDS.findall(question) if not re.search(rf"\b{word.lower()}\b", own)]
+        missing = colours[0] if colours else None
     return named, missing
 
 
@@ -414,6 +425,12 @@ def _options_answer(products: Sequence[ProductFacts], question: str) -> _Options
             settled, told_stock = settled and state == "in stock", True
         settled = settled and missing is None
     return _OptionsAnswer(sentences, settled, told_stock)
+
+
+def names_an_option(product: ProductFacts, question: str) -> bool:
+    """The question names a size or colour of ``product``, listed or not ("socks in size M", "the vest in black")."""
+    named, missing = _named(product, question) if product.option_values else ([], None)
+    return bool(named) or missing is not None
 
 
 def options_sentences(product: ProductFacts, question: str) -> list[str]:
@@ -592,7 +609,13 @@ def products_opening(
         if product.on_sale and (asks_sale or len(products) == 1):
             sentences.append(sale_sentence(product))
     if asks_sale and not any(p.on_sale for p in products):
-        sentences.append(_("These are at their regular prices right now."))
+        regular = _("These are at their regular prices right now.")
+        if len(products) == 1:  # "is the family tent on sale?": one product, named
+            regular = _agreeing(
+                products[0].title, _("The {title} is at its regular price right now."),
+                _("The {title} are at their regular price right now."),
+            ).format(title=products[0].title)
+        sentences.append(regular)
     prices = {p.price for p in products}
     if len(prices) > 1 and not asks_sale:
         cheapest = min(products, key=lambda p: p.price)

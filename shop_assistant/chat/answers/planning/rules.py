@@ -23,7 +23,9 @@ from ...log import handoff
 from .. import comparison
 from . import orders
 from ..composition import IDENTITY_PATTERN, asks_about_the_store, asks_after_sales
+from ..opening import ATTRIBUTES
 from ..tools.details import DEGREES
+from ..tools.references import pointed_at
 from ..tools.registry import Call, Context, call
 from ..tools.search import SearchArguments
 
@@ -44,7 +46,8 @@ _ASKS_TOTAL = re.compile(
 )
 _HOW_MUCH_MORE = re.compile(r"\bhow much (?:more|less|cheaper) (?:is|are|does|do) (.+?) (?:than|compared (?:to|with)) (.+?)[?.!]*$", re.I)
 _TOTAL_FILLER = re.compile(
-    r"\b(?:what do i pay|how much(?: is| for| would| will| are| do| does)?(?: that| it| this| they| those| all)?"
+    r"\b(?:what do i pay|what (?:does|do|would|will) (?:that|it|this|they|those|all)|"
+    r"how much(?: is| for| would| will| are| do| does)?(?: that| it| this| they| those| all)?"
     r"(?: be| cost)?|what(?:'s| is| would| will)?|would|will|costs?|set (?:me|us) back|come to|run (?:me|us)|together|altogether|in total|the total|total|"
     r"in all|i need|i(?:'d| would|'ll| will) take|if i (?:get|buy|take|order)|i want|please|then|so)\b|[=?!]",
     re.IGNORECASE,
@@ -124,7 +127,10 @@ _BUDGET = re.compile(
 _POINTS_BACK = any_word("it", "its", "it's", "this one", "that one")
 _FOLLOW_UP_WORDS = 12
 _THEY = any_word("they", "them", "these", "those")
-_ONE_OF_SHOWN = any_word("the (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last) one")
+_ONE_OF_SHOWN = any_word(
+    "the (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last|bigger|biggest|big|larger|"
+    "largest|large|smaller|smallest|small|lighter|lightest|heavier|heaviest) one"
+)
 # "How warm is the down sleeping bag?", "How heavy are the boots?": a degree asked of one product named (a singular
 # verb and an article, or "are the" for a name in the plural), answered from its own description; "how much" is its
 # price, which the search's opening says, and "how warm are your bags?" asks of several. Only degrees a description
@@ -144,6 +150,13 @@ _WEIGHS_ONE = re.compile(
     r"|^\W*what(?:'s| is)\s+the\s+weight\s+of\s+(?:the|your|this|that)\s+(.+?)\s*[?.!]*$",
     re.IGNORECASE,
 )
+# "What's the R-value of the sleeping pad?", "How much weight can the chair hold?": a property of one product named,
+# from its own text (the help line answered both).
+_PROPERTY_OF_ONE = re.compile(
+    r"^\W*what(?:['’]?s| is| are)\s+the\s+(?!price\b|cost\b|difference\b)[\w-]+(?:\s+[\w-]+)?\s+of\s+(?:the|your|this|that)\s+(.+?)\s*[?.!]*$"
+    r"|^\W*how\s+much\s+weight\s+(?:can|does|will)\s+(?:the|your|this|that)\s+(.+?)\s+(?:hold|take|carry|support)\b",
+    re.IGNORECASE,
+)
 # "How many litres is the Summit backpack?", "How much does the daypack hold?": its volume, from its own text.
 _HOLDS_ONE = re.compile(
     r"^\W*how\s+many\s+(?:litres?|liters?|l)\s+(?:is|does|are|can)\s+(?:the|your|this|that)\s+(.+?)"
@@ -160,10 +173,11 @@ _GOOD_FOR_ONE = re.compile(
 )
 # "Is the down vest machine washable?", "Does the headlamp have a red light?": a yes/no question about one product
 # named, answered from that product's own row and description (or "our catalog doesn't say"), never by listing its
-# kind. Not "are the ..." (a kind's products in the plural), nor a
+# kind. "Are the trekking poles collapsible?" too: a plural names one product when only one is called that
+# ("are the tents ...?" calls two, and the search lists them: ``_called``). Not a
 # second product named ("will the cookset work with the micro stove?"), nor a sale (the search's opening says it).
 _YES_NO_OF_ONE = re.compile(
-    r"^\W*(?:is|does|can|will|would)\s+(?:the|your|this|that)\s+(.+?)\s*[?.!]*$",
+    r"^\W*(?:is|are|does|do|can|will|would)\s+(?:the|your|this|that|these|those)\s+(.+?)\s*[?.!]*$",
     re.IGNORECASE,
 )
 # "What's the price of the Summit backpack?", "How much does the Summit backpack cost?": the price of the one
@@ -293,6 +307,43 @@ def _total(context: Context) -> list[Call]:
     calls = [call("price_total", items=items[:8])]
     calls += [call("policy_lookup", question=c) for c in clauses if c not in priced][:1]
     return calls
+
+
+# "I need a tent and a sleeping bag for a summer trip, budget 400": the words around the kinds asked for (the
+# request, the budget's, the article) and what they are for ("for a summer trip") name no kind.
+_KIT_FILLER = re.compile(
+    r"\b(?:i(?:'m| am)? (?:need|want|looking for)|i(?:'d| would) like|looking for|do you have|can you (?:find|suggest)|"
+    r"what (?:would|should) i (?:get|buy)|budget(?: is| of)?|in total|the total|total|altogether|together|"
+    r"some|a|an|the|my|me|please|also)\b|[?!.:;=]",
+    re.IGNORECASE,
+)
+_PURPOSE = re.compile(r"\s+for\s+.*$", re.IGNORECASE)  # "a sleeping bag for a summer trip": a sleeping bag
+_MAX_KIT = 4
+
+
+def _kit(context: Context) -> list[Call]:
+    """Several kinds of product within one budget: one product of each, together within it (``fit_budget``)."""
+    text = context.text
+    if context.language != "en" or _GIFT.search(text) or _HOW_MUCH_MORE.search(text):
+        return []
+    high = price_limits(text)[1]
+    budget = high if high is not None else _budget(text)
+    if budget is None:
+        return []
+    items = []
+    for part in _ITEM_SPLIT.split(_PRICE_WORDS.sub(" ", _BUDGET.sub(" ", text))):
+        counted = _QUANTITY.match(part.strip())
+        if counted and _quantity(counted.group(1)) > 1:
+            return []  # "two mugs and a stove under 100": a quantity is the total's
+        phrase = " ".join(_KIT_FILLER.sub(" ", _PURPOSE.sub("", part)).split())
+        if phrase:
+            items.append(phrase)
+    if not 2 <= len(items) <= _MAX_KIT or any(len(item.split()) > MAX_NAME_WORDS for item in items):
+        return []
+    # Each a kind the store sells, named by a noun: not "a warm and waterproof jacket" ("waterproof" names the boots)
+    if any(item.split()[-1].lower() in ATTRIBUTES or _called(context, item) is None for item in items):
+        return []
+    return [call("fit_budget", items=items, budget=budget)]
 
 
 def _capacity_in_another_language(context: Context) -> list[Call]:
@@ -545,17 +596,19 @@ def _asked_of_one(context: Context) -> list[Call]:
         named = _called(context, " ".join(words[:length]))
         if named is None:
             return []
-        if named and length < len(words) and not _is_the_kind_named(context, named):
+        if named and length < len(words) and not _is_the_kind_named(context, named, " ".join(words[: length + 1])):
             return []  # "Is the sun hoodie in stock?": "sun" calls the sun hat, the message a hoodie
         if named:
             return [call("product_details", product=named, question=text)]
     return []
 
 
-def _is_the_kind_named(context: Context, title: str) -> bool:
-    """The product called ``title`` is the kind of thing the message names (``grounding.of_the_kind_named``)."""
+def _is_the_kind_named(context: Context, title: str, head: str) -> bool:
+    """The product called ``title`` is the kind of thing the message names (``grounding.of_the_kind_named``), read
+    in the whole message ("is the beanie itchy?": a beanie) or in its name and the word after it ("do the boots
+    need breaking in?": boots, where the whole message read on to "boots breaking"); "the sun hoodie" is neither."""
     hits = [hit for hit in search(title, 1, store=context.store) if hit.product.title == title]
-    return not hits or bool(grounding.of_the_kind_named(context.store, context.text, hits))
+    return not hits or any(grounding.of_the_kind_named(context.store, text, hits) for text in (context.text, f"the {head}"))
 
 
 def _called(context: Context, phrase: str) -> str | None:
@@ -587,13 +640,15 @@ def plan(context: Context) -> list[Call]:
     if planned:
         return planned
     planned = (
-        _total(context) or _capacity(context) or _capacity_in_another_language(context)
+        _kit(context) or _total(context) or _capacity(context) or _capacity_in_another_language(context)
         or _in_another_language(context)
     )
     if planned:
         return planned
     pointed = _ONE_OF_SHOWN.search(text) if context.shown else None
-    if pointed and not _WHICH.match(text):  # "is the cheaper one warm enough?": a question about that one
+    # "is the cheaper one warm enough?": a question about that one, when the cards tell which ("the bigger one" of
+    # two tents whose texts give no volume does not)
+    if pointed and not _WHICH.match(text) and pointed_at(context.store, pointed.group(0), context.shown) is not None:
         return [call("product_details", product=pointed.group(0), question=text)]
     if context.shown and comparison.asked_attribute(text):
         return [call("compare_products")]  # about the cards shown; a search when it is not (the tool decides)
@@ -603,7 +658,7 @@ def plan(context: Context) -> list[Call]:
     english = context.language == "en" and not asks_about_the_store(text)
     degree = (
         _HOW_IS_ONE.match(text) or _ENOUGH_FOR_ONE.match(text) or _GOOD_FOR_ONE.match(text) or _WEIGHS_ONE.match(text)
-        or _HOLDS_ONE.match(text)
+        or _HOLDS_ONE.match(text) or _PROPERTY_OF_ONE.match(text)
     ) if english else None
     if degree:
         return [call("product_details", product=next(g for g in degree.groups() if g), question=text)]

@@ -81,10 +81,10 @@ def _measured(sentences: list[str], question: str) -> list[str]:
     return giving or ([] if degree in _FIGURE_ONLY else sentences)
 
 
-def closest_sentence(facts: ProductFacts, question: str) -> str | None:
-    """The sentence of the product's description that answers ``question`` best, by meaning, among those that
-    give the measure asked for ("how heavy": a weight)."""
-    sentences = _measured(split_sentences(facts.description, starts_upper=True), question)
+def closest_sentence(facts: ProductFacts, question: str, among: list[str] | None = None) -> str | None:
+    """The sentence of the product's description (or of ``among``) that answers ``question`` best, by meaning,
+    among those that give the measure asked for ("how heavy": a weight)."""
+    sentences = _measured(split_sentences(facts.description, starts_upper=True) if among is None else among, question)
     if not sentences:
         return None
     asked = query_vector(question)
@@ -106,10 +106,44 @@ def _warm_enough(question: str, sentence: str) -> str | None:
     return "Yes." if float(rated.group(1).replace(",", ".")) <= float(asked.group(1).replace(",", ".")) else "No."
 
 
+_ROOT = 6  # letters two words share at the start to be one word's forms: "collapsible", "collapse"
+# Verbs any question of a product has: "does it fit a laptop?" is not answered by "Fits a 3-litre bladder".
+_GENERIC = frozenset(content_words("fit hold take come use work go get need have make"))
+
+
 def _shares_a_word(question: str, sentence: str, facts: ProductFacts) -> bool:
-    """The sentence has a word the question asks about, the product's own name left out."""
-    asked = content_words(question) - content_words(facts.title)
-    return bool(asked & content_words(sentence))
+    """The sentence has a word the question asks about, the product's own name left out; "collapsible" meets
+    "collapse", "breathable" "breathe" (the stems only fold plurals and "-ing")."""
+    asked = content_words(question) - content_words(facts.title) - _GENERIC
+    said = content_words(sentence)
+    return bool(asked & said) or any(
+        len(a) >= _ROOT and len(b) >= _ROOT and a[:_ROOT] == b[:_ROOT] for a in asked for b in said
+    )
+
+
+def _sentence_sharing(facts: ProductFacts, question: str) -> str | None:
+    """The closest sentence among those that share a word with the question: "Is the hammock easy to set up?"
+    is answered by "Sets up between two trees in a minute.", not the closer "A roomy ... hammock"."""
+    sentences = split_sentences(facts.description, starts_upper=True)
+    sharing = [sentence for sentence in sentences if _shares_a_word(question, sentence, facts)]
+    return closest_sentence(facts, question, among=sharing) if sharing else None
+
+
+_FREE_OF = re.compile(r"\b([a-z]+)-free\b", re.IGNORECASE)  # "itch-free", "BPA-free"
+_YES_NO = re.compile(r"^\W*(?:is|are|does|do|will|would|can)\b", re.IGNORECASE)
+
+
+def _said_free(facts: ProductFacts, question: str) -> str | None:
+    """The description's sentence calling the product free of what the yes/no question asks about: "Is the beanie
+    itchy?" of "a soft, itch-free merino beanie" (a "No."); not "is it BPA free?" (that is the sentence's word)."""
+    if not _YES_NO.search(question) or re.search(r"\bfree\b", question, re.IGNORECASE):
+        return None
+    asked = {word.lower() for word in re.findall(r"[a-z]+", question, re.IGNORECASE)}
+    for sentence in split_sentences(facts.description, starts_upper=True):
+        for root in (match.group(1).lower() for match in _FREE_OF.finditer(sentence)):
+            if asked & {root, f"{root}y", f"{root}s", f"{root}ing"}:
+                return sentence
+    return None
 
 
 def _named_so(question: str, facts: ProductFacts) -> str | None:
@@ -154,6 +188,9 @@ def _answer(facts: ProductFacts, question: str) -> str:
         priced = costs.format(title=facts.title, price=money(facts.price, facts.currency))
         sale = [sale_sentence(facts)] if facts.on_sale else []
         return " ".join([priced, *sale, *([stock_sentence(facts, "in stock")] if not facts.in_stock else [])])
+    free = _said_free(facts, question)
+    if free is not None:
+        return f"{_('No.')} " + _("The {title}: {sentence}").format(title=facts.title, sentence=free)
     sentence = closest_sentence(facts, question)
     # no sentence of the description gives a volume: the name may ("Insulated Steel Water Bottle 750 ml")
     volume = comparison.volume_of(facts) if sentence is None and _degree(question) == "volume" else None
@@ -165,9 +202,12 @@ def _answer(facts: ProductFacts, question: str) -> str:
     verdict = _warm_enough(question, sentence) or settles(question, sentence) or _named_so(question, facts)
     if verdict is None and not _degree(question) and not _shares_a_word(question, sentence, facts):
         # "Is it waterproof?" of the fleece found "wear it ... under a shell when the weather turns": the closest
-        # sentence by meaning, but no answer.
-        unsaid = _("Our catalog doesn't say that about the {title}.").format(title=facts.title)
-        return f"{unsaid} {_(ASK_A_PERSON)}"
+        # sentence by meaning, but no answer; one that has the word asked about may be further by meaning.
+        sentence = _sentence_sharing(facts, question)
+        if sentence is None:
+            unsaid = _("Our catalog doesn't say that about the {title}.").format(title=facts.title)
+            return f"{unsaid} {_(ASK_A_PERSON)}"
+        verdict = settles(question, sentence)
     ended = sentence if sentence[-1] in ".!?" else f"{sentence}."  # a list item ("Packed weight 1.6 kg")
     quoted = _("The {title}: {sentence}").format(title=facts.title, sentence=ended)
     return f"{_(verdict)} {quoted}" if verdict else quoted

@@ -18,6 +18,7 @@ from catalog.grounding import ProductFacts, card, product_facts
 from catalog.models import Store
 from catalog.search import MATCH_THRESHOLD, search
 
+from .. import comparison
 from ..comparison import shown_products
 
 # Words that point at what was shown rather than name a product.
@@ -26,6 +27,15 @@ _ONE_SHOWN = re.compile(r"^(?:it|this|that|this one|that one|the one|one)$")
 _CHEAPER = re.compile(r"\b(?:cheap(?:er|est)|less expensive|least expensive)\b")
 _PRICIER = re.compile(r"\b(?:pricier|priciest|more expensive|most expensive)\b")
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "last": -1}
+# "the bigger one", "the small one", "the lightest": a measure of each shown product's text, and which end of it.
+_BY_VOLUME, _BY_WEIGHT = comparison.volume_of, comparison.weight_of
+_MEASURED = {
+    "bigger": (_BY_VOLUME, True), "biggest": (_BY_VOLUME, True), "big": (_BY_VOLUME, True),
+    "larger": (_BY_VOLUME, True), "largest": (_BY_VOLUME, True), "large": (_BY_VOLUME, True),
+    "smaller": (_BY_VOLUME, False), "smallest": (_BY_VOLUME, False), "small": (_BY_VOLUME, False),
+    "lighter": (_BY_WEIGHT, False), "lightest": (_BY_WEIGHT, False),
+    "heavier": (_BY_WEIGHT, True), "heaviest": (_BY_WEIGHT, True),
+}  # fmt: skip
 _LEADING = re.compile(r"^(?:the|a|an|one|your|my|of|some|pack of|packs of|pair of|pairs of)\s+")
 
 
@@ -62,6 +72,16 @@ def _from_shown(phrase: str, products: list[Product]) -> list[Product] | None:
         return [min(products, key=lambda p: p.facts.price)]
     if re.fullmatch(r"(?:the )?(?:pricier|priciest|more expensive|most expensive)(?: one)?", phrase):
         return [max(products, key=lambda p: p.facts.price)]
+    measured = re.fullmatch(rf"(?:the )?({'|'.join(_MEASURED)})(?: one)?", phrase)
+    if measured:  # "the bigger one": by the volume or weight each one's text gives, when every one gives it
+        measure, largest = _MEASURED[measured.group(1)]
+        figures = [measure(p.facts) for p in products]
+        if len(products) == 1:
+            return products  # the one shown is the one meant
+        if all(figures):
+            pick = (max if largest else min)(zip(figures, products), key=lambda pair: pair[0][0])
+            return [pick[1]]
+        return None
     ordinal = re.fullmatch(r"(?:the )?(first|second|third|last)(?: one)?", phrase)
     if ordinal and abs(_ORDINALS[ordinal.group(1)]) < len(products) + (ordinal.group(1) == "last"):
         return [products[_ORDINALS[ordinal.group(1)]]]

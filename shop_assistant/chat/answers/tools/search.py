@@ -26,6 +26,7 @@ from ..composition import (
     SMALL_TALK,
     Composition,
     asks_about_the_store,
+    asks_after_sales,
     asks_the_catalog,
     is_follow_up,
     is_small_talk,
@@ -33,7 +34,7 @@ from ..composition import (
     no_answer_reply,
     no_match_reply,
 )
-from ..opening import money, over_the_limit
+from ..opening import money, names_an_option, over_the_limit
 from ..retrieval import protocol_card
 from .registry import Context, register
 
@@ -99,6 +100,9 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
         retrieved = context.retrieve(context.store, f"{context.previous.strip()} {arguments.query}")
     if retrieved.found:
         composition = composition_of(retrieved)
+        if _names_a_products_option(text, composition):
+            # "do you have socks in size M?": the socks' sizes answer, not the FAQ on picking a size that "size" found
+            composition.answers, composition.quotes = [], []
         composition.lead.extend(_left_out_by_the_limit(context, arguments, retrieved))
         return composition
     if asks_about_the_store(text):
@@ -118,6 +122,14 @@ def search_products(context: Context, arguments: SearchArguments) -> Composition
     # What the store does not carry is said in the shopper's words: a correction that found nothing either
     # ("sun hoodie" searched as "sun hood") is not what they asked for.
     return Composition(NO_MATCH, reply=no_match_reply(context.store, text if whole else arguments.query))
+
+
+def _names_a_products_option(text: str, composition: Composition) -> bool:
+    """Products were found and the message names a size or colour of one of them, asking nothing of the store."""
+    return (
+        bool(composition.answers) and not asks_about_the_store(text) and not asks_after_sales(text)
+        and any(names_an_option(product, text) for product in composition.products[:2])
+    )  # fmt: skip
 
 
 # A best match priced up to this much over the limit is said ("the boots are 159, over your 150"); one at twice the

@@ -47,18 +47,28 @@ def _stock_notes(products: list[Product]) -> list[str]:
     return [_("The {title} is out of stock right now.").format(title=facts.title) for facts in out]
 
 
-def _sum(lines: list[tuple[int, Product]], missing: list[str]) -> str:
+def terms_sentence(lines: list[tuple[int, Product]]) -> str:
+    """"2 × Merino Hiking Socks (3-Pack) (S) at 24.00 USD + Titanium Camp Mug 450 ml 27.00 USD = 75.00 USD in total.":
+    every term, so the shopper can check the sum."""
     currency = lines[0][1].facts.currency
     total = sum((quantity * p.facts.price for quantity, p in lines), Decimal("0"))
     terms = " + ".join(_term(quantity, p) for quantity, p in lines)
+    return _("{terms} = {total} in total.").format(terms=terms, total=money(total, currency))
+
+
+def left_out_sentence(missing: list[str]) -> str:
+    """What the total leaves out: the phrases the catalog has nothing for."""
+    names = listing([repr(m) for m in missing], "or")
+    return _("I couldn't find {names} in our catalog, so the total leaves it out.").format(names=names)
+
+
+def _sum(lines: list[tuple[int, Product]], missing: list[str]) -> str:
     if len(lines) > 1 or lines[0][0] > 1:
-        sentence = _("{terms} = {total} in total.").format(terms=terms, total=money(total, currency))
+        sentence = terms_sentence(lines)
     else:
-        sentence = _("The {title} costs {price}.").format(title=lines[0][1].facts.title, price=money(total, currency))
-    if missing:
-        names = listing([repr(m) for m in missing], "or")
-        sentence += " " + _("I couldn't find {names} in our catalog, so the total leaves it out.").format(names=names)
-    return sentence
+        facts = lines[0][1].facts
+        sentence = _("The {title} costs {price}.").format(title=facts.title, price=money(facts.price, facts.currency))
+    return " ".join([sentence, *([left_out_sentence(missing)] if missing else [])])
 
 
 def difference_sentence(first: Product, second: Product) -> str:

@@ -151,7 +151,7 @@ TABLE = [
     ("Is the kayak in stock?", False, [("search_products", {})]),
     ("Will the cookset work with the micro stove?", False, [("search_products", {})]),
     ("Is the down vest on sale?", False, [("search_products", {})]),
-    ("Are the boots waterproof?", False, [("search_products", {})]),
+    ("Are the boots waterproof?", False, [("product_details", {"product": "Trailblazer Waterproof Hiking Boots"})]),  # one product is called boots
     # "the best <kind> for two": which of the kind is made for two; "for two nights" counts no people
     ("What's the best tent for two?", False, [("check_capacity", {"people": 2})]),
     ("We need a tent for three", False, [("check_capacity", {"people": 3})]),
@@ -369,3 +369,9 @@ def test_a_yes_no_question_about_a_product_the_store_lacks_is_not_about_the_one_
     assert planned(shop, "Is the sun hat in stock?") == [
         ("product_details", {"product": "Wide-Brim Sun Hat", "question": "Is the sun hat in stock?"})]
     assert planned(shop, "Is the stove allowed on planes?")[0][1]["product"] == "Micro Backpacking Stove"
+
+
+def test_are_the_plural_of_one_product_asks_of_it_and_of_a_kind_lists_the_kind(shop):
+    assert planned(shop, "Are the trekking poles collapsible?") == [
+        ("product_details", {"product": "Aluminium Trekking Poles (Pair)", "question": "Are the trekking poles collapsible?"})]
+    assert planned(shop, "Are the tents waterproof?")[0][0] == "search_products"  # two tents: both listed

@@ -149,6 +149,36 @@ def test_how_much_is_it_is_its_price(shop):
         ("Does the water bottle keep drinks cold?",
          "The Insulated Steel Water Bottle 750 ml: A double-walled stainless steel bottle that keeps drinks cold for 24 "
          "hours or hot for 12."),
+        # "are the ...": one product when one is called that (the search listed the poles' first sentence)
+        ("Are the trekking poles collapsible?", "The Aluminium Trekking Poles (Pair): Collapse to 65 cm to strap onto a pack."),
+        # the word asked about ("set") in a sentence further by meaning than "A roomy ... hammock": "doesn't say"
+        ("Is the hammock easy to set up?", "The Drift Camping Hammock: Sets up between two trees in a minute."),
+        # what is said of the beanie was taken for the kind asked for: "Sorry, we don't carry beanie itchies."
+        ("Is the beanie itchy?",
+         "No. The Merino Wool Beanie: A soft, itch-free merino beanie that keeps your ears warm on frosty mornings and "
+         "packs into any pocket."),
+        ("Does the beanie itch?",
+         "No. The Merino Wool Beanie: A soft, itch-free merino beanie that keeps your ears warm on frosty mornings and "
+         "packs into any pocket."),
+        ("Are the socks machine washable?",
+         "Our catalog doesn't say that about the Merino Hiking Socks (3-Pack). A member of our team can help: ask for a "
+         "person."),
+        # a colour of a product sold in sizes only: the sizes were the whole answer
+        ("Does the down vest come in black?", "The Featherlight Down Vest comes in sizes M and L; no black is listed."),
+        # "fit" with a thing after it is no size question ("comes in Slate and Rust"), and no word for the answer
+        ("Does the Summit backpack fit a laptop?",
+         "Our catalog doesn't say that about the Summit 40L Backpack. A member of our team can help: ask for a person."),
+        ("Does the daypack fit a laptop?",
+         "The Daytripper 22L Daypack: A light 22-litre daypack with a padded laptop sleeve, side bottle pockets and a hip "
+         "belt, for day hikes and the commute alike."),
+        # a property of one product, named ("I can help with Demo Outfitters' products ..." answered both)
+        ("What's the R-value of the sleeping pad?",
+         "The Cloudrest Inflatable Sleeping Pad: Seven centimetres of air between you and the rocky ground, with an "
+         "insulating layer for cold seasons (R-value 4.2)."),
+        ("How much weight can the chair hold?", "The Folding Camp Chair: Holds up to 120 kg."),
+        ("Do the boots need breaking in?",  # "Sorry, we don't carry boots breaking."
+         "Our catalog doesn't say that about the Trailblazer Waterproof Hiking Boots. A member of our team can help: ask "
+         "for a person."),
     ],
 )
 def test_a_yes_no_question_about_one_named_product_through_the_rule_planner(shop, text, reply):

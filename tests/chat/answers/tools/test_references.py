@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from catalog.models import Variant
-from shop_assistant.chat.answers.tools.references import resolve
+from shop_assistant.chat.answers.tools.references import pointed_at, resolve
 from tests.chat.answers.conftest import cards_of
 
 pytestmark = pytest.mark.django_db
@@ -95,3 +95,13 @@ def test_a_shown_card_is_read_again_so_its_price_is_the_catalogs_now(shop, shown
     [cheapest] = resolve(shop, "the cheapest one", shown)
     assert cheapest.card["sku"] == "DO-DT22" and cheapest.facts.price == Decimal("69.00")
     assert cheapest.card["price"] == "69.00"
+
+
+def test_the_bigger_or_lighter_one_by_what_each_shown_products_text_gives(shop):
+    packs = cards_of(shop, "Summit 40L Backpack", "Daytripper 22L Daypack")  # 40 and 22 litres
+    assert [p.facts.title for p in resolve(shop, "the bigger one", packs)] == ["Summit 40L Backpack"]
+    assert [p.facts.title for p in resolve(shop, "the small one", packs)] == ["Daytripper 22L Daypack"]
+    assert [p.facts.title for p in resolve(shop, "the lighter one", cards_of(shop, "Summit 40L Backpack"))] == [
+        "Summit 40L Backpack"]  # one shown: the one meant
+    # two tents, one weight given: which is lighter cannot be told (the rule planner then leaves it to the search)
+    assert pointed_at(shop, "the lighter one", cards_of(shop, "Ridgeline 2-Person Tent", "Basecamp 6 Family Tent")) is None

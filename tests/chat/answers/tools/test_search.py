@@ -118,3 +118,13 @@ def test_everything_under_a_limit_is_the_whole_catalog_after_another_question_to
 def test_deals_under_a_limit_are_not_the_catalogs_cheapest(shop):
     composition = search(shop, "Any deals under 50?", query="Any deals under 50?")
     assert composition.cards == []  # the vest and the tent are on sale, both over 50
+
+
+def test_a_size_or_colour_of_a_product_found_is_no_question_for_the_store(shop):
+    # "size" found the FAQ on picking a size, and its sentence was the whole answer to "do you have socks in size M?"
+    for text in ("do you have socks in size M?", "I need socks size M"):
+        composition = search(shop, text, query=text)
+        assert [card["sku"] for card in composition.cards] == ["DO-MS-M"] and not composition.answers
+    # asked of the store, the FAQ answers
+    for text in ("What size should I get in the boots?", "how do I pick a size?"):
+        assert search(shop, text, query=text).answers

@@ -1,0 +1,89 @@
+"""``fit_budget`` on the demo store: one product of each kind asked for, together within the budget (the best
+matches that fit), every price and the sum from the catalog's rows; when nothing fits, said, with the least the
+kinds cost together."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from catalog.models import Variant
+from shop_assistant.chat.answers.composition import NO_MATCH
+from shop_assistant.chat.answers.planning import rules
+from shop_assistant.chat.answers.retrieval import retrieve
+from shop_assistant.chat.answers.tools import Context, execute
+from shop_assistant.chat.answers.tools.kit import best_within, choices
+from shop_assistant.chat.answers.tools.registry import call
+from shop_assistant.chat.answers.tools.total import TOTAL
+
+pytestmark = pytest.mark.django_db
+
+TEXT = "I need a tent and a sleeping bag for a summer trip, budget 400"
+
+
+def fit(shop, items: list[str], budget: str, text: str = TEXT):
+    return execute(Context(shop, text, retrieve, "", []), [call("fit_budget", items=items, budget=Decimal(budget))])
+
+
+def test_the_set_within_the_budget_with_the_catalogs_prices_and_sum(shop):
+    composition = fit(shop, ["tent", "sleeping bag"], "400")
+    assert composition.kind == TOTAL and composition.fixed
+    skus = [card["sku"] for card in composition.cards]
+    assert skus == ["DO-RT2-SAGE", "DO-BSB"]
+    prices = [Variant.objects.get(sku=sku).price for sku in skus]
+    assert sum(prices) == Decimal("338.00") <= Decimal("400")
+    assert composition.reply == (
+        "Within your budget of 400.00 USD: Ridgeline 2-Person Tent (Sage) 249.00 USD + Breeze Synthetic Sleeping Bag "
+        "89.00 USD = 338.00 USD in total.")
+
+
+def test_no_set_fits_is_said_with_the_least_they_cost_together(shop):
+    reply = fit(shop, ["tent", "sleeping bag"], "300").reply
+    assert reply.startswith("Nothing we have fits a budget of 300.00 USD for all of these; the least they come to is ")
+    assert reply.endswith("= 338.00 USD in total.")
+
+
+def test_the_best_matches_that_fit_and_the_boundary_is_inclusive(shop):
+    kinds = [choices(shop, "tent"), choices(shop, "sleeping bag")]
+    # a kind's products only: the headlamp ("does not wake your tent mate") is no tent
+    assert {p.facts.title for p in kinds[0]} == {"Ridgeline 2-Person Tent", "Basecamp 6 Family Tent"}
+    assert {p.facts.title for p in kinds[1]} == {"Alpine Down Sleeping Bag", "Breeze Synthetic Sleeping Bag"}
+    unbounded = best_within(kinds, Decimal("100000"))
+    assert unbounded == (kinds[0][0], kinds[1][0])  # the best match of each when money is no object
+    exact = best_within(kinds, Decimal("338.00"))
+    assert exact is not None and sum(p.facts.price for p in exact) == Decimal("338.00")
+    assert best_within(kinds, Decimal("337.99")) is None
+
+
+def test_a_kind_the_catalog_lacks_is_left_out_and_said(shop):
+    reply = fit(shop, ["tent", "kayak"], "500").reply
+    assert "I couldn't find 'kayak' in our catalog, so the total leaves it out." in reply
+    assert fit(shop, ["kayak", "canoe"], "500").kind == NO_MATCH
+
+
+@pytest.mark.parametrize(
+    ("text", "items", "budget"),
+    [
+        (TEXT, ["tent", "sleeping bag"], Decimal("400")),
+        ("tent and sleeping bag for under 350 total?", ["tent", "sleeping bag"], Decimal("350")),
+        ("I need a tent, a sleeping bag and a pad, budget 700", ["tent", "sleeping bag", "pad"], Decimal("700")),
+        ("I need a backpack and a headlamp under 200", ["backpack", "headlamp"], Decimal("200")),
+    ],
+)
+def test_the_rule_planner_reads_the_kinds_and_the_budget(shop, text, items, budget):
+    calls = rules.plan(Context(shop, text, retrieve, "", []))
+    assert [(c.name, c.arguments.model_dump()) for c in calls] == [("fit_budget", {"items": items, "budget": budget})]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do you have a warm and waterproof jacket under 200?",  # properties of one kind, not two kinds
+        "two mugs and a stove under 100",  # a quantity: the total's
+        "I need a tent and a sleeping bag",  # no budget
+        "a gift for my dad who likes camping and hiking, around 50 dollars",
+    ],
+)
+def test_no_budget_kit_where_the_message_asks_something_else(shop, text):
+    assert rules.plan(Context(shop, text, retrieve, "", []))[0].name != "fit_budget"
