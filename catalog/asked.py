@@ -42,7 +42,8 @@ TYPO_CUTOFF = 0.8
 _WORD = re.compile(r"[a-z0-9][a-z0-9'’-]*|[?.!,;:()]")
 # Words around the thing asked for: requests, questions, articles, pronouns, politeness.
 _AROUND = frozenset(
-    """a an the some any this that these those my our your his her their me us you u we i i'm im i'd id i'll
+    """a an the some any this that these those it its them they my our your his her their me us you u we i i'm im
+    i'd id i'll
     do does did can could would will should may might is are was were be been am have has had got get getting
     want wanted wanna need needed like love looking look search searching find finding buy buying order
     ordering purchase sell selling carry carrying stock stocking offer offering show tell please pls hi hello
@@ -81,7 +82,7 @@ NOT_A_KIND = frozenset(
     help question questions information info way difference alternative alternatives replacement spare
     parts part accessory accessories model models version versions small medium large xl xs extra dollars
     dollar bucks euros usd eur gear equipment supplies essentials tip tips advice suggestion suggestions
-    budget budgets""".split()
+    budget budgets people person persons""".split()
 )
 _SPANISH = re.compile(
     r"[¿¡ñáéíóú]|\b(?:tienen|tienes|hay|quiero|busco|necesito|para|una|unos|unas|los|las|el|la|del|con|por|"

@@ -89,6 +89,13 @@ def test_the_store_can_word_its_own_no_match_reply(demo_store):
     assert compose(demo_store, "Do you sell laptops?", retrieve).reply == own.no_match_reply
 
 
+def test_a_miss_that_points_at_nothing_shown_says_no_words_back(demo_store):
+    # "Sorry, we don't carry it." with no card shown: "it" is no product
+    reply = no_match_reply(demo_store, "How much is it for 3 people?")
+    assert reply.startswith("Sorry, I couldn't find that in our catalog.") and "carry" not in reply
+    assert no_match_reply(demo_store, "Do you sell kayaks?").startswith("Sorry, we don't carry kayaks.")
+
+
 def test_requests_for_a_person_and_identity_questions_are_fixed(demo_store):
     handoff = compose(demo_store, "Can I talk to a person?", retrieve)
     assert handoff.kind == HANDOFF and handoff.reply

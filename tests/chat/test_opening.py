@@ -92,6 +92,10 @@ def test_a_policy_sentence_opens_with_its_document_and_a_plain_yes_or_no_only_wh
     assert settles("Do you ship to Canada?", canada.passage.text) is None  # "only": a bare yes says more
     assert settles("Do you ship to Mexico?", canada.passage.text) is None
     assert settles("Can I return items after 30 days?", "You can return items within 30 days.") is None
+    # a "not" said of something else than what is asked is no "No."
+    lamp = "Headlamp: a red light mode that does not wake your tent mate."
+    assert settles("Does the headlamp have a red light?", lamp) is None
+    assert settles("Do the socks smell?", "Socks: merino wool that wicks sweat and does not smell.") == "No."
     text = opening_for(STORE, "Do you ship to Canada?", [], [canada]).text
     assert "we ship within the United States and Canada only." in text and "shipping policy" in text
 

@@ -273,6 +273,9 @@ def _in_english() -> bool:
     return (get_language() or "en").lower().startswith("en")
 
 
+_POINTING = frozenset("it its them they those these that this one ones".split())
+
+
 def no_match_reply(store: Store, text: str) -> str:
     """The store's own no-match reply, or one built from what it sells, in the active language. Only an English
     answer says the shopper's words back ("we don't carry kayaks"): what is asked for is read with English rules
@@ -284,6 +287,8 @@ def no_match_reply(store: Store, text: str) -> str:
 
     named = asked.named_kind(text)  # "the sun hoodie" in "How much is the sun hoodie?"
     thing = (named.phrase if named else requested_thing(text)) if _in_english() else ""
+    if _POINTING & set(thing.split()):
+        thing = ""  # "How much is it for 3 people?" with nothing shown: no "we don't carry how much it people"
     if thing and re.search(rf"\b(?:an?|the) {re.escape(thing)}\b", text.lower()):
         thing = plural(thing)  # "a kayak": we don't carry kayaks; "the sun hoodie": sun hoodies
     opening = _("Sorry, we don't carry {thing}.").format(thing=thing) if thing else _(NO_MATCH_FALLBACK)

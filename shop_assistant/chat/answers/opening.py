@@ -654,7 +654,21 @@ def settles(question: str, passage_text: str) -> str | None:
     asked = content_words(question)
     if not asked or not asked <= content_words(passage_text):
         return None
-    return "No." if _NEGATION.search(passage_text) else "Yes."
+    if not _NEGATION.search(passage_text):
+        return "Yes."
+    # "No." only when the "not" is said of a word asked about ("does not smell"); "a red night mode that does not
+    # wake your tent mate" says nothing against a red light
+    return "No." if _negated(passage_text) & asked else None
+
+
+_NEGATED_SPAN = 3  # words after a "not" that it is said of
+
+
+def _negated(text: str) -> set[str]:
+    """The content words within a few words after each negation in ``text``."""
+    words = re.findall(r"[\w'’-]+", text.lower())
+    spans = [words[i + 1 : i + 1 + _NEGATED_SPAN] for i, word in enumerate(words) if _NEGATION.fullmatch(word)]
+    return set().union(*(content_words(" ".join(span)) for span in spans)) if spans else set()
 
 
 _WHICH = re.compile(r"^(?:which|what) (.+?) (?:do|does|can) (?:you|we|i) (\w+)\?$", re.IGNORECASE)

@@ -199,7 +199,9 @@ def _answer(facts: ProductFacts, question: str) -> str:
     if sentence is None:
         unsaid = _UNGIVEN.get(_degree(question), gettext_noop("Our catalog doesn't say more about the {title}."))
         return f"{_(unsaid).format(title=facts.title)} {_(ASK_A_PERSON)}"
-    verdict = _warm_enough(question, sentence) or settles(question, sentence) or _named_so(question, facts)
+    # The sentence is said of the product: its name's words count as said ("Does the family tent have a divider?" of
+    # "A divider turns it into two bedrooms.")
+    verdict = _warm_enough(question, sentence) or settles(question, f"{facts.title}: {sentence}") or _named_so(question, facts)
     if verdict is None and not _degree(question) and not _shares_a_word(question, sentence, facts):
         # "Is it waterproof?" of the fleece found "wear it ... under a shell when the weather turns": the closest
         # sentence by meaning, but no answer; one that has the word asked about may be further by meaning.
@@ -207,7 +209,7 @@ def _answer(facts: ProductFacts, question: str) -> str:
         if sentence is None:
             unsaid = _("Our catalog doesn't say that about the {title}.").format(title=facts.title)
             return f"{unsaid} {_(ASK_A_PERSON)}"
-        verdict = settles(question, sentence)
+        verdict = settles(question, f"{facts.title}: {sentence}")
     ended = sentence if sentence[-1] in ".!?" else f"{sentence}."  # a list item ("Packed weight 1.6 kg")
     quoted = _("The {title}: {sentence}").format(title=facts.title, sentence=ended)
     return f"{_(verdict)} {quoted}" if verdict else quoted
