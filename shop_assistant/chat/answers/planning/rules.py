@@ -322,20 +322,28 @@ _MAX_KIT = 4
 
 
 def _kit(context: Context) -> list[Call]:
-    """Several kinds of product within one budget: one product of each, together within it (``fit_budget``)."""
+    """Several kinds of product within one budget: one product of each, together within it (``fit_budget``). In
+    Spanish, French or German each part between "y", "et", "und" is read in the catalog's words (the store's
+    synonyms): "una tienda de campaña y un saco de dormir" is a tent and a sleeping bag."""
     text = context.text
-    if context.language != "en" or _GIFT.search(text) or _HOW_MUCH_MORE.search(text):
+    if _GIFT.search(text) or _HOW_MUCH_MORE.search(text):
         return []
+    english = context.language == "en"
     high = price_limits(text)[1]
-    budget = high if high is not None else _budget(text)
+    budget = high if high is not None else _budget(text) if english else _budget_in_another_language(text)
     if budget is None:
         return []
+    unpriced = _PRICE_WORDS.sub(" ", (_BUDGET if english else _BUDGET_OTHER).sub(" ", text))
     items = []
-    for part in _ITEM_SPLIT.split(_PRICE_WORDS.sub(" ", _BUDGET.sub(" ", text))):
-        counted = _QUANTITY.match(part.strip())
+    for part in (_ITEM_SPLIT if english else _ITEM_SPLIT_OTHER).split(unpriced):
+        counted = _QUANTITY.match(part.strip()) if english else None
         if counted and _quantity(counted.group(1)) > 1:
             return []  # "two mugs and a stove under 100": a quantity is the total's
-        phrase = " ".join(_KIT_FILLER.sub(" ", _PURPOSE.sub("", part)).split())
+        if english:
+            phrase = " ".join(_KIT_FILLER.sub(" ", _PURPOSE.sub("", part)).split())
+        else:
+            read = terms.search_words(context.store, part, lang=context.language)
+            phrase = " ".join(word for word in read.split() if not word[0].isdigit()) if read != part else ""
         if phrase:
             items.append(phrase)
     if not 2 <= len(items) <= _MAX_KIT or any(len(item.split()) > MAX_NAME_WORDS for item in items):
@@ -344,6 +352,20 @@ def _kit(context: Context) -> list[Call]:
     if any(item.split()[-1].lower() in ATTRIBUTES or _called(context, item) is None for item in items):
         return []
     return [call("fit_budget", items=items, budget=budget)]
+
+
+# "mi presupuesto es 400 dólares", "un budget de 300 euros", "mein Budget ist 200 Euro"
+_BUDGET_OTHER = re.compile(
+    r"\b(?:presupuesto|budget)(?:\s+(?:es|de|est|ist|von|liegt bei|d['’]environ))*\s+(?:de\s+)?[$€]?\s*(\d{1,5})"
+    r"(?:\s*(?:d[óo]lares|euros?|€|\$|usd))?",
+    re.IGNORECASE,
+)
+_ITEM_SPLIT_OTHER = re.compile(r"\s*(?:,|\+|\by\b|\be\b|\bet\b|\bund\b|&)\s*", re.IGNORECASE)
+
+
+def _budget_in_another_language(text: str) -> Decimal | None:
+    match = _BUDGET_OTHER.search(text)
+    return Decimal(match.group(1)) if match else None
 
 
 def _capacity_in_another_language(context: Context) -> list[Call]:

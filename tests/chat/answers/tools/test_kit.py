@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 
+from catalog import language
 from catalog.models import Variant
 from shop_assistant.chat.answers.composition import NO_MATCH
 from shop_assistant.chat.answers.planning import rules
@@ -69,10 +70,16 @@ def test_a_kind_the_catalog_lacks_is_left_out_and_said(shop):
         ("tent and sleeping bag for under 350 total?", ["tent", "sleeping bag"], Decimal("350")),
         ("I need a tent, a sleeping bag and a pad, budget 700", ["tent", "sleeping bag", "pad"], Decimal("700")),
         ("I need a backpack and a headlamp under 200", ["backpack", "headlamp"], Decimal("200")),
+        # each part read in the catalog's words through the store's synonyms
+        ("Necesito una tienda de campaña y un saco de dormir, mi presupuesto es 400 dólares", ["tent", "sleeping bag"],
+         Decimal("400")),
+        ("Il me faut une tente et un sac de couchage pour moins de 400 euros", ["tent", "sleeping bag"], Decimal("400")),
+        ("Ich brauche einen Rucksack und eine Stirnlampe, höchstens 200 Euro zusammen", ["backpack", "headlamp"],
+         Decimal("200")),
     ],
 )
 def test_the_rule_planner_reads_the_kinds_and_the_budget(shop, text, items, budget):
-    calls = rules.plan(Context(shop, text, retrieve, "", []))
+    calls = rules.plan(Context(shop, text, retrieve, "", [], language.detect(text)))
     assert [(c.name, c.arguments.model_dump()) for c in calls] == [("fit_budget", {"items": items, "budget": budget})]
 
 
