@@ -188,6 +188,12 @@ def sold_as(named: Named, kinds: frozenset[str]) -> bool:
     return all(difflib.get_close_matches(word, kinds, n=1, cutoff=TYPO_CUTOFF) for word in words)
 
 
+def is_called(phrase: str, title: str, product_type: str) -> bool:
+    """The shopper's ``phrase`` calls the product by words of its title or type, typos allowed ("down vest", "hamock";
+    not "tent" for the headlamp whose description has "tent mate")."""
+    return sold_as(Named(noun=phrase, modifiers=""), frozenset(passages.content_words(f"{title} {product_type}")))
+
+
 def is_kind(named: Named | None, title: str, product_type: str) -> bool:
     """The product is what ``named`` names: its noun is a word of the product's title or type ("tent" and the
     Ridgeline 2-Person Tent, "jackets" and the rain jacket; not "hike" and the Daytripper 22L Daypack)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from catalog import grounding, passages, sales, terms
 from catalog.grounding import price_limits
-from catalog.asked import Named, sold_as
+from catalog.asked import is_called
 from catalog.passages import content_words
 from catalog.search import MATCH_THRESHOLD, search
 from catalog.text import any_word
@@ -640,9 +640,7 @@ def _called(context: Context, phrase: str) -> str | None:
     if not asked:
         return None
     hits = [h for h in search(phrase, 5, store=context.store) if h.variant is not None and h.score >= MATCH_THRESHOLD]
-    named = Named(noun=phrase, modifiers="")
-    called = [h.product.title for h in hits
-              if sold_as(named, frozenset(content_words(f"{h.product.title} {h.product.product_type}")))]
+    called = [h.product.title for h in hits if is_called(phrase, h.product.title, h.product.product_type)]
     return None if not called else called[0] if len(called) == 1 else ""
 
 

@@ -17,11 +17,10 @@ from decimal import Decimal
 from django.utils.translation import gettext as _
 from pydantic import BaseModel, ConfigDict, Field
 
-from catalog.asked import Named, sold_as
+from catalog.asked import is_called
 from catalog.grounding import card, product_facts
 from catalog.models import Store
-from catalog.passages import content_words
-from catalog.search import MATCH_THRESHOLD, SearchHit, search
+from catalog.search import MATCH_THRESHOLD, search
 
 from ..composition import NO_MATCH, Composition, no_match_reply
 from ..opening import money
@@ -42,20 +41,14 @@ class KitArguments(BaseModel):
     budget: Price = Field(description="the most the shopper wants to spend on all of them together")
 
 
-def _of_the_kind(hit: SearchHit, named: Named) -> bool:
-    """The hit is called what the shopper named: a tent by "tent", not the headlamp whose text has "tent mate"."""
-    return sold_as(named, frozenset(content_words(f"{hit.product.title} {hit.product.product_type}")))
-
-
 def choices(store: Store, phrase: str) -> list[Product]:
     """The products of the kind ``phrase`` names, best match first, those in stock first; one card per product."""
     hits = search(phrase, CHOICES * 2, store=store)
     hits = [hit for hit in hits if hit.variant is not None and hit.score >= MATCH_THRESHOLD]
-    named = Named(noun=phrase, modifiers="")
     seen: set[str] = set()
     kind = []
-    for hit in hits:
-        if _of_the_kind(hit, named) and hit.product.title not in seen:
+    for hit in hits:  # a tent by "tent", not the headlamp whose text has "tent mate"
+        if is_called(phrase, hit.product.title, hit.product.product_type) and hit.product.title not in seen:
             seen.add(hit.product.title)
             kind.append(Product(card(hit), product_facts(hit)))
     return sorted(kind, key=lambda p: not p.facts.in_stock)[:CHOICES]  # stable: the match order within each
