@@ -642,6 +642,11 @@ def sale_sentence(product: ProductFacts) -> str:
     ).format(title=product.title, price=was)
 
 
+def asks_yes_or_no(question: str) -> bool:
+    """"Is it ...?", "Does the ... have ...?": a question a "Yes." or "No." answers."""
+    return bool(_YES_NO.search(question))
+
+
 def settles(question: str, passage_text: str) -> str | None:
     """"Yes." or "No." when ``passage_text`` answers the yes/no ``question`` outright, else None.
 
@@ -649,7 +654,7 @@ def settles(question: str, passage_text: str) -> str | None:
     from "we ship within the United States and Canada only"), and its polarity is plain: a "not" makes it a
     no, anything else a yes. Never when either side carries a condition or a bound ("after 30 days", "free on
     orders over 50 USD", "Canada only"): a bare "Yes." would then say more than the sentence does."""
-    if not _YES_NO.search(question) or _QUALIFIER.search(question) or _QUALIFIER.search(passage_text):
+    if not asks_yes_or_no(question) or _QUALIFIER.search(question) or _QUALIFIER.search(passage_text):
         return None
     asked = content_words(question)
     if not asked or not asked <= content_words(passage_text):

@@ -24,7 +24,7 @@ from catalog.text import split_sentences
 
 from .. import comparison
 from ..composition import NO_MATCH, Composition, no_match_reply
-from ..opening import be_for, money, options_sentences, sale_sentence, settles, stock_sentence
+from ..opening import asks_yes_or_no, be_for, money, options_sentences, sale_sentence, settles, stock_sentence
 from .references import Product, resolve
 from .registry import Context, register
 
@@ -130,13 +130,12 @@ def _sentence_sharing(facts: ProductFacts, question: str) -> str | None:
 
 
 _FREE_OF = re.compile(r"\b([a-z]+)-free\b", re.IGNORECASE)  # "itch-free", "BPA-free"
-_YES_NO = re.compile(r"^\W*(?:is|are|does|do|will|would|can)\b", re.IGNORECASE)
 
 
 def _said_free(facts: ProductFacts, question: str) -> str | None:
     """The description's sentence calling the product free of what the yes/no question asks about: "Is the beanie
     itchy?" of "a soft, itch-free merino beanie" (a "No."); not "is it BPA free?" (that is the sentence's word)."""
-    if not _YES_NO.search(question) or re.search(r"\bfree\b", question, re.IGNORECASE):
+    if not asks_yes_or_no(question) or re.search(r"\bfree\b", question, re.IGNORECASE):
         return None
     asked = {word.lower() for word in re.findall(r"[a-z]+", question, re.IGNORECASE)}
     for sentence in split_sentences(facts.description, starts_upper=True):
