@@ -41,6 +41,14 @@ ANSWER_THRESHOLD = 0.5
 COSINE_ALONE = 0.6
 # A second passage is quoted only when it answers nearly as well as the best one.
 SECOND_MARGIN = 0.04
+# Taken from a passage that names kinds of product (the store's own words) none of which the question names and
+# speaks of no product in general: "worn footwear, used stoves ... cannot be returned" does not answer "can I
+# return the rain jacket?", which the sentence on unused items does (0.51 against 0.44 by meaning and words).
+OTHER_PRODUCTS = 0.1
+# Words with which a passage speaks of every product ("unused items", "every product we sell").
+_GENERAL = frozenset({"item", "product", "everything"})
+# "how much is shipping to Canada?" asks what it costs, though it says no word for it.
+_HOW_MUCH = re.compile(r"\bhow much (?:is|are|does|do|will|would|for)\b", re.IGNORECASE)
 
 # Words that make a message a question about a store policy, per document kind.
 KIND_PATTERNS = {
@@ -251,7 +259,8 @@ def score_passages(question: str, query: np.ndarray, index: _StoreIndex, keep_al
     if not index.passages:
         return []
     cosine = np.maximum(index.vectors @ query, index.question_vectors @ query)
-    asked = content_words(question)
+    asked = content_words(question) | ({"cost"} if _HOW_MUCH.search(question) else set())
+    products_asked = asked & index.catalog_words
     # "how do I place an order?" shares "order" with a returns sentence: a word of every document tells none apart
     topical = asked - index.catalog_words - index.common_words
     kinds = set(kinds_asked(question))
@@ -261,8 +270,16 @@ def score_passages(question: str, query: np.ndarray, index: _StoreIndex, keep_al
         if not shared and cosine[row] < COSINE_ALONE and not keep_all:
             continue
         bonus = KIND_BONUS if passage.kind in kinds else 0.0
+        if _about_other_products(passage, products_asked, index.catalog_words):
+            bonus -= OTHER_PRODUCTS
         matches.append(Match(passage, float(cosine[row]) + LEXICAL_WEIGHT * shared + bonus))
     return sorted(matches, key=lambda match: (-match.score, match.passage.document_id, match.passage.position))
+
+
+def _about_other_products(passage: Passage, products_asked: set[str], catalog_words: frozenset[str]) -> bool:
+    """Whether ``passage`` is about kinds of product other than those asked (and not about every product)."""
+    named = passage.words & catalog_words
+    return bool(products_asked and named and not named & products_asked and not passage.words & _GENERAL)
 
 
 # A shopper who names one of these ("what is your refund policy?") gets its best passage even when no passage

@@ -14,7 +14,7 @@ from typing import Any
 
 from catalog import grounding, passages, sales, terms
 from catalog.grounding import price_limits
-from catalog.asked import is_called
+from catalog.asked import is_called, named_kind
 from catalog.passages import content_words
 from catalog.search import MATCH_THRESHOLD, search
 from catalog.text import any_word
@@ -318,6 +318,11 @@ _KIT_FILLER = re.compile(
     re.IGNORECASE,
 )
 _PURPOSE = re.compile(r"\s+for\s+.*$", re.IGNORECASE)  # "a sleeping bag for a summer trip": a sleeping bag
+# Who it is for, said with "and" that would split it into another item: "for me and my wife", "for my son and me".
+_FOR_PEOPLE = re.compile(
+    r"\bfor\s+(?:(?:me|us|myself)\s+and\s+(?:my|our)\s+[a-z]+|(?:my|our)\s+[a-z]+\s+and\s+(?:me|us|myself))\b",
+    re.IGNORECASE,
+)
 _MAX_KIT = 4
 
 
@@ -333,7 +338,7 @@ def _kit(context: Context) -> list[Call]:
     budget = high if high is not None else _budget(text) if english else _budget_in_another_language(text)
     if budget is None:
         return []
-    unpriced = _PRICE_WORDS.sub(" ", (_BUDGET if english else _BUDGET_OTHER).sub(" ", text))
+    unpriced = _PRICE_WORDS.sub(" ", (_BUDGET if english else _BUDGET_OTHER).sub(" ", _FOR_PEOPLE.sub(" ", text)))
     items = []
     for part in (_ITEM_SPLIT if english else _ITEM_SPLIT_OTHER).split(unpriced):
         counted = _QUANTITY.match(part.strip()) if english else None
@@ -348,10 +353,20 @@ def _kit(context: Context) -> list[Call]:
             items.append(phrase)
     if not 2 <= len(items) <= _MAX_KIT or any(len(item.split()) > MAX_NAME_WORDS for item in items):
         return []
-    # Each a kind the store sells, named by a noun: not "a warm and waterproof jacket" ("waterproof" names the boots)
-    if any(item.split()[-1].lower() in ATTRIBUTES or _called(context, item) is None for item in items):
+    # Each a kind named by a noun: not "a warm and waterproof jacket" ("waterproof" names the boots). One the store
+    # does not sell is said to be left out ("a kayak and a tent, budget 500"), when another is sold.
+    if any(item.split()[-1].lower() in ATTRIBUTES for item in items):
+        return []
+    sold = [_called(context, item) is not None for item in items]
+    if not any(sold) or not all(is_sold or _is_a_kind(item) for item, is_sold in zip(items, sold)):
         return []
     return [call("fit_budget", items=items, budget=budget)]
+
+
+def _is_a_kind(phrase: str) -> bool:
+    """The whole phrase is a kind of product by its noun ("kayak", "camping stove"), not "my wife" or "the trip"."""
+    named = named_kind(phrase)
+    return named is not None and bool(named.noun) and named.phrase == phrase.lower()
 
 
 # "mi presupuesto es 400 dólares", "un budget de 300 euros", "mein Budget ist 200 Euro"

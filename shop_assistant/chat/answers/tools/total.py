@@ -49,7 +49,9 @@ def _stock_notes(products: list[Product]) -> list[str]:
 
 def terms_sentence(lines: list[tuple[int, Product]]) -> str:
     """"2 × Merino Hiking Socks (3-Pack) (S) at 24.00 USD + Titanium Camp Mug 450 ml 27.00 USD = 75.00 USD in total.":
-    every term, so the shopper can check the sum."""
+    every term, so the shopper can check the sum; one product alone: its term."""
+    if len(lines) == 1 and lines[0][0] == 1:  # one thing: its price is the sum ("... 249.00 USD = 249.00 USD" is noise)
+        return f"{_term(*lines[0])}."
     currency = lines[0][1].facts.currency
     total = sum((quantity * p.facts.price for quantity, p in lines), Decimal("0"))
     terms = " + ".join(_term(quantity, p) for quantity, p in lines)

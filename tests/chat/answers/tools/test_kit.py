@@ -61,6 +61,11 @@ def test_a_kind_the_catalog_lacks_is_left_out_and_said(shop):
     reply = fit(shop, ["tent", "kayak"], "500").reply
     assert "I couldn't find 'kayak' in our catalog, so the total leaves it out." in reply
     assert fit(shop, ["kayak", "canoe"], "500").kind == NO_MATCH
+    # one kind left: its price alone, no "249.00 USD = 249.00 USD in total"
+    assert fit(shop, ["kayak", "tent"], "500").reply == (
+        "Within your budget of 500.00 USD: Ridgeline 2-Person Tent (Sage) 249.00 USD. "
+        "I couldn't find 'kayak' in our catalog, so the total leaves it out."
+    )
 
 
 @pytest.mark.parametrize(
@@ -76,6 +81,11 @@ def test_a_kind_the_catalog_lacks_is_left_out_and_said(shop):
         ("Il me faut une tente et un sac de couchage pour moins de 400 euros", ["tent", "sleeping bag"], Decimal("400")),
         ("Ich brauche einen Rucksack und eine Stirnlampe, höchstens 200 Euro zusammen", ["backpack", "headlamp"],
          Decimal("200")),
+        # a kind the store does not sell is the tool's to say left out, when another is sold
+        ("I need a kayak and a tent, budget 500", ["kayak", "tent"], Decimal("500")),
+        # who it is for is no item, though it has an "and"
+        ("a tent and a sleeping bag for me and my wife, budget 400", ["tent", "sleeping bag"], Decimal("400")),
+        ("a tent and a sleeping bag for my son and me, budget 400", ["tent", "sleeping bag"], Decimal("400")),
     ],
 )
 def test_the_rule_planner_reads_the_kinds_and_the_budget(shop, text, items, budget):
@@ -90,6 +100,7 @@ def test_the_rule_planner_reads_the_kinds_and_the_budget(shop, text, items, budg
         "two mugs and a stove under 100",  # a quantity: the total's
         "I need a tent and a sleeping bag",  # no budget
         "a gift for my dad who likes camping and hiking, around 50 dollars",
+        "I need a kayak and a canoe, budget 500",  # nothing of either is sold: the search says so
     ],
 )
 def test_no_budget_kit_where_the_message_asks_something_else(shop, text):
