@@ -191,6 +191,13 @@ MAX_NAME_WORDS = 3  # "the first aid kit"
 # ("come with a pot" is a part of the product; "work with the micro stove" names another)
 _ANOTHER_NAMED = any_word(r"(?:with|to) (?:the|your|my) [a-z]+", r"(?:and|or|than|vs\.?|versus) (?:the|your|a|an|my) [a-z]+")
 _WHICH = re.compile(r"^\W*(?:which|what)\b", re.IGNORECASE)
+# "which one has a laptop sleeve?", "which of them is freestanding?": of the cards shown (a ranking word is the
+# comparison's, asked before)
+_WHICH_HAS = re.compile(
+    r"^\W*which\s+(?:(?:one|ones|of (?:these|them|those|the two|the three|both|you)(?: ones?)?)\s+)?"
+    r"((?:has|have|is|are|comes? with|includes?|got)\b.+?)\s*[?.!]*$",
+    re.IGNORECASE,
+)
 # "Which backpack is cheaper?", "lightest tent?", "which sleeping bag is warmer?": a kind's products ranked on what
 # is asked. Price words anywhere; weight and warmth as a superlative or in a "which" question ("do you sell a
 # lighter?" asks for a product).
@@ -687,6 +694,9 @@ def plan(context: Context) -> list[Call]:
         return [call("product_details", product=pointed.group(0), question=text)]
     if context.shown and comparison.asked_attribute(text):
         return [call("compare_products")]  # about the cards shown; a search when it is not (the tool decides)
+    which = _WHICH_HAS.match(text) if context.shown else None
+    if which:  # "which one has a laptop sleeve?" after the backpacks: what each shown one's text says
+        return [call("which_has", question=which.group(1))]
     planned = _named_comparison(text) or _ranked_kind(text, context.shown)
     if planned:
         return planned

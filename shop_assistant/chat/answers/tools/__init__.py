@@ -7,7 +7,7 @@ Importing this package registers every tool.
 
 from . import (  # noqa: F401  (registration)
     capacity, compare, details, gifts, kit, order_cancel, order_items, order_return, order_status, policy, replies, sale, search,
-    total,
+    total, which,
 )
 from .registry import REGISTRY, Call, Context, PlanError, execute, parse_plan, plan_schema, specs
 

@@ -121,7 +121,7 @@ def _shares_a_word(question: str, sentence: str, facts: ProductFacts) -> bool:
     )
 
 
-def _sentence_sharing(facts: ProductFacts, question: str) -> str | None:
+def sentence_sharing(facts: ProductFacts, question: str) -> str | None:
     """The closest sentence among those that share a word with the question: "Is the hammock easy to set up?"
     is answered by "Sets up between two trees in a minute.", not the closer "A roomy ... hammock"."""
     sentences = split_sentences(facts.description, starts_upper=True)
@@ -204,7 +204,7 @@ def _answer(facts: ProductFacts, question: str) -> str:
     if verdict is None and not _degree(question) and not _shares_a_word(question, sentence, facts):
         # "Is it waterproof?" of the fleece found "wear it ... under a shell when the weather turns": the closest
         # sentence by meaning, but no answer; one that has the word asked about may be further by meaning.
-        sentence = _sentence_sharing(facts, question)
+        sentence = sentence_sharing(facts, question)
         if sentence is None:
             unsaid = _("Our catalog doesn't say that about the {title}.").format(title=facts.title)
             return f"{unsaid} {_(ASK_A_PERSON)}"
