@@ -129,7 +129,7 @@ _FOLLOW_UP_WORDS = 12
 _THEY = any_word("they", "them", "these", "those")
 _ONE_OF_SHOWN = any_word(
     "the (?:cheaper|cheapest|less expensive|pricier|more expensive|first|second|third|last|bigger|biggest|big|larger|"
-    "largest|large|smaller|smallest|small|lighter|lightest|heavier|heaviest) one"
+    "largest|large|smaller|smallest|small|lighter|lightest|heavier|heaviest|warmer|warmest) one"
 )
 # "How warm is the down sleeping bag?", "How heavy are the boots?": a degree asked of one product named (a singular
 # verb and an article, or "are the" for a name in the plural), answered from its own description; "how much" is its
@@ -690,8 +690,12 @@ def plan(context: Context) -> list[Call]:
     pointed = _ONE_OF_SHOWN.search(text) if context.shown else None
     # "is the cheaper one warm enough?": a question about that one, when the cards tell which ("the bigger one" of
     # two tents whose texts give no volume does not)
-    if pointed and not _WHICH.match(text) and pointed_at(context.store, pointed.group(0), context.shown) is not None:
-        return [call("product_details", product=pointed.group(0), question=text)]
+    if pointed and not _WHICH.match(text):
+        if pointed_at(context.store, pointed.group(0), context.shown) is not None:
+            return [call("product_details", product=pointed.group(0), question=text)]
+        measure = comparison.attribute_of(pointed.group(0))
+        if measure:  # "is the lighter one freestanding?" where one tent's weight is not given: what the cards say
+            return [call("compare_products", attribute=measure[0], ascending=measure[1])]
     if context.shown and comparison.asked_attribute(text):
         return [call("compare_products")]  # about the cards shown; a search when it is not (the tool decides)
     which = _WHICH_HAS.match(text) if context.shown else None

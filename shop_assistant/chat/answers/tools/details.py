@@ -25,7 +25,7 @@ from catalog.text import split_sentences
 from .. import comparison
 from ..composition import NO_MATCH, Composition, no_match_reply
 from ..opening import asks_yes_or_no, be_for, money, options_sentences, sale_sentence, settles, stock_sentence
-from .references import Product, resolve
+from .references import Product, is_pointing, resolve
 from .registry import Context, register
 
 DETAILS = "details"
@@ -245,5 +245,7 @@ def product_details(context: Context, arguments: DetailsArguments) -> Compositio
     product = _reread(context, found[0], question)
     # The shopper's own words decide what is asked of the options ("in L"); the planner's may be a translation.
     asked = question if question == context.text or context.language != "en" else f"{context.text} {question}"
+    if is_pointing(arguments.product):  # "does the warmer one have a hood?" asks of a hood, not of warmth
+        asked = re.sub(rf"\b{re.escape(arguments.product)}\b", "it", asked, flags=re.IGNORECASE)
     reply = _answer(product.facts, asked)
     return Composition(DETAILS, reply=reply, cards=[product.card], products=[product.facts])

@@ -27,14 +27,16 @@ _ONE_SHOWN = re.compile(r"^(?:it|this|that|this one|that one|the one|one)$")
 _CHEAPER = re.compile(r"\b(?:cheap(?:er|est)|less expensive|least expensive)\b")
 _PRICIER = re.compile(r"\b(?:pricier|priciest|more expensive|most expensive)\b")
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "last": -1}
-# "the bigger one", "the small one", "the lightest": a measure of each shown product's text, and which end of it.
-_BY_VOLUME, _BY_WEIGHT = comparison.volume_of, comparison.weight_of
+# "the bigger one", "the small one", "the lightest", "the warmer one": a measure of each shown product's text, and
+# which end of it.
+_BY_VOLUME, _BY_WEIGHT, _BY_WARMTH = comparison.volume_of, comparison.weight_of, comparison.comfort_temperature
 _MEASURED = {
     "bigger": (_BY_VOLUME, True), "biggest": (_BY_VOLUME, True), "big": (_BY_VOLUME, True),
     "larger": (_BY_VOLUME, True), "largest": (_BY_VOLUME, True), "large": (_BY_VOLUME, True),
     "smaller": (_BY_VOLUME, False), "smallest": (_BY_VOLUME, False), "small": (_BY_VOLUME, False),
     "lighter": (_BY_WEIGHT, False), "lightest": (_BY_WEIGHT, False),
     "heavier": (_BY_WEIGHT, True), "heaviest": (_BY_WEIGHT, True),
+    "warmer": (_BY_WARMTH, False), "warmest": (_BY_WARMTH, False),  # the lower comfort temperature
 }  # fmt: skip
 _LEADING = re.compile(r"^(?:the|a|an|one|your|my|of|some|pack of|packs of|pair of|pairs of)\s+")
 
@@ -86,6 +88,17 @@ def _from_shown(phrase: str, products: list[Product]) -> list[Product] | None:
     if ordinal and abs(_ORDINALS[ordinal.group(1)]) < len(products) + (ordinal.group(1) == "last"):
         return [products[_ORDINALS[ordinal.group(1)]]]
     return None
+
+
+def is_pointing(phrase: str) -> bool:
+    """Whether ``phrase`` points at what was shown ("it", "the warmer one", "both") rather than names a product."""
+    cleaned = _cleaned(phrase)
+    return bool(
+        _ALL_SHOWN.match(cleaned) or _ONE_SHOWN.match(cleaned) or re.fullmatch(
+            rf"(?:the )?(?:{_CHEAPER.pattern}|{_PRICIER.pattern}|{'|'.join(_MEASURED)}|first|second|third|last)(?: one)?",
+            cleaned,
+        )
+    )
 
 
 def pointed_at(store: Store, phrase: str, cards: Sequence[dict[str, Any]]) -> list[Product] | None:

@@ -225,3 +225,24 @@ def test_a_yes_no_question_its_name_answers_is_a_yes_with_its_description(shop):
 )  # fmt: skip
 def test_a_volume_is_a_figure_from_its_description_else_its_name(shop, text, product, reply):
     assert details(shop, text, product=product, question=text).reply == reply
+
+
+def test_the_one_pointed_at_by_a_measure_is_asked_of_what_follows(shop):
+    """"does the warmer one have a hood?": "warmer" says which bag, not what is asked of it (the "Yes." was lost to
+    it: no sentence says "warmer"); the lighter tent, when one tent's weight is not given, is the weights' answer."""
+    from catalog import language
+    from shop_assistant.chat.answers.planning import rules
+
+    bags = cards_of(shop, "Breeze Synthetic Sleeping Bag", "Alpine Down Sleeping Bag")
+    text = "does the warmer one have a hood?"
+    context = Context(shop, text, retrieve, "", bags, language.detect(text))
+    composition = execute(context, rules.plan(context))
+    assert composition.reply.startswith("Yes. The Alpine Down Sleeping Bag: A draft collar and a hood")
+    tents = cards_of(shop, "Ridgeline 2-Person Tent", "Basecamp 6 Family Tent")
+    text = "Is the lighter one freestanding?"
+    calls = rules.plan(Context(shop, text, retrieve, "", tents, "en"))
+    assert [(c.name, c.arguments.model_dump()["attribute"]) for c in calls] == [("compare_products", "weight")]
+    composition = execute(Context(shop, text, retrieve, "", tents, "en"), calls)
+    assert composition.reply == (
+        "The Ridgeline 2-Person Tent weighs 1.6 kg. Our catalog doesn't list the weight of the Basecamp 6 Family Tent."
+    )

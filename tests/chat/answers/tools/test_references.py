@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from catalog.models import Variant
-from shop_assistant.chat.answers.tools.references import pointed_at, resolve
+from shop_assistant.chat.answers.tools.references import is_pointing, pointed_at, resolve
 from tests.chat.answers.conftest import cards_of
 
 pytestmark = pytest.mark.django_db
@@ -103,5 +103,17 @@ def test_the_bigger_or_lighter_one_by_what_each_shown_products_text_gives(shop):
     assert [p.facts.title for p in resolve(shop, "the small one", packs)] == ["Daytripper 22L Daypack"]
     assert [p.facts.title for p in resolve(shop, "the lighter one", cards_of(shop, "Summit 40L Backpack"))] == [
         "Summit 40L Backpack"]  # one shown: the one meant
-    # two tents, one weight given: which is lighter cannot be told (the rule planner then leaves it to the search)
+    # two tents, one weight given: which is lighter cannot be told (the rule planner then compares their weights)
     assert pointed_at(shop, "the lighter one", cards_of(shop, "Ridgeline 2-Person Tent", "Basecamp 6 Family Tent")) is None
+    # the warmer one: the lower comfort temperature (-7 °C against 10 °C)
+    bags = cards_of(shop, "Breeze Synthetic Sleeping Bag", "Alpine Down Sleeping Bag")
+    assert [p.facts.title for p in resolve(shop, "the warmer one", bags)] == ["Alpine Down Sleeping Bag"]
+
+
+@pytest.mark.parametrize(
+    ("phrase", "pointing"),
+    [("it", True), ("both", True), ("the cheaper one", True), ("the warmer one", True), ("the second one", True),
+     ("the Summit backpack", False), ("sleeping bag", False), ("the one with a hood", False)],
+)
+def test_a_pointing_phrase_is_told_from_a_name(phrase, pointing):
+    assert is_pointing(phrase) is pointing
