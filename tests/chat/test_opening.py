@@ -263,6 +263,19 @@ def test_no_options_sentence_when_not_asked_or_when_the_product_has_none():
     assert "comes in" not in opening_for(STORE, "What sizes does the fleece come in?", [FLEECE], []).text
 
 
+
+def test_a_product_sold_in_one_version_says_so_when_a_size_or_colour_is_asked():
+    one = product("Daytripper 22L Daypack", "69.00", variant_options=(((), True),), description="A light daypack.")
+    text = opening_for(STORE, "What colours does the daypack come in?", [one], []).text
+    assert "The Daytripper 22L Daypack comes in one version only." in sentences(text), text
+    assert "The Daytripper 22L Daypack comes in one version only." in sentences(
+        opening_for(STORE, "Do you have the daypack in black?", [one], []).text)
+    assert "one version" not in opening_for(STORE, "Is the daypack light?", [one], []).text
+    # a colour its own text has ("a red night mode") is no colour option asked for
+    lamp = product("Beam Headlamp", "44.95", variant_options=(((), True),), description="A red night mode.")
+    assert "one version" not in opening_for(STORE, "Does the headlamp have a red light?", [lamp], []).text
+
+
 RIDGELINE = product("Ridgeline 2-Person Tent", "249.00", product_type="Tents", tags=("backpacking", "tent", "3-season"),
                     description="A freestanding three-season tent for two that packs down to the size of a loaf of bread.")
 BASECAMP = product("Basecamp 6 Family Tent", "429.00", product_type="Tents", tags=("family", "car camping", "tent"),

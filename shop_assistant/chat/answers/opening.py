@@ -129,6 +129,7 @@ _OPTION_WORDS = re.compile(
     re.IGNORECASE,
 )
 _COLOUR = re.compile(r"colou?r", re.IGNORECASE)
+_SIZE_OR_COLOUR = re.compile(r"\b(?:sizes?|colou?rs?)\b", re.IGNORECASE)
 # Colours a shopper names ("the beanie in black?"): one the product's colour option does not list is said so.
 _COLOUR_WORDS = re.compile(
     r"\b(black|white|red|blue|green|grey|gray|navy|yellow|orange|pink|purple|brown|beige|tan|olive|khaki)\b",
@@ -415,16 +416,35 @@ class _OptionsAnswer:
 def _options_answer(products: Sequence[ProductFacts], question: str) -> _OptionsAnswer:
     """The answer to a question about the first products' sizes, colours or other options, from the catalog's
     variants."""
-    asked = [(p, *_named(p, question)) for p in products[:2] if p.option_values]
-    asked = [(p, named, missing) for p, named, missing in asked if named or missing or _OPTION_WORDS.search(question)]
+    asked = {id(p): _named(p, question) for p in products[:2] if p.option_values}
+    asked = {key: (named, missing) for key, (named, missing) in asked.items()
+             if named or missing or _OPTION_WORDS.search(question)}  # fmt: skip
     sentences, settled, told_stock = [], True, False
-    for product, named, missing in asked:
+    for product in products[:2]:  # in the products' order
+        if _one_version_asked(product, question):  # "the daypack in black?"
+            one = _agreeing(product.title, _("The {title} comes in one version only."),
+                            _("The {title} come in one version only."))  # fmt: skip
+            sentences.append(one.format(title=product.title))
+            settled = False
+        if id(product) not in asked:
+            continue
+        named, missing = asked[id(product)]
         sentences.append(_comes_in(product, missing))
         for phrase, state in _availability(product, named):
             sentences.append(_stock_of(product, phrase, state, alone=len(asked) == 1))
             settled, told_stock = settled and state == "in stock", True
         settled = settled and missing is None
     return _OptionsAnswer(sentences, settled, told_stock)
+
+
+def _one_version_asked(product: ProductFacts, question: str) -> bool:
+    """A size or colour asked of a product sold in one version, one variant without options (not a colour its own
+    text has: "a red night mode")."""
+    if product.option_values or len(product.variant_options) != 1:
+        return False
+    own = product.text().lower()
+    named = [word for word in _COLOUR_WORDS.findall(question) if not re.search(rf"\b{word.lower()}\b", own)]
+    return bool(_SIZE_OR_COLOUR.search(question) or named)
 
 
 def names_an_option(product: ProductFacts, question: str) -> bool:

@@ -86,6 +86,11 @@ _PEOPLE_OTHER = re.compile(
     r"(?:personas|personnes|personen|adultos|adultes|erwachsene|gente)\b",
     re.IGNORECASE,
 )
+# Two people said without a number: "for a couple", "for the two of us", "for me and my girlfriend".
+_TWO = re.compile(
+    r"\bfor\s+(?:(?:a|my)\s+couple(?!\s+of)|the\s+two\s+of\s+us|us\s+two|(?:me|myself)\s+and\s+(?:my|a)\s+[a-z]+(?!\s+and))\b",
+    re.IGNORECASE,
+)
 _WEIGHT = any_word(r"(\d{2,3})\s*(?:kg|kilos?|kilograms?)")
 _CAPACITY_FILLER = re.compile(
     r"\b(?:is|are|the|a|an|big|large|enough|for|people|persons|adults|guests|which|what|fits?|us|we(?:'re| are)|family|of|"
@@ -552,7 +557,7 @@ _HOW_MANY = re.compile(
 
 
 def _capacity(context: Context) -> list[Call]:
-    text = context.text
+    text = _TWO.sub("for two", context.text)
     how_many = _HOW_MANY.match(text)
     if how_many:
         return [call("check_capacity", product=how_many.group(1) or how_many.group(2))]

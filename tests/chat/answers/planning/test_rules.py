@@ -156,6 +156,11 @@ TABLE = [
     ("What's the best tent for two?", False, [("check_capacity", {"people": 2})]),
     ("We need a tent for three", False, [("check_capacity", {"people": 3})]),
     ("Do you have a tnet for two?", False, [("check_capacity", {"product": "tent", "people": 2})]),  # the typo read
+    # two said without a number ("a couple of mugs" is a quantity)
+    ("which tent for a couple?", False, [("check_capacity", {"product": "tent", "people": 2})]),
+    ("a tent for me and my girlfriend", False, [("check_capacity", {"product": "tent", "people": 2})]),
+    ("is the Ridgeline big enough for the two of us?", False, [("check_capacity", {"people": 2})]),
+    ("a couple of mugs and a stove, how much?", False, [("price_total", {})]),
     ("What's a good sleeping bag for two nights?", False, [("search_products", {})]),
     ("What's a good gift for a hiker?", False, [("suggest_gifts", {"interests": "hiking"})]),  # who does it: its doing
     ("A present for a teenager who likes camping", False, [("suggest_gifts", {"interests": "camping"})]),

@@ -165,6 +165,8 @@ def test_how_much_is_it_is_its_price(shop):
          "person."),
         # a colour of a product sold in sizes only: the sizes were the whole answer
         ("Does the down vest come in black?", "The Featherlight Down Vest comes in sizes M and L; no black is listed."),
+        # a product sold in one version: "Our catalog doesn't say that ..." to a colour asked
+        ("Does the daypack come in black?", "The Daytripper 22L Daypack comes in one version only."),
         ("Does the family tent have a divider?", "Yes. The Basecamp 6 Family Tent: A divider turns it into two bedrooms."),
         # "fit" with a thing after it is no size question ("comes in Slate and Rust"), and no word for the answer
         ("Does the Summit backpack fit a laptop?",
