@@ -24,7 +24,7 @@ from .. import comparison
 from . import orders
 from ..composition import IDENTITY_PATTERN, asks_about_the_store, asks_after_sales
 from ..opening import ATTRIBUTES
-from ..tools.details import DEGREES
+from ..tools.details import DEGREES, asked_temperature
 from ..tools.references import pointed_at
 from ..tools.registry import Call, Context, call
 from ..tools.search import SearchArguments
@@ -395,10 +395,34 @@ def _budget_in_another_language(text: str) -> Decimal | None:
     return Decimal(match.group(1)) if match else None
 
 
+# "minus 5 Grad", "-5 grados", "moins 5 degrés", "-5 °C": a temperature in Spanish, French or German
+_TEMPERATURE_OTHER = re.compile(
+    r"(?:\b(?:minus|menos|moins)\s+|-)?(\d{1,2})\s*(?:°\s*C?|grados?|degr[ée]s?|grad)\b|(?:\b(?:minus|menos|moins)\s+|-)(\d{1,2})\b",
+    re.IGNORECASE,
+)
+
+
+def _temperature_in_another_language(text: str) -> float | None:
+    match = _TEMPERATURE_OTHER.search(text)
+    if match is None:
+        return None
+    figure = float(match.group(1) or match.group(2))
+    return -figure if re.match(r"\s*(?:minus|menos|moins|-)", match.group(0), re.IGNORECASE) else figure
+
+
 def _capacity_in_another_language(context: Context) -> list[Call]:
-    """"Avez-vous une tente pour quatre personnes ?": the people counted, the product in the catalog's words."""
+    """"Avez-vous une tente pour quatre personnes ?": the people counted, the product in the catalog's words; "Ist
+    der Schlafsack warm genug für minus 5 Grad?": the temperature."""
+    if context.language == "en":
+        return []
     people = _PEOPLE_OTHER.search(context.text)
-    if not people or context.language == "en":
+    temperature = None if people else _temperature_in_another_language(context.text)
+    if temperature is not None:
+        product = terms.search_words(context.store, _TEMPERATURE_OTHER.sub(" ", context.text), lang=context.language)
+        kind = " ".join(word for word in product.split() if not _TEMPERATURE_WORDS.fullmatch(word))
+        if kind and _called(context, kind) is not None:
+            return [call("check_capacity", product=kind, temperature_c=temperature)]
+    if not people:
         return []
     asked = _PEOPLE_OTHER.sub(" ", context.text)  # "3 personas" is the count, not a "2-Person" tent's name
     product = terms.search_words(context.store, asked, lang=context.language)
@@ -546,6 +570,12 @@ def _people(text: str) -> re.Match[str] | None:
 
 
 # What is left of a capacity question that names no product: "how much is it for 3 people?", "which one?"
+# A temperature asked and the words of warmth around it: "warm enough for minus 5 degrees", "rated to -10 °C"
+_TEMPERATURE_WORDS = re.compile(
+    r"(?:\bminus\s+|-)?\d+(?:[.,]\d+)?\s*(?:°\s*[CF]?|ºC|degrees?(?:\s+c(?:elsius)?)?)?"
+    r"|\b(?:warm|warmth|cold|rated|comfortable|celsius|minus)\b",
+    re.IGNORECASE,
+)
 _POINTING_FILLER = re.compile(r"\b(?:how|much|price|cost|costs|one|ones|this|that|these|those|them|they|it|its)\b", re.I)
 
 # "How many people does the Basecamp tent sleep?", "How many people fit in the Ridgeline?": what it is made for.
@@ -561,15 +591,17 @@ def _capacity(context: Context) -> list[Call]:
     how_many = _HOW_MANY.match(text)
     if how_many:
         return [call("check_capacity", product=how_many.group(1) or how_many.group(2))]
-    if not _CAPACITY_ASK.search(text):
+    temperature = asked_temperature(text)  # "warm enough for -5?", "a sleeping bag for -5 degrees"
+    if not _CAPACITY_ASK.search(text) and temperature is None:
         return []
     people, weight = _people(text), _WEIGHT.search(text)
-    if not (people or weight):
+    if not (people or weight or temperature is not None):
         return []
-    product = " ".join(_CAPACITY_FILLER.sub(" ", text).split())
+    product = " ".join(_CAPACITY_FILLER.sub(" ", _TEMPERATURE_WORDS.sub(" ", text)).split())
     if context.shown and not _POINTING_FILLER.sub(" ", product).strip():
-        # "How much is it for 3 people?", "which one is for two?" after the tents: the tents shown
-        product = "those"
+        # "How much is it for 3 people?", "which one is for two?" after the tents: the tents shown; "is it warm
+        # enough for -5?": the first card, as "it" is everywhere else
+        product = "it" if temperature is not None and _POINTS_BACK.search(text) else "those"
     if not product:
         return []
     if context.language == "en":  # "a tnet for two": the catalog's word for the typo
@@ -579,6 +611,8 @@ def _capacity(context: Context) -> list[Call]:
         arguments["weight_kg"] = float(weight.group(1))
     elif people:
         arguments["people"] = _quantity(people.group(1) or people.group(2))
+    else:
+        arguments["temperature_c"] = temperature
     return [call("check_capacity", **arguments)]
 
 

@@ -95,15 +95,24 @@ def closest_sentence(facts: ProductFacts, question: str, among: list[str] | None
 _TEMPERATURE = re.compile(r"(-?\d+(?:[.,]\d+)?)\s*(?:°\s*C|degrees?(?: c(?:elsius)?)?|ºC)", re.IGNORECASE)
 # "warm enough for -5?": a bare figure after "warm enough for" is a temperature
 _BARE_TEMPERATURE = re.compile(r"\bwarm enough for\s+(-?\d+(?:[.,]\d+)?)\s*[?.!]*$", re.IGNORECASE)
+# "a sleeping bag for -20": a figure below zero is no price, no count and no weight
+_BELOW_ZERO = re.compile(r"\bfor\s+(-\d+(?:[.,]\d+)?)(?![\w.,%])")
 _DOWN_TO = re.compile(r"\b(?:to|down to|rated (?:to|for)|comfort(?:able)? (?:to|at))\s*(-?\d+(?:[.,]\d+)?)\s*°\s*C", re.I)
+
+
+def asked_temperature(question: str) -> float | None:
+    """The temperature, in °C, that "warm enough for -5 degrees?" or "a sleeping bag for -5 °C" asks about."""
+    question = re.sub(r"\bminus\s+(?=\d)", "-", question, flags=re.IGNORECASE)  # "minus 5 degrees"
+    asked = _TEMPERATURE.search(question) or _BARE_TEMPERATURE.search(question) or _BELOW_ZERO.search(question)
+    return float(asked.group(1).replace(",", ".")) if asked else None
 
 
 def _warm_enough(question: str, sentence: str) -> str | None:
     """"Yes."/"No." for "warm enough for -5 degrees?" against a rating the sentence gives ("comfortable to -7 °C")."""
-    asked, rated = _TEMPERATURE.search(question) or _BARE_TEMPERATURE.search(question), _DOWN_TO.search(sentence)
+    asked, rated = asked_temperature(question), _DOWN_TO.search(sentence)
     if asked is None or rated is None:
         return None
-    return "Yes." if float(rated.group(1).replace(",", ".")) <= float(asked.group(1).replace(",", ".")) else "No."
+    return "Yes." if float(rated.group(1).replace(",", ".")) <= asked else "No."
 
 
 _ROOT = 6  # letters two words share at the start to be one word's forms: "collapsible", "collapse"

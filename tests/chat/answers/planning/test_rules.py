@@ -108,14 +108,15 @@ TABLE = [
     ("I'd take two of those, how much?", True, [("price_total", {"items": items(("those", 2))})]),
     ("How long does its battery last?", True, [("product_details", {"product": "it", "question": "How long does its battery last?"})]),
     ("does it have a rain cover?", True, [("product_details", {"product": "it"})]),
-    ("Is the cheaper one warm enough for 5 degrees?", True, [("product_details", {"product": "the cheaper one"})]),
+    # a temperature asked: the comfort ratings (the capacity's), with what fits when the one asked does not
+    ("Is the cheaper one warm enough for 5 degrees?", True, [("check_capacity", {"product": "cheaper", "temperature_c": 5.0})]),
     ("do you have it in L?", True, [("product_details", {"product": "it"})]),
     # a degree asked of one product by name: its details, not a search of every sleeping bag
     # "a cheaper one" after a card names the shown product's kind, not a product called "one"
     ("Do you have a cheaper one?", True, [("compare_products", {"products": ["Ridgeline 2-Person Tent (Sage)"], "attribute": "price"})]),
     ("Do you have something similar but cheaper?", True, [("compare_products", {"products": ["Ridgeline 2-Person Tent (Sage)"]})]),
     ("Do you have a cheaper one?", False, [("search_products", {})]),
-    ("Is the Alpine bag warm enough for -5?", False, [("product_details", {"product": "Alpine bag"})]),
+    ("Is the Alpine bag warm enough for -5?", False, [("check_capacity", {"product": "Alpine bag", "temperature_c": -5.0})]),
     ("What's the cheapest thing you sell?", False, [("compare_products", {"products": [], "attribute": "price"})]),
     ("something for my mom, her ears always get cold on walks", False, [("suggest_gifts", {})]),  # a gift, unnamed
     ("What should I get my wife who always feels cold when camping?", False, [("suggest_gifts", {})]),  # "get my wife"

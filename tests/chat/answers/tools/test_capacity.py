@@ -146,3 +146,47 @@ def test_how_many_people_a_product_is_made_for_is_its_own_words(shop):
     hammock = check(shop, product="hammock")
     assert hammock.reply == "Our catalog doesn't say how many people the Drift Camping Hammock is made for."
     assert [card["sku"] for card in hammock.cards] == ["DO-DCH"]
+
+
+def test_warm_enough_is_the_comfort_rating_of_the_products_own_text(shop):
+    # the kind: the bags rated for it ("Is the sleeping bag warm enough for -5?" was the Breeze's "No." alone)
+    kind = check(shop, product="sleeping bag", temperature_c=-5)
+    assert kind.kind == CAPACITY
+    assert kind.reply == "For -5 °C: the Alpine Down Sleeping Bag is comfortable to -7 °C."
+    # one named that is not: "No", and the one of its kind that is, though its name was not searched
+    breeze = check(shop, product="Breeze", temperature_c=-5)
+    assert breeze.reply == (
+        "No: the Breeze Synthetic Sleeping Bag is comfortable to 10 °C. "
+        "For -5 °C: the Alpine Down Sleeping Bag is comfortable to -7 °C."
+    )
+    assert check(shop, product="Breeze", temperature_c=10).reply == (
+        "Yes: the Breeze Synthetic Sleeping Bag is comfortable to 10 °C.")  # the rating itself is warm enough
+    assert check(shop, product="sleeping bag", temperature_c=-20).reply == (
+        "None of our sleeping bags says it is made for -20 °C.")
+    assert check(shop, product="fleece", temperature_c=0).reply == (
+        "Our catalog doesn't say whether the Cascade Fleece Jacket is right for 0 °C.")  # no rating given
+    with translation.override("de"):
+        assert check(shop, product="sleeping bag", temperature_c=-5).reply == (
+            "Für -5 °C: Alpine Down Sleeping Bag hält bis -7 °C warm.")
+
+
+@pytest.mark.parametrize(
+    ("text", "product", "temperature"),
+    [
+        ("Is the sleeping bag warm enough for -5?", "sleeping bag", -5.0),
+        ("which sleeping bag is warm enough for -5?", "sleeping bag", -5.0),
+        ("do you have a sleeping bag for -5 degrees?", "sleeping bag", -5.0),
+        ("do you have a sleeping bag for minus 20?", "sleeping bag", -20.0),
+        ("Is the Breeze bag warm enough for 15 degrees?", "Breeze bag", 15.0),
+        ("Ist der Schlafsack warm genug für minus 5 Grad?", "sleeping bag", -5.0),
+        ("¿El saco de dormir es suficientemente cálido para -5 grados?", "sleeping bag", -5.0),
+        ("Le sac de couchage est-il assez chaud pour moins 5 degrés ?", "sleeping bag", -5.0),
+    ],
+)
+def test_the_rule_planner_reads_a_temperature_asked(shop, text, product, temperature):
+    from catalog import language
+
+    calls = rules.plan(Context(shop, text, retrieve, "", [], language.detect(text)))
+    assert [(c.name, c.arguments.model_dump(exclude_none=True)) for c in calls] == [
+        ("check_capacity", {"product": product, "temperature_c": temperature})
+    ]
