@@ -25,6 +25,7 @@ from . import orders
 from ..composition import IDENTITY_PATTERN, asks_about_the_store, asks_after_sales
 from ..opening import ATTRIBUTES
 from ..tools.details import DEGREES, asked_temperature
+from ..tools.kit import requirement
 from ..tools.references import pointed_at
 from ..tools.registry import Call, Context, call
 from ..tools.search import SearchArguments
@@ -329,7 +330,8 @@ _KIT_FILLER = re.compile(
     r"some|a|an|the|my|me|please|also)\b|[?!.:;=]",
     re.IGNORECASE,
 )
-_PURPOSE = re.compile(r"\s+for\s+.*$", re.IGNORECASE)  # "a sleeping bag for a summer trip": a sleeping bag
+# "a sleeping bag for a summer trip": a sleeping bag; but "for -5", "for 2" is what it must be for (``fit_budget``)
+_PURPOSE = re.compile(r"\s+for\s+(?!(?:minus\s+|-)?\d+\b|(?:two|three|four|five|six)\b).*$", re.IGNORECASE)
 # Who it is for, said with "and" that would split it into another item: "for me and my wife", "for my son and me".
 _FOR_PEOPLE = re.compile(
     r"\bfor\s+(?:(?:me|us|myself)\s+and\s+(?:my|our)\s+[a-z]+|(?:my|our)\s+[a-z]+\s+and\s+(?:me|us|myself))\b",
@@ -363,14 +365,15 @@ def _kit(context: Context) -> list[Call]:
             phrase = " ".join(word for word in read.split() if not word[0].isdigit()) if read != part else ""
         if phrase:
             items.append(phrase)
-    if not 2 <= len(items) <= _MAX_KIT or any(len(item.split()) > MAX_NAME_WORDS for item in items):
+    kinds = [requirement(item)[0] for item in items]  # "sleeping bag" of "sleeping bag for -5"
+    if not 2 <= len(items) <= _MAX_KIT or any(len(kind.split()) > MAX_NAME_WORDS for kind in kinds):
         return []
     # Each a kind named by a noun: not "a warm and waterproof jacket" ("waterproof" names the boots). One the store
     # does not sell is said to be left out ("a kayak and a tent, budget 500"), when another is sold.
-    if any(item.split()[-1].lower() in ATTRIBUTES for item in items):
+    if any(kind.split()[-1].lower() in ATTRIBUTES for kind in kinds):
         return []
-    sold = [_called(context, item) is not None for item in items]
-    if not any(sold) or not all(is_sold or _is_a_kind(item) for item, is_sold in zip(items, sold)):
+    sold = [_called(context, kind) is not None for kind in kinds]
+    if not any(sold) or not all(is_sold or _is_a_kind(kind) for kind, is_sold in zip(kinds, sold)):
         return []
     return [call("fit_budget", items=items, budget=budget)]
 

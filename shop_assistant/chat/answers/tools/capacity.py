@@ -27,9 +27,9 @@ from .references import Product, pointed_at
 from .registry import Context, register
 
 CAPACITY = "capacity"
-_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
             "ten": 10, "eleven": 11, "twelve": 12}  # fmt: skip
-_COUNT = r"(\d{1,2}|" + "|".join(_NUMBERS) + r")"
+_COUNT = r"(\d{1,2}|" + "|".join(NUMBERS) + r")"
 # How the catalog says how many people a product is for, the count in group 1.
 _PEOPLE = (
     re.compile(rf"\b{_COUNT}[- ](?:person|people|man|p)\b", re.I),
@@ -61,7 +61,7 @@ class Capacity:
 
 
 def _count(word: str) -> int:
-    return int(word) if word.isdigit() else _NUMBERS[word.lower()]
+    return int(word) if word.isdigit() else NUMBERS[word.lower()]
 
 
 def capacity_of(facts: ProductFacts) -> Capacity:
@@ -78,7 +78,7 @@ def capacity_of(facts: ProductFacts) -> Capacity:
     return Capacity(people, words, word, int(load.group(1)) if load else None, where, comparison.comfort_temperature(facts))
 
 
-def _fits(capacity: Capacity, arguments: CapacityArguments) -> bool | None:
+def fits(capacity: Capacity, arguments: CapacityArguments) -> bool | None:
     """True or False when the catalog says, None when it does not."""
     checks = []
     if arguments.people is not None:
@@ -177,13 +177,13 @@ def check_capacity(context: Context, arguments: CapacityArguments) -> Compositio
     if arguments.people is None and arguments.weight_kg is None and arguments.temperature_c is None:
         return _how_many(named or candidates[0])
     # The snuggest fit first: "the best tent for two" is the one made for two, then the one with room for six.
-    fitting = sorted((p for p in candidates if _fits(capacity_of(p.facts), arguments)), key=_size)
+    fitting = sorted((p for p in candidates if fits(capacity_of(p.facts), arguments)), key=_size)
     need, priced, warmth = _need(arguments), asks_price(context.text), arguments.temperature_c is not None
     sentences = []
     if named is not None:
-        capacity, verdict = capacity_of(named.facts), _fits(capacity_of(named.facts), arguments)
+        capacity, verdict = capacity_of(named.facts), fits(capacity_of(named.facts), arguments)
         if verdict is False and not [p for p in fitting if p is not named]:  # the one named does not: what does
-            others = [p for p in _others_of_kind(context, named) if _fits(capacity_of(p.facts), arguments)]
+            others = [p for p in _others_of_kind(context, named) if fits(capacity_of(p.facts), arguments)]
             fitting = sorted(others, key=_size)
         if verdict is None:
             sentence = _("Our catalog doesn't say whether the {title} is right for {need}.")

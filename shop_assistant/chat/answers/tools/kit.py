@@ -12,6 +12,7 @@ nothing of is said to be left out.
 from __future__ import annotations
 
 import itertools
+import re
 from decimal import Decimal
 
 from django.utils.translation import gettext as _
@@ -24,6 +25,8 @@ from catalog.search import MATCH_THRESHOLD, search
 
 from ..composition import NO_MATCH, Composition, no_match_reply
 from ..opening import money
+from .capacity import NUMBERS, CapacityArguments, capacity_of, fits
+from .details import asked_temperature
 from .references import Product
 from .registry import Context, register
 from .search import Price
@@ -36,13 +39,33 @@ class KitArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
     items: list[str] = Field(
         min_length=2, max_length=4,
-        description="each kind of product asked for, in English catalog words ('tent', 'sleeping bag')",
+        description="each kind of product asked for, in English catalog words ('tent', 'sleeping bag'), with what "
+        "it must be for when the shopper says ('tent for 2', 'sleeping bag for -5')",
     )
     budget: Price = Field(description="the most the shopper wants to spend on all of them together")
 
 
+# What one item must be for: "a sleeping bag for -5", "a tent for 2" (the figure below zero a temperature).
+_FOR = re.compile(r"\s+for\s+((?:minus\s+|-)?\d+(?:[.,]\d+)?|two|three|four|five|six)\b.*$", re.IGNORECASE)
+
+
+def requirement(phrase: str) -> tuple[str, CapacityArguments | None]:
+    """The kind an item names and what it must be for: ("sleeping bag", temperature -5) for "sleeping bag for -5"."""
+    match = _FOR.search(phrase)
+    if match is None:
+        return phrase, None
+    kind, figure = phrase[: match.start()], match.group(1).lower()
+    temperature = asked_temperature(match.group(0))
+    if temperature is not None:
+        return kind, CapacityArguments(product=kind, temperature_c=temperature)
+    people = int(figure) if figure.isdigit() else NUMBERS.get(figure)
+    return kind, CapacityArguments(product=kind, people=people) if people else None
+
+
 def choices(store: Store, phrase: str) -> list[Product]:
-    """The products of the kind ``phrase`` names, best match first, those in stock first; one card per product."""
+    """The products of the kind ``phrase`` names, best match first, those in stock first; one card per product.
+    With what it must be for ("a tent for 2", "a sleeping bag for -5"), only those whose own text says they are."""
+    phrase, required = requirement(phrase)
     hits = search(phrase, CHOICES * 2, store=store)
     hits = [hit for hit in hits if hit.variant is not None and hit.score >= MATCH_THRESHOLD]
     seen: set[str] = set()
@@ -51,6 +74,8 @@ def choices(store: Store, phrase: str) -> list[Product]:
         if is_called(phrase, hit.product.title, hit.product.product_type) and hit.product.title not in seen:
             seen.add(hit.product.title)
             kind.append(Product(card(hit), product_facts(hit)))
+    if required is not None:
+        kind = [p for p in kind if fits(capacity_of(p.facts), required)]
     return sorted(kind, key=lambda p: not p.facts.in_stock)[:CHOICES]  # stable: the match order within each
 
 

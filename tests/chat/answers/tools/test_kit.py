@@ -86,6 +86,8 @@ def test_a_kind_the_catalog_lacks_is_left_out_and_said(shop):
         # who it is for is no item, though it has an "and"
         ("a tent and a sleeping bag for me and my wife, budget 400", ["tent", "sleeping bag"], Decimal("400")),
         ("a tent and a sleeping bag for my son and me, budget 400", ["tent", "sleeping bag"], Decimal("400")),
+        # what an item must be for stays with it
+        ("I need a sleeping bag for -5 and a tent for 2, budget 600", ["sleeping bag for -5", "tent for 2"], Decimal("600")),
     ],
 )
 def test_the_rule_planner_reads_the_kinds_and_the_budget(shop, text, items, budget):
@@ -105,3 +107,16 @@ def test_the_rule_planner_reads_the_kinds_and_the_budget(shop, text, items, budg
 )
 def test_no_budget_kit_where_the_message_asks_something_else(shop, text):
     assert rules.plan(Context(shop, text, retrieve, "", []))[0].name != "fit_budget"
+
+
+def test_what_an_item_must_be_for_is_read_from_the_products_own_text(shop):
+    # "for -5": the bag rated for it (the Alpine, -7 °C), not the cheaper Breeze (10 °C) that fitted the budget
+    assert fit(shop, ["sleeping bag for -5", "tent for 2"], "600").reply == (
+        "Within your budget of 600.00 USD: Alpine Down Sleeping Bag (Regular) 319.00 USD + Ridgeline 2-Person Tent "
+        "(Sage) 249.00 USD = 568.00 USD in total."
+    )
+    # "for 4": the family tent (room for six), never the 2-person one
+    assert fit(shop, ["tent for 4", "sleeping bag"], "600").cards[0]["title"] == "Basecamp 6 Family Tent"
+    # none of the kind says it is: left out and said, never one that may not be
+    reply = fit(shop, ["sleeping bag for -20", "tent"], "900").reply
+    assert "I couldn't find 'sleeping bag for -20' in our catalog" in reply and "Sleeping Bag" not in reply
