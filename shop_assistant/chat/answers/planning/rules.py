@@ -400,7 +400,8 @@ def _budget_in_another_language(text: str) -> Decimal | None:
 
 # "minus 5 Grad", "-5 grados", "moins 5 degrés", "-5 °C": a temperature in Spanish, French or German
 _TEMPERATURE_OTHER = re.compile(
-    r"(?:\b(?:minus|menos|moins)\s+|-)?(\d{1,2})\s*(?:°\s*C?|grados?|degr[ée]s?|grad)\b|(?:\b(?:minus|menos|moins)\s+|-)(\d{1,2})\b",
+    r"(?:\b(?:minus|menos|moins)\s+|(?<![\w-])-)?(\d{1,2})\s*(?:°\s*C?|grados?|degr[ée]s?|grad)\b"
+    r"|(?:\b(?:minus|menos|moins)\s+|(?<![\w-])-)(\d{1,2})\b",  # not "2-3 Personen"
     re.IGNORECASE,
 )
 

@@ -184,9 +184,18 @@ def test_warm_enough_is_the_comfort_rating_of_the_products_own_text(shop):
     ],
 )
 def test_the_rule_planner_reads_a_temperature_asked(shop, text, product, temperature):
+    """Read in the shopper's language too; "2-3 Personen" is a count, never a temperature of -3."""
     from catalog import language
 
     calls = rules.plan(Context(shop, text, retrieve, "", [], language.detect(text)))
     assert [(c.name, c.arguments.model_dump(exclude_none=True)) for c in calls] == [
         ("check_capacity", {"product": product, "temperature_c": temperature})
     ]
+
+
+def test_a_range_of_people_is_no_temperature(shop):
+    from catalog import language
+
+    text = "Habt ihr ein Zelt für 2-3 Personen?"
+    calls = rules.plan(Context(shop, text, retrieve, "", [], language.detect(text)))
+    assert all("temperature_c" not in c.arguments.model_dump(exclude_none=True) for c in calls)
