@@ -2,8 +2,8 @@
 cookset cook for four?", "will the chair hold 110 kg?", "is the sleeping bag warm enough for -5?".
 
 The capacity is read from the product's own title and description ("2-Person", "room for six", "cooks dinner for
-two", "holds up to 120 kg", "comfortable to -7 °C"); the answer says yes or no with the catalog's words, and names the products of the
-same kind that do fit. When the catalog does not say, the answer says that. The sentences are translated (the
+two", "holds up to 120 kg", "comfortable to -7 °C"); the answer says yes or no with the catalog's words, and names
+the products of the same kind that do fit. When the catalog does not say, the answer says that. The sentences are translated (the
 shopper's language); the catalog's own words ("room for six") are quoted as they are.
 """
 
@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from catalog.grounding import ProductFacts, card, product_facts
 from catalog.search import MATCH_THRESHOLD, search
 
+from .. import comparison
 from ..composition import NO_MATCH, Composition, no_match_reply
 from ..opening import listing, money
-from .. import comparison
 from .details import asks_price
 from .references import Product, pointed_at
 from .registry import Context, register
@@ -75,7 +75,8 @@ def capacity_of(facts: ProductFacts) -> Capacity:
             where = "name" if match.start() < len(facts.title) else "description"
             break
     load = _LOAD.search(text)
-    return Capacity(people, words, word, int(load.group(1)) if load else None, where, comparison.comfort_temperature(facts))
+    load_kg = int(load.group(1)) if load else None
+    return Capacity(people, words, word, load_kg, where, comparison.comfort_temperature(facts))
 
 
 def fits(capacity: Capacity, arguments: CapacityArguments) -> bool | None:

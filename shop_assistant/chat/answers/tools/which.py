@@ -22,7 +22,9 @@ from .registry import Context, register
 
 class WhichArguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    question: str = Field(min_length=1, max_length=200, description="what one of the shown products should have or be, in English")
+    question: str = Field(
+        min_length=1, max_length=200, description="what one of the shown products should have or be, in English"
+    )
 
 
 def having(products: list[Product], question: str) -> list[tuple[Product, str]]:
