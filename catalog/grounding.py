@@ -361,10 +361,20 @@ def product_types(store: Store, limit: int = 8) -> list[str]:
     return [name for name, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
 
 
+# What the shopper wants to do, not a thing asked for: "I need to boil water on the trail" asks no water bottle.
+# Not the verbs of shopping ("to buy a tent", "to see your jackets").
+_TO_DO = re.compile(
+    r"\bto\s+(?!(?:buy|get|find|see|order|try|have|pick|choose|look|compare|check)\b)[a-z]+\s+"
+    r"(?:(?:some|the|my|our|a|an|your)\s+)?[a-z]+",
+    re.IGNORECASE,
+)
+
+
 def _of_the_kind_asked(text: str, hits: list[SearchHit]) -> list[SearchHit]:
     """When the shopper names a kind of product that some hits are ("a waterproof jacket"), only those: boots
-    that are waterproof too are no answer to a jacket, and "the least expensive is the boots" reads as nonsense."""
-    asked = passages.content_words(text)
+    that are waterproof too are no answer to a jacket, and "the least expensive is the boots" reads as nonsense.
+    What they want to do ("to boil water") names no kind: the search's order stands."""
+    asked = passages.content_words(_TO_DO.sub(" ", text))
     kinds = {id(hit): passages.content_words(hit.product.product_type) for hit in hits}
     named = {word for hit in hits for word in kinds[id(hit)] & asked}
     if not named:

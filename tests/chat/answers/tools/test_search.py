@@ -128,3 +128,14 @@ def test_a_size_or_colour_of_a_product_found_is_no_question_for_the_store(shop):
     # asked of the store, the FAQ answers
     for text in ("What size should I get in the boots?", "how do I pick a size?"):
         assert search(shop, text, query=text).answers
+
+
+def test_what_the_shopper_wants_to_do_names_no_kind(shop):
+    # "to boil water": the stove the search ranks first, not only the Hydration type's bottle ("water" is its word)
+    text = "I need to boil water on the trail"
+    assert search(shop, text, query=text).cards[0]["title"] == "Micro Backpacking Stove"
+    # a kind named stays the filter: no waterproof boots among the jackets; "to buy" is no doing
+    text = "Do you have a waterproof jacket?"
+    assert all("Jacket" in card["title"] for card in search(shop, text, query=text).cards)
+    text = "I want to buy a water bottle"
+    assert search(shop, text, query=text).cards[0]["title"].startswith("Insulated Steel Water Bottle")
