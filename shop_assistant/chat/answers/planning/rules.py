@@ -330,8 +330,8 @@ _KIT_FILLER = re.compile(
     r"some|a|an|the|my|me|please|also)\b|[?!.:;=]",
     re.IGNORECASE,
 )
-# "a sleeping bag for a summer trip": a sleeping bag; but "for -5", "for 2" is what it must be for (``fit_budget``)
-_PURPOSE = re.compile(r"\s+for\s+(?!(?:minus\s+|-)?\d+\b|(?:two|three|four|five|six)\b).*$", re.IGNORECASE)
+# "a sleeping bag for a summer trip": a sleeping bag (unless it says what the item must be for: ``kit.requirement``)
+_PURPOSE = re.compile(r"\s+for\s+.*$", re.IGNORECASE)
 # Who it is for, said with "and" that would split it into another item: "for me and my wife", "for my son and me".
 _FOR_PEOPLE = re.compile(
     r"\bfor\s+(?:(?:me|us|myself)\s+and\s+(?:my|our)\s+[a-z]+|(?:my|our)\s+[a-z]+\s+and\s+(?:me|us|myself))\b",
@@ -359,7 +359,8 @@ def _kit(context: Context) -> list[Call]:
         if counted and _quantity(counted.group(1)) > 1:
             return []  # "two mugs and a stove under 100": a quantity is the total's
         if english:
-            phrase = " ".join(_KIT_FILLER.sub(" ", _PURPOSE.sub("", part)).split())
+            kept = part if requirement(part)[1] is not None else _PURPOSE.sub("", part)  # "for -5", "for 2" stay
+            phrase = " ".join(_KIT_FILLER.sub(" ", kept).split())
         else:
             read = terms.search_words(context.store, part, lang=context.language)
             phrase = " ".join(word for word in read.split() if not word[0].isdigit()) if read != part else ""

@@ -3,8 +3,8 @@ cookset cook for four?", "will the chair hold 110 kg?", "is the sleeping bag war
 
 The capacity is read from the product's own title and description ("2-Person", "room for six", "cooks dinner for
 two", "holds up to 120 kg", "comfortable to -7 °C"); the answer says yes or no with the catalog's words, and names
-the products of the same kind that do fit. When the catalog does not say, the answer says that. The sentences are translated (the
-shopper's language); the catalog's own words ("room for six") are quoted as they are.
+the products of the same kind that do fit. When the catalog does not say, the answer says that. The sentences are
+translated (the shopper's language); the catalog's own words ("room for six") are quoted as they are.
 """
 
 from __future__ import annotations
@@ -182,7 +182,8 @@ def check_capacity(context: Context, arguments: CapacityArguments) -> Compositio
     need, priced, warmth = _need(arguments), asks_price(context.text), arguments.temperature_c is not None
     sentences = []
     if named is not None:
-        capacity, verdict = capacity_of(named.facts), fits(capacity_of(named.facts), arguments)
+        capacity = capacity_of(named.facts)
+        verdict = fits(capacity, arguments)
         if verdict is False and not [p for p in fitting if p is not named]:  # the one named does not: what does
             others = [p for p in _others_of_kind(context, named) if fits(capacity_of(p.facts), arguments)]
             fitting = sorted(others, key=_size)

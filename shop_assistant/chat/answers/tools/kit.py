@@ -45,8 +45,13 @@ class KitArguments(BaseModel):
     budget: Price = Field(description="the most the shopper wants to spend on all of them together")
 
 
-# What one item must be for: "a sleeping bag for -5", "a tent for 2" (the figure below zero a temperature).
-_FOR = re.compile(r"\s+for\s+((?:minus\s+|-)?\d+(?:[.,]\d+)?|two|three|four|five|six)\b.*$", re.IGNORECASE)
+# What one item must be for: "a sleeping bag for -5", "a tent for 2" (the figure below zero a temperature); not a
+# count of something else ("a tent for 3 nights").
+_FOR = re.compile(
+    r"\s+for\s+((?:minus\s+|-)?\d+(?:[.,]\d+)?|two|three|four|five|six)\b"
+    r"(?!\s*(?:nights?|days?|weeks?|months?|years?|hours?|minutes?|seasons?|kg|dollars?|bucks|euros?|usd)\b).*$",
+    re.IGNORECASE,
+)
 
 
 def requirement(phrase: str) -> tuple[str, CapacityArguments | None]:

@@ -24,9 +24,10 @@ from ..comparison import shown_products
 # Words that point at what was shown rather than name a product.
 _ALL_SHOWN = re.compile(r"^(?:both|all|them|those|these|they|both of them|all of them|all three|the two|the three)$")
 _ONE_SHOWN = re.compile(r"^(?:it|this|that|this one|that one|the one|one)$")
-_CHEAPER = re.compile(r"\b(?:cheap(?:er|est)|less expensive|least expensive)\b")
-_PRICIER = re.compile(r"\b(?:pricier|priciest|more expensive|most expensive)\b")
+_CHEAPER = re.compile(r"(?:the )?(?:cheap(?:er|est)|less expensive|least expensive)(?: one)?")
+_PRICIER = re.compile(r"(?:the )?(?:pricier|priciest|more expensive|most expensive)(?: one)?")
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "last": -1}
+_ORDINAL = re.compile(r"(?:the )?(first|second|third|last)(?: one)?")
 # "the bigger one", "the small one", "the lightest", "the warmer one": a measure of each shown product's text, and
 # which end of it.
 _BY_VOLUME, _BY_WEIGHT, _BY_WARMTH = comparison.volume_of, comparison.weight_of, comparison.comfort_temperature
@@ -38,6 +39,9 @@ _MEASURED = {
     "heavier": (_BY_WEIGHT, True), "heaviest": (_BY_WEIGHT, True),
     "warmer": (_BY_WARMTH, False), "warmest": (_BY_WARMTH, False),  # the lower comfort temperature
 }  # fmt: skip
+_MEASURED_ONE = re.compile(rf"(?:the )?({'|'.join(_MEASURED)})(?: one)?")
+# Every phrase that points at what was shown (each matched whole): ``_from_shown`` tells which products it means.
+_POINTING = (_ALL_SHOWN, _ONE_SHOWN, _CHEAPER, _PRICIER, _MEASURED_ONE, _ORDINAL)
 _LEADING = re.compile(r"^(?:the|a|an|one|your|my|of|some|pack of|packs of|pair of|pairs of)\s+")
 
 
@@ -70,11 +74,11 @@ def _from_shown(phrase: str, products: list[Product]) -> list[Product] | None:
         return products
     if _ONE_SHOWN.match(phrase):
         return products[:1]
-    if re.fullmatch(r"(?:the )?(?:cheap(?:er|est)|less expensive|least expensive)(?: one)?", phrase):
+    if _CHEAPER.fullmatch(phrase):
         return [min(products, key=lambda p: p.facts.price)]
-    if re.fullmatch(r"(?:the )?(?:pricier|priciest|more expensive|most expensive)(?: one)?", phrase):
+    if _PRICIER.fullmatch(phrase):
         return [max(products, key=lambda p: p.facts.price)]
-    measured = re.fullmatch(rf"(?:the )?({'|'.join(_MEASURED)})(?: one)?", phrase)
+    measured = _MEASURED_ONE.fullmatch(phrase)
     if measured:  # "the bigger one": by the volume or weight each one's text gives, when every one gives it
         measure, largest = _MEASURED[measured.group(1)]
         figures = [measure(p.facts) for p in products]
@@ -84,7 +88,7 @@ def _from_shown(phrase: str, products: list[Product]) -> list[Product] | None:
             pick = (max if largest else min)(zip(figures, products), key=lambda pair: pair[0][0])
             return [pick[1]]
         return None
-    ordinal = re.fullmatch(r"(?:the )?(first|second|third|last)(?: one)?", phrase)
+    ordinal = _ORDINAL.fullmatch(phrase)
     if ordinal and abs(_ORDINALS[ordinal.group(1)]) < len(products) + (ordinal.group(1) == "last"):
         return [products[_ORDINALS[ordinal.group(1)]]]
     return None
@@ -93,12 +97,7 @@ def _from_shown(phrase: str, products: list[Product]) -> list[Product] | None:
 def is_pointing(phrase: str) -> bool:
     """Whether ``phrase`` points at what was shown ("it", "the warmer one", "both") rather than names a product."""
     cleaned = _cleaned(phrase)
-    return bool(
-        _ALL_SHOWN.match(cleaned) or _ONE_SHOWN.match(cleaned) or re.fullmatch(
-            rf"(?:the )?(?:{_CHEAPER.pattern}|{_PRICIER.pattern}|{'|'.join(_MEASURED)}|first|second|third|last)(?: one)?",
-            cleaned,
-        )
-    )
+    return any(pattern.fullmatch(cleaned) for pattern in _POINTING)
 
 
 def pointed_at(store: Store, phrase: str, cards: Sequence[dict[str, Any]]) -> list[Product] | None:

@@ -88,6 +88,8 @@ def test_a_kind_the_catalog_lacks_is_left_out_and_said(shop):
         ("a tent and a sleeping bag for my son and me, budget 400", ["tent", "sleeping bag"], Decimal("400")),
         # what an item must be for stays with it
         ("I need a sleeping bag for -5 and a tent for 2, budget 600", ["sleeping bag for -5", "tent for 2"], Decimal("600")),
+        # "for 3 nights" counts nights, not people: no requirement ("Nothing fits" with the family tent alone)
+        ("I need a tent for 3 nights and a stove, budget 400", ["tent", "stove"], Decimal("400")),
     ],
 )
 def test_the_rule_planner_reads_the_kinds_and_the_budget(shop, text, items, budget):
