@@ -30,7 +30,7 @@ from .details import asked_temperature
 from .references import Product
 from .registry import Context, register
 from .search import Price
-from .total import TOTAL, left_out_sentence, terms_sentence
+from .total import TOTAL, left_out_sentence, stock_notes, terms_sentence
 
 CHOICES = 4  # products of each kind weighed: 4 kinds of 4 are 256 sets, checked in microseconds
 
@@ -125,5 +125,5 @@ def fit_budget(context: Context, arguments: KitArguments) -> Composition:
         picked = _cheapest(kinds)
         sentence = _("Nothing we have fits a budget of {budget} for all of these; the least they come to is {sum}")
     sentence = sentence.format(budget=budget, sum=terms_sentence([(1, product) for product in picked]))
-    reply = " ".join([sentence, *([left_out_sentence(missing)] if missing else [])])
+    reply = " ".join([sentence, *stock_notes(list(picked)), *([left_out_sentence(missing)] if missing else [])])
     return Composition(TOTAL, reply=reply, cards=[p.card for p in picked], products=[p.facts for p in picked])

@@ -42,7 +42,7 @@ def _term(quantity: int, product: Product) -> str:
     return _("{quantity} × {name} at {price}").format(quantity=quantity, name=name, price=price)
 
 
-def _stock_notes(products: list[Product]) -> list[str]:
+def stock_notes(products: list[Product]) -> list[str]:
     out = [p.facts for p in products if not p.facts.in_stock]
     return [_("The {title} is out of stock right now.").format(title=facts.title) for facts in out]
 
@@ -116,5 +116,5 @@ def price_total(context: Context, arguments: TotalArguments) -> Composition:
         reply = difference_sentence(lines[0][1], lines[1][1])
     else:
         reply = _sum(lines, missing)
-    reply = " ".join([reply, *_stock_notes(products)])
+    reply = " ".join([reply, *stock_notes(products)])
     return Composition(TOTAL, reply=reply, cards=[p.card for p in products], products=[p.facts for p in products])

@@ -122,3 +122,9 @@ def test_what_an_item_must_be_for_is_read_from_the_products_own_text(shop):
     # none of the kind says it is: left out and said, never one that may not be
     reply = fit(shop, ["sleeping bag for -20", "tent"], "900").reply
     assert "I couldn't find 'sleeping bag for -20' in our catalog" in reply and "Sleeping Bag" not in reply
+
+
+def test_a_pick_that_is_sold_out_is_said_so(shop):
+    # the store's one stove is sold out: it is still the kit's stove (nothing else is one), and the answer says so
+    reply = fit(shop, ["tent", "stove"], "400").reply
+    assert reply.endswith("= 303.99 USD in total. The Micro Backpacking Stove is out of stock right now.")
